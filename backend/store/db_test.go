@@ -1,0 +1,101 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"gorm.io/gorm"
+)
+
+func openTemp(t *testing.T) (*DB, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "pact.sqlite")
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, path
+}
+
+func TestOpenAppliesPragmasAndSchema(t *testing.T) {
+	db, path := openTemp(t)
+	var mode string
+	db.w.Raw("PRAGMA journal_mode").Scan(&mode)
+	if mode != "wal" {
+		t.Errorf("journal_mode = %q, want wal", mode)
+	}
+	var sync, fk, ver int
+	db.w.Raw("PRAGMA synchronous").Scan(&sync)
+	db.w.Raw("PRAGMA foreign_keys").Scan(&fk)
+	db.w.Raw("PRAGMA user_version").Scan(&ver)
+	if sync != 2 || fk != 1 || ver != len(migrations) {
+		t.Errorf("synchronous=%d foreign_keys=%d user_version=%d", sync, fk, ver)
+	}
+	// The read pool must refuse writes.
+	if err := db.r.Exec("INSERT INTO meta(key, value) VALUES ('x', 'y')").Error; err == nil {
+		t.Error("read pool accepted a write")
+	}
+	db.Close()
+	// Reopening migrates nothing and keeps the data.
+	db2, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db2.Close()
+}
+
+func TestWriteIsAtomic(t *testing.T) {
+	db, _ := openTemp(t)
+	boom := errors.New("boom")
+	err := db.write(context.Background(), func(tx *gorm.DB) error {
+		if err := tx.Exec("INSERT INTO meta(key, value) VALUES ('a', '1')").Error; err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v", err)
+	}
+	var n int64
+	db.read(context.Background()).Raw("SELECT count(*) FROM meta").Scan(&n)
+	if n != 0 {
+		t.Fatalf("rolled back write left %d rows", n)
+	}
+}
+
+func TestCorruptFileRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pact.sqlite")
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200; i++ {
+		db.w.Exec("INSERT INTO meta(key, value) VALUES (?, hex(randomblob(500)))", i)
+	}
+	db.Close()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Scribble over the middle pages, past the header.
+	junk := make([]byte, 8192)
+	for i := range junk {
+		junk[i] = 0xA5
+	}
+	f.WriteAt(junk, 8192)
+	f.Close()
+	t.Run("T5 DB file corrupted", func(t *testing.T) {
+		db, err := Open(path)
+		if err == nil {
+			db.Close()
+			t.Fatal("opened a corrupted pact.sqlite")
+		}
+		if !errors.Is(err, ErrCorrupt) {
+			t.Logf("error (not ErrCorrupt, still refused): %v", err)
+		}
+	})
+}

@@ -1,0 +1,144 @@
+package store
+
+import (
+	"fmt"
+
+	"gorm.io/gorm"
+)
+
+// migrations are applied in order, each in its own transaction, and recorded in
+// PRAGMA user_version. Never edit a released one; append a new one.
+var migrations = []string{
+	// 1: the first schema. Times are Unix milliseconds. CHECK and UNIQUE carry the invariants.
+	`
+CREATE TABLE meta (
+	key   TEXT PRIMARY KEY,
+	value TEXT NOT NULL
+);
+
+CREATE TABLE tasks (
+	id         TEXT PRIMARY KEY,
+	owner      TEXT NOT NULL,            -- the agent identity key (iss, sub)
+	brand      TEXT NOT NULL,
+	context_id TEXT NOT NULL,
+	state      TEXT NOT NULL,
+	status_ns  INTEGER,                  -- status.timestamp in Unix nanoseconds (NULL: none), for statusTimestampAfter
+	version    INTEGER NOT NULL CHECK (version > 0),
+	data       BLOB NOT NULL,            -- the a2a.Task as JSON
+	created_at INTEGER NOT NULL,
+	updated_at INTEGER NOT NULL
+);
+CREATE INDEX tasks_owner_updated ON tasks (owner, brand, updated_at DESC, id DESC);
+CREATE INDEX tasks_state ON tasks (state);
+
+CREATE TABLE grants (
+	id             TEXT PRIMARY KEY,
+	agent_iss      TEXT NOT NULL,
+	agent_sub      TEXT NOT NULL,
+	brand          TEXT NOT NULL,
+	capability     TEXT NOT NULL,
+	workspace      TEXT NOT NULL,
+	access_mode    TEXT NOT NULL CHECK (access_mode IN ('read_only', 'read_write')),
+	scope          TEXT NOT NULL,
+	issued_at      INTEGER NOT NULL,
+	expires_at     INTEGER,              -- NULL: until revoked
+	revoked_at     INTEGER,
+	jws            TEXT NOT NULL,        -- the grant, signed by the node key
+	device_flow_id TEXT UNIQUE,
+	last_used_at   INTEGER,
+	uses           INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX grants_agent ON grants (agent_iss, agent_sub, brand);
+CREATE INDEX grants_issued ON grants (issued_at DESC);
+
+CREATE TABLE device_flows (
+	id               TEXT PRIMARY KEY,
+	device_code_hash TEXT NOT NULL UNIQUE, -- SHA-256 of the device code; the code itself is never stored
+	user_code        TEXT NOT NULL,        -- shown on the consent page; useless without the device code
+	agent_iss        TEXT NOT NULL,
+	agent_sub        TEXT NOT NULL,
+	brand            TEXT NOT NULL,
+	scope            TEXT NOT NULL,
+	status           TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'denied', 'expired', 'redeemed', 'locked')),
+	interval_s       INTEGER NOT NULL,
+	last_poll_at     INTEGER,
+	failed_guesses   INTEGER NOT NULL DEFAULT 0,
+	duration         TEXT NOT NULL DEFAULT '',
+	grant_id         TEXT REFERENCES grants (id),
+	created_at       INTEGER NOT NULL,
+	expires_at       INTEGER NOT NULL,
+	decided_at       INTEGER
+);
+CREATE UNIQUE INDEX device_flows_pending_code ON device_flows (user_code) WHERE status = 'pending';
+CREATE INDEX device_flows_agent ON device_flows (agent_iss, agent_sub, status);
+
+CREATE TABLE turns (
+	id          TEXT PRIMARY KEY,
+	task_id     TEXT NOT NULL,
+	context_id  TEXT NOT NULL,
+	brand       TEXT NOT NULL,
+	scope       TEXT NOT NULL CHECK (scope = 'pact'), -- every turn runs in the node's pact scope
+	brand_scope TEXT NOT NULL,
+	grant_id    TEXT NOT NULL REFERENCES grants (id),
+	agent_iss   TEXT NOT NULL,
+	agent_sub   TEXT NOT NULL,
+	policy_hash TEXT NOT NULL,
+	status      TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed', 'canceled')),
+	reason      TEXT NOT NULL DEFAULT '',
+	started_at  INTEGER NOT NULL,
+	ended_at    INTEGER
+);
+CREATE INDEX turns_status ON turns (status);
+
+CREATE TABLE receipts (
+	seq        INTEGER PRIMARY KEY CHECK (seq > 0),
+	id         TEXT NOT NULL UNIQUE,
+	turn_id    TEXT NOT NULL UNIQUE REFERENCES turns (id),
+	prev_hash  TEXT NOT NULL UNIQUE,
+	hash       TEXT NOT NULL UNIQUE,     -- SHA-256 of the JWS (lowercase hex); the next receipt's prev_hash
+	task_id    TEXT NOT NULL,
+	context_id TEXT NOT NULL,
+	brand      TEXT NOT NULL,
+	scope      TEXT NOT NULL,            -- the brand's scope (the turn's pact scope is always 'pact')
+	grant_id   TEXT NOT NULL,
+	agent_iss  TEXT NOT NULL,
+	agent_sub  TEXT NOT NULL,
+	status     TEXT NOT NULL CHECK (status IN ('completed', 'failed', 'canceled')),
+	reason     TEXT NOT NULL DEFAULT '',
+	exit_code  INTEGER NOT NULL,
+	started_at INTEGER NOT NULL,
+	ended_at   INTEGER NOT NULL,
+	jws        TEXT NOT NULL
+);
+CREATE INDEX receipts_agent ON receipts (agent_iss, agent_sub, seq DESC);
+CREATE INDEX receipts_brand ON receipts (brand, seq DESC);
+CREATE INDEX receipts_status ON receipts (status, seq DESC);
+CREATE INDEX receipts_ended ON receipts (ended_at, seq);
+-- Append only: a guard rail against our own bugs, not against someone holding the
+-- file (they can drop these); the signed hash chain is what detects tampering.
+CREATE TRIGGER receipts_no_update BEFORE UPDATE ON receipts BEGIN SELECT RAISE(ABORT, 'receipts are append-only'); END;
+CREATE TRIGGER receipts_no_delete BEFORE DELETE ON receipts BEGIN SELECT RAISE(ABORT, 'receipts are append-only'); END;
+`,
+}
+
+func (db *DB) migrate() error {
+	var v int
+	if err := db.w.Raw("PRAGMA user_version").Scan(&v).Error; err != nil {
+		return err
+	}
+	if v > len(migrations) {
+		return fmt.Errorf("pact.sqlite has schema version %d, newer than this build knows (%d): use a newer Aether", v, len(migrations))
+	}
+	for i := v; i < len(migrations); i++ {
+		err := db.w.Transaction(func(tx *gorm.DB) error {
+			if err := tx.Exec(migrations[i]).Error; err != nil {
+				return fmt.Errorf("migration %d: %w", i+1, err)
+			}
+			return tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", i+1)).Error
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
