@@ -1,0 +1,230 @@
+// Package policy reads, checks and writes policy.json, the file that says which brands this
+// node offers to personal agents (its "pact" section) and which scopes it declares.
+//
+// Loading is strict and fails closed: every problem in the file is reported at once, each with
+// the JSON path of the bad value (see Error). A policy that loaded is internally consistent and
+// its workspaces were resolved on disk.
+//
+// A *Policy returned by Load, Parse or Starter is a snapshot: nothing in this package changes it
+// afterwards, and holders must treat it as read-only (share the pointer, publish a new one on
+// reload, e.g. through an atomic.Pointer). To edit, take Clone, change the copy, then Save it.
+// A turn that keeps the *Policy it started with, and records Hash, is unaffected by reloads (P11).
+//
+// # The file
+//
+//	{
+//	  "pact": {
+//	    "publicUrl": "https://aether.example.com",
+//	    "audience": "https://aether.example.com",
+//	    "allowInsecureLocalIssuers": false,
+//	    "brands": [{
+//	      "id": "review", "name": "Code review", "description": "Reviews code in my workspace.",
+//	      "capability": "review", "workspace": "workspace", "accessMode": "read_only",
+//	      "scope": {"id": "review:read_only", "description": "Review code (read only)"}
+//	    }]
+//	  },
+//	  "scopes": [{"id": "…", "description": "…"}]
+//	}
+//
+// Top-level sections other than "pact" and "scopes" belong to other tools: they are accepted
+// unread and Save keeps them byte for byte, in their order. Only a key that looks like a typo of
+// "pact" or "scopes" ("Pact", "scope") is refused. Inside the managed sections every field is
+// known and unknown fields are errors. Keys that differ only in case are errors at the top level
+// and inside the managed sections; exact duplicate keys are errors at any depth, also inside
+// other sections.
+//
+// Every brand field is required except "instructions". "allowInsecureLocalIssuers" defaults to
+// false, "brands" and "scopes" to empty. A policy without a "pact" section is valid and offers
+// nothing (Policy.Pact is nil).
+//
+// # Capabilities
+//
+// A brand's "capability" names the instructions Codex gets. It is either a built-in capability
+// (see Capabilities), and then the brand has no "instructions", or a name of the owner's own
+// (lowercase letters, digits and -), and then "instructions" holds the text.
+//
+// # Workspaces
+//
+// "workspace" is checked as written on every OS, so a policy means the same everywhere: no "..",
+// no "~", no UNC or device paths (\\server\share, \\?\, \\.\), no drive-relative paths (C:x), no
+// ":" other than a drive letter's (alternate data streams), no Windows-reserved names (CON, NUL,
+// COM1, …) or names ending in a dot or space, no backslashes except on Windows.
+//
+//   - A relative workspace is joined to the policy's folder (with symlinks resolved); after
+//     resolving its own symlinks it must still lie strictly inside that folder.
+//   - An absolute workspace must resolve to exactly itself (no symlink anywhere on the path) and
+//     lie strictly inside the policy's folder or the user's home folder (the allowed roots).
+//   - Either way it must be an existing folder and must not be, or contain, the policy's folder,
+//     so an agent can never read or rewrite policy.json.
+//
+// Paths are compared case-insensitively on Windows and macOS. Brand.WorkspaceDir holds the
+// resolved folder; RecheckWorkspace resolves it again at the start of a turn.
+//
+// # Scopes
+//
+// Scope ids are printable ASCII without spaces, quotes or backslashes, unique (ignoring case)
+// across "scopes" and all brands. The node adds the "pact" scope itself; declaring it is an error.
+package policy
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+)
+
+// PactScope is the scope the node adds whenever a policy has a pact section.
+const PactScope = "pact"
+
+// MaxSize caps the size of policy.json.
+const MaxSize = 1 << 20
+
+// AccessMode says what Codex may do in a brand's workspace.
+type AccessMode string
+
+const (
+	// ReadOnly runs Codex with --sandbox read-only.
+	ReadOnly AccessMode = "read_only"
+	// ReadWrite runs Codex with --sandbox workspace-write.
+	ReadWrite AccessMode = "read_write"
+)
+
+var accessModes = []string{string(ReadOnly), string(ReadWrite)}
+
+// Valid reports whether m is one of the known access modes.
+func (m AccessMode) Valid() bool { return m == ReadOnly || m == ReadWrite }
+
+// Policy is a loaded policy.json. See the package documentation for the rules it obeys and
+// for why it must be treated as read-only.
+type Policy struct {
+	// Pact is the "pact" section, nil when the file has none.
+	Pact *Pact `json:"pact,omitempty"`
+	// Scopes are the scopes declared in the top-level "scopes" list.
+	Scopes []Scope `json:"scopes,omitempty"`
+	// BaseDir is the absolute folder relative workspaces were resolved against (the policy's folder).
+	BaseDir string `json:"-"`
+
+	// sections are the file's top-level members as read, for Save to keep the ones it does not manage.
+	sections []section
+}
+
+// Pact is the "pact" section of policy.json.
+type Pact struct {
+	PublicURL                 string  `json:"publicUrl"`
+	Audience                  string  `json:"audience"`
+	AllowInsecureLocalIssuers bool    `json:"allowInsecureLocalIssuers"`
+	Brands                    []Brand `json:"brands"`
+}
+
+// Brand is one capability the owner offers to personal agents.
+type Brand struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Capability  string `json:"capability"`
+	// Instructions is the text of an owner-defined capability; empty for built-in ones.
+	Instructions string     `json:"instructions,omitempty"`
+	Workspace    string     `json:"workspace"`
+	AccessMode   AccessMode `json:"accessMode"`
+	Scope        Scope      `json:"scope"`
+
+	// WorkspaceDir is Workspace resolved: absolute, symlinks evaluated. Set by Load and Parse.
+	WorkspaceDir string `json:"-"`
+}
+
+// Scope is an OAuth scope with the text shown to the owner and agents.
+type Scope struct {
+	ID          string `json:"id"`
+	Description string `json:"description"`
+}
+
+// section is one top-level member of the file, kept verbatim.
+type section struct {
+	key    string
+	rawKey []byte
+	raw    []byte
+}
+
+// Starter is the policy for a first run: a local gateway at http://127.0.0.1:8080 that accepts
+// loopback issuers, and no brands yet.
+func Starter() *Policy {
+	return &Policy{Pact: &Pact{
+		PublicURL:                 "http://127.0.0.1:8080",
+		Audience:                  "http://127.0.0.1:8080",
+		AllowInsecureLocalIssuers: true,
+		Brands:                    []Brand{},
+	}}
+}
+
+// Brand returns a copy of the brand with the given id.
+func (p *Policy) Brand(id string) (Brand, bool) {
+	if p == nil || p.Pact == nil {
+		return Brand{}, false
+	}
+	for _, b := range p.Pact.Brands {
+		if b.ID == id {
+			return b, true
+		}
+	}
+	return Brand{}, false
+}
+
+// Clone returns a deep copy that can be edited and saved without touching p.
+func (p *Policy) Clone() *Policy {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	if p.Pact != nil {
+		pc := *p.Pact
+		pc.Brands = append([]Brand(nil), p.Pact.Brands...)
+		c.Pact = &pc
+	}
+	c.Scopes = append([]Scope(nil), p.Scopes...)
+	c.sections = append([]section(nil), p.sections...) // the byte slices inside are never written
+	return &c
+}
+
+// InstructionText is the text Codex gets for this brand: its own instructions, or the
+// built-in capability's.
+func (b Brand) InstructionText() string {
+	if b.Instructions != "" {
+		return b.Instructions
+	}
+	return builtins[b.Capability]
+}
+
+// WorkspaceKey identifies the brand's workspace folder for per-workspace locks: two brands
+// with the same key work in the same folder. Case is folded on Windows and macOS.
+func (b Brand) WorkspaceKey() string { return pathKey(b.WorkspaceDir) }
+
+// caseInsensitivePaths is true where the usual file systems ignore case.
+var caseInsensitivePaths = runtime.GOOS == "windows" || runtime.GOOS == "darwin"
+
+func pathKey(p string) string {
+	if caseInsensitivePaths {
+		return strings.ToLower(p)
+	}
+	return p
+}
+
+// RecheckWorkspace resolves the brand's workspace again and fails if it is no longer valid or
+// now resolves elsewhere than at load (a folder swapped for a symlink since, P7). Call it at the
+// start of a turn; it returns the folder to run in.
+func (p *Policy) RecheckWorkspace(brandID string) (string, error) {
+	b, ok := p.Brand(brandID)
+	if !ok {
+		return "", fmt.Errorf("recheck workspace: no brand %q", brandID)
+	}
+	base, err := resolveBase(p.BaseDir)
+	if err != nil {
+		return "", fmt.Errorf("recheck workspace of brand %s: %w", brandID, err)
+	}
+	dir, msg := resolveWorkspace(b.Workspace, base, homeDir())
+	if msg != "" {
+		return "", fmt.Errorf("recheck workspace of brand %s: %s", brandID, msg)
+	}
+	if pathKey(dir) != pathKey(b.WorkspaceDir) {
+		return "", fmt.Errorf("recheck workspace of brand %s: it now resolves to %s, not %s as when the policy was loaded; reload the policy", brandID, dir, b.WorkspaceDir)
+	}
+	return dir, nil
+}
