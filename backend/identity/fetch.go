@@ -1,0 +1,233 @@
+package identity
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/MicahParks/jwkset"
+)
+
+const (
+	discoveryOIDC  = "/.well-known/openid-configuration"
+	discoveryOAuth = "/.well-known/oauth-authorization-server"
+	minRSABits     = 2048
+)
+
+// statusError is a non-200 answer; a 404 (or other status) from the OpenID document sends
+// discovery on to the OAuth metadata document.
+type statusError struct{ code int }
+
+func (e *statusError) Error() string { return fmt.Sprintf("HTTP status %d", e.code) }
+
+// fetchKeys runs discovery and loads the JWKS of one issuer, all under ctx (the whole-fetch
+// deadline, J15).
+func (v *Verifier) fetchKeys(ctx context.Context, is *issuer) (*keySet, *Error) {
+	client := v.clients[is.scope]
+	jwksURI, ferr := v.discover(ctx, client, is.name)
+	if ferr != nil {
+		return nil, ferr
+	}
+	u, err := url.Parse(jwksURI)
+	if err != nil || u.Opaque != "" {
+		return nil, newErr(CodeJWKSURIInvalid, "the issuer's jwks_uri is not allowed", err)
+	}
+	if err := checkFetchURL(u, is.scope); err != nil {
+		return nil, newErr(CodeJWKSURIInvalid, "the issuer's jwks_uri is not allowed", err)
+	}
+	body, err := v.get(ctx, client, u.String())
+	if err != nil {
+		return nil, fetchErr(ctx, "fetch JWKS", err)
+	}
+	return v.parseJWKS(body)
+}
+
+func (v *Verifier) discover(ctx context.Context, client *http.Client, iss string) (string, *Error) {
+	base := strings.TrimSuffix(iss, "/")
+	body, err := v.get(ctx, client, base+discoveryOIDC)
+	if _, ok := errors.AsType[*statusError](err); ok {
+		body, err = v.get(ctx, client, base+discoveryOAuth)
+	}
+	if err != nil {
+		return "", fetchErr(ctx, "fetch discovery document", err)
+	}
+	var doc struct {
+		Issuer  string `json:"issuer"`
+		JWKSURI string `json:"jwks_uri"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return "", newErr(CodeIssuerUnavailable, "the issuer's discovery document is invalid", err)
+	}
+	// Exact match (J12): no trailing-slash or case normalisation.
+	if doc.Issuer != iss {
+		return "", newErr(CodeIssuerMismatch, "the issuer's discovery document names another issuer", nil)
+	}
+	if doc.JWKSURI == "" {
+		return "", newErr(CodeJWKSURIInvalid, "the issuer's discovery document has no jwks_uri", nil)
+	}
+	return doc.JWKSURI, nil
+}
+
+// get fetches one document with the body cap (J14).
+func (v *Verifier) get(ctx context.Context, client *http.Client, u string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, &statusError{code: resp.StatusCode}
+	}
+	if resp.ContentLength > v.cfg.MaxBodyBytes {
+		return nil, errBodyTooLarge
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, v.cfg.MaxBodyBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(body)) > v.cfg.MaxBodyBytes {
+		return nil, errBodyTooLarge
+	}
+	return body, nil
+}
+
+var errBodyTooLarge = errors.New("response body exceeds the size cap")
+
+func isBlocked(err error) bool {
+	_, ok := errors.AsType[*blockedError](err)
+	return ok
+}
+
+// fetchErr turns a transport failure into its reason code.
+func fetchErr(ctx context.Context, what string, err error) *Error {
+	switch {
+	case isBlocked(err):
+		return newErr(CodeIssuerBlocked, "the issuer's address is not allowed", fmt.Errorf("%s: %w", what, err))
+	case errors.Is(err, errBodyTooLarge):
+		return newErr(CodeJWKSTooLarge, "the issuer's documents are too large", fmt.Errorf("%s: %w", what, err))
+	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
+		return newErr(CodeFetchTimeout, "the issuer did not answer in time", fmt.Errorf("%s: %w", what, err))
+	default:
+		return newErr(CodeIssuerUnavailable, "the issuer's keys could not be fetched", fmt.Errorf("%s: %w", what, err))
+	}
+}
+
+// keyKind is what a verification key can check; it is matched against the token's alg so a key
+// is only ever used with the algorithm family it was made for.
+type keyKind uint8
+
+const (
+	kindEd25519 keyKind = iota + 1
+	kindP256
+	kindP384
+	kindP521
+	kindRSA
+)
+
+type verKey struct {
+	key  any    // ed25519.PublicKey, *ecdsa.PublicKey or *rsa.PublicKey
+	alg  string // the JWK's alg, "" when absent
+	kind keyKind
+}
+
+// keySet is immutable once built; a refresh swaps the whole set.
+type keySet struct {
+	byKID     map[string][]verKey
+	all       []verKey
+	fetchedAt time.Time
+}
+
+// parseJWKS loads a JWK Set. Anything suspicious fails the whole set, so a refresh that meets
+// it keeps the previous keys (J16): more than MaxKeys keys, a malformed key, a symmetric key
+// (J3) or an RSA key under 2048 bits (J17). Encryption keys and key types we do not know are
+// skipped, as RFC 7517 §5 asks.
+func (v *Verifier) parseJWKS(body []byte) (*keySet, *Error) {
+	var set struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if err := json.Unmarshal(body, &set); err != nil {
+		return nil, newErr(CodeJWKSInvalid, "the issuer's JWKS is invalid", err)
+	}
+	if len(set.Keys) > v.cfg.MaxKeys {
+		return nil, newErr(CodeJWKSInvalid, "the issuer's JWKS has too many keys", fmt.Errorf("%d keys", len(set.Keys)))
+	}
+	ks := &keySet{byKID: make(map[string][]verKey, len(set.Keys)), fetchedAt: v.cfg.Now()}
+	for i, raw := range set.Keys {
+		var m jwkset.JWKMarshal
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, newErr(CodeJWKSInvalid, "the issuer's JWKS has a malformed key", fmt.Errorf("key %d: %w", i, err))
+		}
+		switch m.KTY {
+		case jwkset.KtyOct:
+			return nil, newErr(CodeKeySymmetric, "the issuer's JWKS contains a symmetric key", fmt.Errorf("key %d", i))
+		case jwkset.KtyEC, jwkset.KtyOKP, jwkset.KtyRSA:
+		default:
+			continue
+		}
+		if m.USE == jwkset.UseEnc || len(m.KEYOPS) > 0 && !slices.Contains(m.KEYOPS, jwkset.KeyOpsVerify) ||
+			m.KTY == jwkset.KtyOKP && m.CRV != jwkset.CrvEd25519 {
+			continue
+		}
+		if len(m.KID) > v.cfg.MaxKIDBytes {
+			continue // no token could name it (J6)
+		}
+		// Public parts only: private members are ignored, and x5u is never fetched (no GetX5U).
+		jwk, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{}, jwkset.JWKValidateOptions{})
+		if err != nil {
+			return nil, newErr(CodeJWKSInvalid, "the issuer's JWKS has a malformed key", fmt.Errorf("key %d: %w", i, err))
+		}
+		k := verKey{key: jwk.Key(), alg: string(m.ALG)}
+		switch pub := k.key.(type) {
+		case ed25519.PublicKey:
+			k.kind = kindEd25519
+		case *ecdsa.PublicKey:
+			switch pub.Curve {
+			case elliptic.P256():
+				k.kind = kindP256
+			case elliptic.P384():
+				k.kind = kindP384
+			case elliptic.P521():
+				k.kind = kindP521
+			}
+		case *rsa.PublicKey:
+			if pub.N.BitLen() < minRSABits {
+				return nil, newErr(CodeKeyTooWeak, "the issuer's JWKS has an RSA key under 2048 bits", fmt.Errorf("key %d: %d bits", i, pub.N.BitLen()))
+			}
+			k.kind = kindRSA
+		}
+		if k.kind == 0 {
+			return nil, newErr(CodeJWKSInvalid, "the issuer's JWKS has an unsupported key", fmt.Errorf("key %d: %T", i, k.key))
+		}
+		ks.all = append(ks.all, k)
+		ks.byKID[m.KID] = append(ks.byKID[m.KID], k)
+	}
+	return ks, nil
+}
+
+// kindFor is the key kind each allowed alg needs.
+var kindFor = map[string]keyKind{
+	"EdDSA": kindEd25519,
+	"ES256": kindP256, "ES384": kindP384, "ES512": kindP521,
+	"RS256": kindRSA, "RS384": kindRSA, "RS512": kindRSA,
+	"PS256": kindRSA, "PS384": kindRSA, "PS512": kindRSA,
+}
+
+func (k verKey) fits(alg string) bool {
+	return kindFor[alg] == k.kind && (k.alg == "" || k.alg == alg)
+}

@@ -1,0 +1,293 @@
+// Package identity verifies personal-agent identity JWTs (pact-wire.md "Identity JWT"): any
+// issuer may call, so keys are discovered from the token's own iss through an SSRF-safe client,
+// cached per exact issuer, and refreshed under rate limits (security.md J1–J29).
+package identity
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// allowedAlgs are the asymmetric algorithms accepted (J1, J2): none and HMAC never reach a key.
+var allowedAlgs = []string{"EdDSA", "ES256", "ES384", "ES512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512"}
+
+// Limits on claim sizes: they end up in logs, keys and the store.
+const (
+	maxIssuerBytes  = 1024
+	maxSubjectBytes = 1024
+)
+
+// Identity is a verified personal agent. The agent is the pair (Issuer, Subject), never the
+// subject alone.
+type Identity struct {
+	Issuer    string
+	Subject   string
+	ExpiresAt time.Time
+}
+
+// Key is an unambiguous encoding of (Issuer, Subject): the issuer's length, a colon, the
+// issuer, a "|", the subject. No two distinct pairs share a key.
+func (i Identity) Key() string {
+	return strconv.Itoa(len(i.Issuer)) + ":" + i.Issuer + "|" + i.Subject
+}
+
+// Verifier checks identity JWTs. It is safe for concurrent use.
+type Verifier struct {
+	cfg        Config
+	parser     *jwt.Parser
+	clients    [2]*http.Client // by scope
+	limiter    *ipLimiter
+	fetchSlots chan struct{} // global fetch semaphore (J18)
+	fetches    sync.WaitGroup
+
+	mu      sync.RWMutex
+	issuers map[string]*issuer
+}
+
+// New returns a Verifier. It panics when cfg.Audience is empty: a verifier without an audience
+// would have nothing to bind tokens to this node.
+func New(cfg Config) *Verifier {
+	if cfg.Audience == "" {
+		panic("identity.New: Config.Audience is required")
+	}
+	cfg = cfg.withDefaults()
+	v := &Verifier{
+		cfg: cfg,
+		parser: jwt.NewParser(
+			jwt.WithValidMethods(allowedAlgs),
+			jwt.WithStrictDecoding(),
+			jwt.WithExpirationRequired(),
+			jwt.WithIssuedAt(),
+			jwt.WithLeeway(cfg.Leeway),
+			jwt.WithAudience(cfg.Audience),
+			jwt.WithTimeFunc(cfg.Now),
+		),
+		limiter:    newIPLimiter(cfg.NewIssuerBurst, cfg.NewIssuerEvery),
+		fetchSlots: make(chan struct{}, cfg.MaxConcurrentFetches),
+		issuers:    make(map[string]*issuer),
+	}
+	v.clients[scopePublic] = newClient(&v.cfg, scopePublic)
+	v.clients[scopeLoopback] = newClient(&v.cfg, scopeLoopback)
+	return v
+}
+
+// Verify checks raw (the bearer token, without "Bearer ") and returns the identity it proves.
+// clientIP is the caller's address (an IP, or host:port as in http.Request.RemoteAddr), used to
+// rate-limit fetches for new issuers. Every failure
+// is an *Error; errors.Is(err, ErrRateLimited) marks the ones to answer with 429.
+func (v *Verifier) Verify(ctx context.Context, raw string, clientIP string) (Identity, error) {
+	if len(raw) > v.cfg.MaxTokenBytes {
+		return Identity{}, errTooLarge // J26: before any parsing
+	}
+	if err := prepass(raw); err != nil {
+		return Identity{}, err
+	}
+	claims := &jwt.RegisteredClaims{}
+	tok, err := v.parser.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) {
+		return v.keyFor(ctx, t, claims, clientIP)
+	})
+	if err != nil {
+		return Identity{}, classify(tok, err)
+	}
+	return Identity{Issuer: claims.Issuer, Subject: claims.Subject, ExpiresAt: claims.ExpiresAt.Time}, nil
+}
+
+// classify maps a golang-jwt failure to an *Error. Failures raised in keyFor pass through.
+func classify(tok *jwt.Token, err error) *Error {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e
+	}
+	switch {
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return errMalformed
+	case errors.Is(err, jwt.ErrTokenUnverifiable):
+		return errAlg // alg missing or unknown to golang-jwt
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+		if tok == nil || tok.Method == nil || kindFor[tok.Method.Alg()] == 0 {
+			return errAlg
+		}
+		return errSignature
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return errExpired
+	case errors.Is(err, jwt.ErrTokenNotValidYet):
+		return errNotYetValid
+	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return errIatFuture
+	case errors.Is(err, jwt.ErrTokenInvalidAudience):
+		return errAudience
+	default:
+		return newErr(CodeClaimsInvalid, "the token's claims are invalid", err)
+	}
+}
+
+// keyFor runs after golang-jwt has decoded the token and checked alg against the allow list,
+// before the signature. It applies the header and claim rules first, so a token that cannot
+// pass never causes a fetch, then finds the key under the token's own issuer only (J19).
+// jku, x5u and jwk headers are never read (J7).
+func (v *Verifier) keyFor(ctx context.Context, t *jwt.Token, c *jwt.RegisteredClaims, clientIP string) (any, error) {
+	if _, ok := t.Header["crit"]; ok {
+		return nil, errCrit // no extension is understood, so any crit must fail (RFC 7515 §4.1.11)
+	}
+	if typ, ok := t.Header["typ"]; ok {
+		s, isStr := typ.(string)
+		if !isStr {
+			return nil, errMalformed
+		}
+		if strings.EqualFold(strings.TrimPrefix(strings.ToLower(s), "application/"), v.cfg.DelegationType) {
+			return nil, errDelegation // J25
+		}
+	}
+	kid, hasKID := "", false
+	if k, ok := t.Header["kid"]; ok {
+		s, isStr := k.(string)
+		if !isStr || s == "" || len(s) > v.cfg.MaxKIDBytes {
+			return nil, errKIDInvalid // J6
+		}
+		kid, hasKID = s, true
+	}
+	now := v.cfg.Now()
+	if err := v.checkClaims(c, now); err != nil {
+		return nil, err
+	}
+	is, err := v.issuerFor(c.Issuer, clientIP, now)
+	if err != nil {
+		return nil, err
+	}
+	return v.keyFromIssuer(ctx, is, kid, hasKID, t.Method.Alg(), now)
+}
+
+// checkClaims applies the claim rules before any key is looked up (J20–J25). golang-jwt checks
+// exp, nbf, iat and aud again after the signature.
+func (v *Verifier) checkClaims(c *jwt.RegisteredClaims, now time.Time) *Error {
+	if c.Issuer == "" || len(c.Issuer) > maxIssuerBytes {
+		return errIssuerInvalid
+	}
+	if v.cfg.NodeIssuer != "" && strings.TrimSuffix(c.Issuer, "/") == strings.TrimSuffix(v.cfg.NodeIssuer, "/") {
+		return errDelegation // our own tokens are never identities (J25, G9)
+	}
+	if c.Subject == "" || len(c.Subject) > maxSubjectBytes {
+		return errSubject
+	}
+	if c.ExpiresAt == nil {
+		return errExpMissing
+	}
+	if c.IssuedAt == nil {
+		return errIatMissing
+	}
+	if !now.Before(c.ExpiresAt.Add(v.cfg.Leeway)) {
+		return errExpired
+	}
+	if c.IssuedAt.After(now.Add(v.cfg.Leeway)) {
+		return errIatFuture
+	}
+	if c.NotBefore != nil && c.NotBefore.After(now.Add(v.cfg.Leeway)) {
+		return errNotYetValid
+	}
+	if c.ExpiresAt.Sub(c.IssuedAt.Time) > v.cfg.MaxLifetime {
+		return errLifetime
+	}
+	for _, a := range c.Audience {
+		if a == v.cfg.Audience {
+			return nil
+		}
+	}
+	return errAudience
+}
+
+// keyFromIssuer serves the key from the issuer's cached set, fetching or refreshing it under
+// the cache policy: keys are used up to MaxStaleness (refreshed in the background after
+// RefreshInterval), an unknown kid refreshes at most once per UnknownKIDInterval and waits at
+// most UnknownKIDWait (J5), and a first fetch is shared by every waiter (J15).
+func (v *Verifier) keyFromIssuer(ctx context.Context, is *issuer, kid string, hasKID bool, alg string, now time.Time) (any, error) {
+	ks := is.keys.Load()
+	if ks == nil || now.Sub(ks.fetchedAt) > v.cfg.MaxStaleness {
+		fl, err := v.startFetch(is, now)
+		if err != nil {
+			return nil, err
+		}
+		if err := wait(ctx, fl, 0); err != nil {
+			return nil, err
+		}
+		if ks = is.keys.Load(); ks == nil || now.Sub(ks.fetchedAt) > v.cfg.MaxStaleness {
+			return nil, errIssuerStale
+		}
+		return ks.pick(kid, hasKID, alg)
+	}
+	if now.Sub(ks.fetchedAt) > v.cfg.RefreshInterval {
+		_, _ = v.startFetch(is, now) // background; failures are negative-cached and logged
+	}
+	key, err := ks.pick(kid, hasKID, alg)
+	if err != errKIDUnknown {
+		return key, err
+	}
+	return v.refreshForKID(ctx, is, ks, kid, alg, now)
+}
+
+var errIssuerStale = newErr(CodeIssuerUnavailable, "the issuer's keys could not be refreshed", nil)
+
+// refreshForKID handles a kid missing from the cached set. An attacker can mint endless random
+// kids, so the refresh is allowed once per window per issuer; everyone else gets a fast 401.
+func (v *Verifier) refreshForKID(ctx context.Context, is *issuer, ks *keySet, kid, alg string, now time.Time) (any, error) {
+	is.mu.Lock()
+	last := ks.fetchedAt
+	if is.lastAttempt.After(last) {
+		last = is.lastAttempt
+	}
+	due := now.Sub(last) >= v.cfg.UnknownKIDInterval || is.flight != nil
+	is.mu.Unlock()
+	if !due {
+		return nil, errKIDUnknown
+	}
+	fl, err := v.startFetch(is, now)
+	if err != nil {
+		return nil, errKIDUnknown
+	}
+	if err := wait(ctx, fl, v.cfg.UnknownKIDWait); err != nil {
+		return nil, errKIDUnknown
+	}
+	return is.keys.Load().pick(kid, true, alg)
+}
+
+// pick selects the key for a token. Without a kid, only an issuer with exactly one signing key
+// can be used (J4).
+func (ks *keySet) pick(kid string, hasKID bool, alg string) (any, error) {
+	cands := ks.all
+	if hasKID {
+		cands = ks.byKID[kid]
+		if len(cands) == 0 {
+			return nil, errKIDUnknown
+		}
+	} else if len(cands) != 1 {
+		return nil, errKIDRequired
+	}
+	var first any
+	n := 0
+	for _, k := range cands {
+		if k.fits(alg) {
+			if n == 0 {
+				first = k.key
+			}
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return nil, errKeyAlg
+	case 1:
+		return first, nil
+	}
+	set := jwt.VerificationKeySet{}
+	for _, k := range cands {
+		if k.fits(alg) {
+			set.Keys = append(set.Keys, k.key)
+		}
+	}
+	return set, nil
+}
