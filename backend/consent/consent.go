@@ -1,0 +1,222 @@
+// Package consent is the delegation side of the node: the RFC 8628 device flow
+// an agent runs to ask for a brand, the owner's decision on it, the signed grant
+// an approval writes, the short delegation tokens minted from a live grant and
+// their check on every turn, revocation, and the events the UI and desktop
+// notifications follow. Every state lives in pact.sqlite, so a restart loses
+// nothing (D18).
+//
+// Tokens are only ever minted from a grant for a verified agent identity, never
+// from another token: the chain is always owner → grant → token, depth one (G6).
+package consent
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aether/aether/backend/keys"
+	"github.com/aether/aether/backend/store"
+)
+
+// Agent is a verified agent identity: the pair (iss, sub) of its identity JWT.
+type Agent struct {
+	Issuer  string `json:"issuer"`
+	Subject string `json:"subject"`
+}
+
+// BrandInfo is what consent needs to know of a brand from the current policy.
+type BrandInfo struct {
+	ID               string
+	Name             string
+	Capability       string
+	Workspace        string // as the node runs it (resolved); recorded in the grant
+	AccessMode       string // "read_only" or "read_write"
+	ScopeID          string
+	ScopeDescription string
+}
+
+// Config tunes the service. Zero values take the defaults noted.
+type Config struct {
+	PublicURL  string // iss of every token and grant; card URLs (aud) hang below it
+	ConsentURL string // https://127.0.0.1:<admin-port>/pact/consent, the verification_uri
+	// Brands returns the brands of the current policy (it may change while the node runs).
+	Brands             func() []BrandInfo
+	Now                func() time.Time // default time.Now
+	FlowTTL            time.Duration    // device flow lifetime: default 10m, clamped to 5m–10m
+	Interval           time.Duration    // minimum poll interval: default 5s
+	MaxPendingPerAgent int              // default 5
+	MaxPendingTotal    int              // default 1000
+	MaxGuesses         int              // wrong user codes tolerated per request: default 5 (the next locks it)
+	MaxUnknownCodes    int              // unknown device codes per client IP per minute: default 10
+	TokenTTL           time.Duration    // delegation token lifetime: default 1h
+	Logger             *slog.Logger     // default slog.Default()
+}
+
+const (
+	leeway            = 30 * time.Second // clock skew tolerated on token times
+	maxScopeLen       = 256              // longer scope strings are refused unread (D4)
+	maxTokenLen       = 8 << 10          // a delegation token is well under 1 KiB
+	slowDownStep      = 5 * time.Second  // RFC 8628 §3.5
+	flowRetention     = 24 * time.Hour   // finished flows are deleted this long after expiry
+	unknownCodeWindow = time.Minute
+	maxTrackedIPs     = 4096
+	userCodeAttempts  = 8
+)
+
+// Service runs device flows, grants and delegation tokens over one store and
+// the node key. It is safe for concurrent use.
+type Service struct {
+	db      *store.DB
+	key     *keys.Key
+	cfg     Config
+	log     *slog.Logger
+	unknown *ipLimiter
+	// newUserCode is swapped in tests to force collisions (D17).
+	newUserCode func() string
+
+	mu   sync.Mutex
+	subs map[chan Event]struct{}
+}
+
+// New builds the service. cfg.Brands must not be nil.
+func New(db *store.DB, key *keys.Key, cfg Config) *Service {
+	if cfg.Brands == nil {
+		panic("consent: Config.Brands is required")
+	}
+	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.FlowTTL == 0 {
+		cfg.FlowTTL = 10 * time.Minute
+	}
+	// RFC 8628 leaves the lifetime open; security.md pins it to 5–10 minutes.
+	cfg.FlowTTL = min(max(cfg.FlowTTL, 5*time.Minute), 10*time.Minute)
+	if cfg.Interval <= 0 {
+		cfg.Interval = 5 * time.Second
+	}
+	cfg.Interval = cfg.Interval.Truncate(time.Second) // stored and announced in whole seconds
+	if cfg.MaxPendingPerAgent <= 0 {
+		cfg.MaxPendingPerAgent = 5
+	}
+	if cfg.MaxPendingTotal <= 0 {
+		cfg.MaxPendingTotal = 1000
+	}
+	if cfg.MaxGuesses <= 0 {
+		cfg.MaxGuesses = 5
+	}
+	if cfg.MaxUnknownCodes <= 0 {
+		cfg.MaxUnknownCodes = 10
+	}
+	if cfg.TokenTTL <= 0 {
+		cfg.TokenTTL = time.Hour
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Service{
+		db: db, key: key, cfg: cfg, log: cfg.Logger,
+		unknown:     newIPLimiter(cfg.MaxUnknownCodes, unknownCodeWindow),
+		newUserCode: newUserCode,
+		subs:        map[chan Event]struct{}{},
+	}
+}
+
+// now is the injected clock at the store's precision (Unix ms), so values read
+// back equal values written.
+func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Millisecond) }
+
+// Audience is the aud of a brand's delegation tokens: its card URL.
+func (s *Service) Audience(brand string) string { return s.cfg.PublicURL + "/a2a/" + brand }
+
+func (s *Service) brand(id string) (BrandInfo, bool) {
+	for _, b := range s.cfg.Brands() {
+		if b.ID == id {
+			return b, true
+		}
+	}
+	return BrandInfo{}, false
+}
+
+// OAuth error codes (RFC 6749 §5.2, RFC 8628 §3.5).
+const (
+	CodeInvalidRequest       = "invalid_request"
+	CodeInvalidClient        = "invalid_client"
+	CodeInvalidGrant         = "invalid_grant"
+	CodeInvalidScope         = "invalid_scope"
+	CodeUnsupportedGrantType = "unsupported_grant_type"
+	CodeAuthorizationPending = "authorization_pending"
+	CodeSlowDown             = "slow_down"
+	CodeAccessDenied         = "access_denied"
+	CodeExpiredToken         = "expired_token"
+)
+
+// OAuthError is an error answer of the device authorization or token endpoint:
+// the body is {"error": Code, "error_description": Description}, sent with the
+// HTTP Status (400; 401 for invalid_client; 429 for the caps). Status is a
+// plain int so that consent stays free of net/http.
+type OAuthError struct {
+	Code        string `json:"error"`
+	Description string `json:"error_description,omitempty"`
+	Status      int    `json:"-"`
+}
+
+func (e *OAuthError) Error() string { return e.Code + ": " + e.Description }
+
+func oauthError(code, desc string) *OAuthError {
+	status := 400
+	if code == CodeInvalidClient {
+		status = 401
+	}
+	return &OAuthError{Code: code, Description: desc, Status: status}
+}
+
+// tooMany is the 429 answer of the caps (D2, D11): slow_down, as RFC 8628 names backing off.
+func tooMany(desc string) *OAuthError {
+	return &OAuthError{Code: CodeSlowDown, Description: desc, Status: 429}
+}
+
+// Reasons a delegation is refused; the gateway puts them in the AUTH_REQUIRED data part.
+const (
+	ReasonMissing    = "missing"
+	ReasonExpired    = "expired"
+	ReasonRevoked    = "revoked"
+	ReasonWrongBrand = "wrong_brand"
+	ReasonWrongAgent = "wrong_agent"
+	ReasonInvalid    = "invalid"
+)
+
+// DelegationError says why a delegation token does not authorize a turn.
+type DelegationError struct {
+	Reason string
+	Detail string
+}
+
+func (e *DelegationError) Error() string { return fmt.Sprintf("delegation %s: %s", e.Reason, e.Detail) }
+
+// Owner-side errors.
+var (
+	ErrNotFound       = errors.New("no such request or grant")
+	ErrAlreadyDecided = errors.New("this request was already decided")
+	ErrExpired        = errors.New("this request has expired; the agent must ask again")
+	ErrLocked         = errors.New("too many wrong user codes: this request is locked; the agent must ask again")
+	ErrWrongCode      = errors.New("the user code does not match this request")
+	ErrBadUserCode    = errors.New("a user code is 8 letters from BCDFGHJKLMNPQRSTVWXZ, shown as XXXX-XXXX")
+	ErrBadDuration    = errors.New("unknown grant duration")
+	ErrBrandChanged   = errors.New("the brand changed since the agent asked; the request is closed and the agent must ask again")
+)
+
+// checkAgent refuses a missing identity, and the node's own issuer: the node's
+// tokens are never agent identities, so no token is minted from a token (G6).
+func (s *Service) checkAgent(a Agent) *OAuthError {
+	if a.Issuer == "" || a.Subject == "" {
+		return oauthError(CodeInvalidClient, "a verified agent identity (Bearer identity JWT) is required")
+	}
+	if strings.TrimRight(a.Issuer, "/") == s.cfg.PublicURL {
+		return oauthError(CodeInvalidClient, "the node's own tokens are not agent identities")
+	}
+	return nil
+}

@@ -1,0 +1,93 @@
+package consent
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aether/aether/backend/store"
+)
+
+// Event kinds.
+const (
+	EventRequestAdded   = "request_added"
+	EventRequestDecided = "request_decided"
+	EventRequestExpired = "request_expired"
+	EventGrantRevoked   = "grant_revoked"
+)
+
+// Event outcomes.
+const (
+	OutcomeAllowed = "allowed"
+	OutcomeDenied  = "denied"
+	OutcomeExpired = "expired"
+	OutcomeLocked  = "locked" // request_expired after too many wrong user codes (D16)
+	OutcomeRevoked = "revoked"
+)
+
+// Event tells the UI and the desktop notifier that something changed. A
+// request that ends without a grant (denied, expired, locked) carries Agent and
+// Brand so the node can end that agent's waiting AUTH_REQUIRED tasks as REJECTED.
+type Event struct {
+	Kind    string     `json:"kind"`
+	Request *Request   `json:"request,omitempty"`
+	Grant   *GrantView `json:"grant,omitempty"`
+	Agent   Agent      `json:"agent"`
+	Brand   string     `json:"brand"`
+	Outcome string     `json:"outcome,omitempty"`
+}
+
+const subscriberBuffer = 64
+
+// Subscribe returns a channel of events and a function that ends the
+// subscription (and closes the channel). Delivery never blocks the service: a
+// subscriber that falls more than a buffer behind loses events.
+func (s *Service) Subscribe() (<-chan Event, func()) {
+	ch := make(chan Event, subscriberBuffer)
+	s.mu.Lock()
+	s.subs[ch] = struct{}{}
+	s.mu.Unlock()
+	return ch, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, ok := s.subs[ch]; ok {
+			delete(s.subs, ch)
+			close(ch)
+		}
+	}
+}
+
+func (s *Service) emit(e Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.subs {
+		select {
+		case ch <- e:
+		default:
+			s.log.Warn("consent event dropped: subscriber too slow", "kind", e.Kind)
+		}
+	}
+}
+
+func (s *Service) emitExpired(f store.DeviceFlow, outcome string) {
+	req := s.request(f)
+	s.emit(Event{Kind: EventRequestExpired, Request: &req, Agent: req.Agent, Brand: f.Brand, Outcome: outcome})
+}
+
+// Sweep marks pending requests past their expiry as expired (emitting
+// request_expired for each), deletes finished requests a day after they
+// expired, and forgets stale per-IP counters. The node calls it every few seconds.
+func (s *Service) Sweep(ctx context.Context) error {
+	now := s.now()
+	expired, err := s.db.ExpireFlows(ctx, now)
+	if err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	for _, f := range expired {
+		s.emitExpired(f, OutcomeExpired)
+	}
+	if _, err := s.db.PruneFlows(ctx, now.Add(-flowRetention)); err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	s.unknown.prune(now)
+	return nil
+}

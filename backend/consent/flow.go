@@ -1,0 +1,271 @@
+package consent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aether/aether/backend/store"
+)
+
+// FlowStart is the device authorization response (RFC 8628 §3.2).
+type FlowStart struct {
+	DeviceCode              string `json:"device_code"`
+	UserCode                string `json:"user_code"` // XXXX-XXXX
+	VerificationURI         string `json:"verification_uri"`
+	VerificationURIComplete string `json:"verification_uri_complete"`
+	ExpiresIn               int    `json:"expires_in"` // seconds
+	Interval                int    `json:"interval"`   // seconds
+}
+
+// Token is the token response: the delegation token and what it covers.
+type Token struct {
+	AccessToken string `json:"access_token"`
+	TokenType   string `json:"token_type"` // "Bearer"
+	ExpiresIn   int64  `json:"expires_in"` // seconds
+	Scope       string `json:"scope"`
+}
+
+// StartFlow opens a device authorization request of agent for one brand scope
+// (RFC 8628 §3.1–3.2). scope must be exactly one brand's scope id; brand, when
+// given, must be the brand that scope belongs to (an empty scope then means
+// that brand's). Only the SHA-256 of the device code is stored.
+func (s *Service) StartFlow(ctx context.Context, agent Agent, scope, brand string) (*FlowStart, error) {
+	if err := s.checkAgent(agent); err != nil {
+		return nil, err
+	}
+	b, oerr := s.resolveScope(scope, brand)
+	if oerr != nil {
+		return nil, oerr
+	}
+	now := s.now()
+	deviceCode := randomToken(16)
+	f := store.DeviceFlow{
+		ID: "df_" + randomToken(12), DeviceCodeHash: hashDeviceCode(deviceCode),
+		AgentIss: agent.Issuer, AgentSub: agent.Subject, Brand: b.ID, Scope: b.ScopeID,
+		Interval: s.cfg.Interval, CreatedAt: now, ExpiresAt: now.Add(s.cfg.FlowTTL),
+	}
+	lim := store.FlowLimits{PerAgent: s.cfg.MaxPendingPerAgent, Total: s.cfg.MaxPendingTotal}
+	var err error
+	for range userCodeAttempts {
+		f.UserCode = s.newUserCode()
+		if err = s.db.CreateFlow(ctx, f, lim); !errors.Is(err, store.ErrUserCodeTaken) {
+			break
+		}
+	}
+	switch {
+	case errors.Is(err, store.ErrAgentFlowCap):
+		return nil, tooMany("this agent has too many pending requests; wait for the owner or for them to expire")
+	case errors.Is(err, store.ErrFlowCap):
+		return nil, tooMany("the node has too many pending requests; try again later")
+	case err != nil:
+		return nil, fmt.Errorf("start device flow: %w", err)
+	}
+	s.log.Info("device flow started", "flow", f.ID, "agent_iss", agent.Issuer, "agent_sub", agent.Subject, "brand", b.ID)
+	req := s.request(f)
+	s.emit(Event{Kind: EventRequestAdded, Request: &req, Agent: agent, Brand: b.ID})
+	code := FormatUserCode(f.UserCode)
+	return &FlowStart{
+		DeviceCode:              deviceCode,
+		UserCode:                code,
+		VerificationURI:         s.cfg.ConsentURL,
+		VerificationURIComplete: s.cfg.ConsentURL + "?user_code=" + code,
+		ExpiresIn:               int(s.cfg.FlowTTL / time.Second),
+		Interval:                int(s.cfg.Interval / time.Second),
+	}, nil
+}
+
+// errForeignCode marks a device code bound to another agent; it is answered
+// exactly like an unknown code, so it is no oracle (D10).
+var errForeignCode = errors.New("device code of another agent")
+
+// Poll is one token request with grant_type
+// urn:ietf:params:oauth:grant-type:device_code (RFC 8628 §3.4–3.5). The flow is
+// read, checked and changed in one write transaction, and the token is minted
+// inside it: a revocation commits either before (access_denied) or after the
+// token exists (which then fails its next check), never in between (V4).
+func (s *Service) Poll(ctx context.Context, agent Agent, deviceCode, clientIP string) (*Token, error) {
+	if err := s.checkAgent(agent); err != nil {
+		return nil, err
+	}
+	if deviceCode == "" {
+		return nil, oauthError(CodeInvalidRequest, "device_code is required")
+	}
+	now := s.now()
+	// Guessing codes (D11): past the per-IP cap, nothing is looked up at all.
+	if s.unknown.blocked(clientIP, now) {
+		return nil, tooMany("too many unknown device codes from this address; wait a minute")
+	}
+	if !validDeviceCode(deviceCode) {
+		s.unknown.add(clientIP, now)
+		return nil, oauthError(CodeInvalidGrant, "unknown device code")
+	}
+	var (
+		tok        *Token
+		expiredNow bool
+	)
+	f, err := s.db.UpdateFlowByDeviceCode(ctx, hashDeviceCode(deviceCode), func(f *store.DeviceFlow, g *store.Grant) (*store.Grant, error) {
+		if f.AgentIss != agent.Issuer || f.AgentSub != agent.Subject {
+			return nil, errForeignCode
+		}
+		if !now.Before(f.ExpiresAt) {
+			switch f.Status {
+			case store.FlowPending:
+				f.Status = store.FlowExpired
+				expiredNow = true
+				return nil, oauthError(CodeExpiredToken, "the request expired; start a new one")
+			case store.FlowApproved:
+				// The grant stands; only this code is spent.
+				return nil, oauthError(CodeExpiredToken, "the device code expired before it was redeemed; the owner's grant stands: ask for a token with it")
+			}
+		}
+		switch f.Status {
+		case store.FlowPending:
+			last := f.LastPollAt
+			f.LastPollAt = &now
+			if last != nil && now.Sub(*last) < f.Interval {
+				f.Interval += slowDownStep // sticky: every later poll is held to it (D5)
+				return nil, oauthError(CodeSlowDown, fmt.Sprintf("poll at most every %d seconds", int(f.Interval/time.Second)))
+			}
+			return nil, oauthError(CodeAuthorizationPending, "waiting for the owner")
+		case store.FlowDenied:
+			return nil, oauthError(CodeAccessDenied, "the owner denied the request")
+		case store.FlowExpired:
+			return nil, oauthError(CodeExpiredToken, "the request expired; start a new one")
+		case store.FlowLocked:
+			return nil, oauthError(CodeExpiredToken, "the request was locked after too many wrong user codes; start a new one")
+		case store.FlowRedeemed:
+			return nil, oauthError(CodeInvalidGrant, "this device code was already redeemed")
+		case store.FlowApproved:
+			f.LastPollAt = &now
+			if g == nil || !g.Live(now) {
+				return nil, oauthError(CodeAccessDenied, "the grant was revoked") // D13
+			}
+			t, err := s.mint(g, now)
+			if err != nil {
+				return nil, err
+			}
+			tok = t
+			f.Status = store.FlowRedeemed
+			return nil, nil
+		}
+		return nil, fmt.Errorf("device flow %s in unknown status %q", f.ID, f.Status)
+	})
+	if errors.Is(err, store.ErrFlowNotFound) || errors.Is(err, errForeignCode) {
+		s.unknown.add(clientIP, now)
+		return nil, oauthError(CodeInvalidGrant, "unknown device code")
+	}
+	if expiredNow {
+		s.emitExpired(*f, OutcomeExpired)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("delegation token issued", "flow", f.ID, "grant", f.GrantID, "agent_iss", agent.Issuer, "agent_sub", agent.Subject, "brand", f.Brand)
+	return tok, nil
+}
+
+// Refresh mints a fresh delegation token for an agent that holds a live grant
+// for brand, so an agent whose short token expired need not ask the owner
+// again. It is a token request like Poll (the gateway answers it on the token
+// endpoint with grant_type urn:aether:params:oauth:grant-type:grant and a
+// brand parameter) and needs the agent's identity, never a token: a token
+// cannot be turned into another token, nor into more than its grant — the new
+// token carries the grant's scope and expires no later than the grant (G6).
+// Errors: invalid_grant when there is no live grant for the agent and brand,
+// or the brand's terms changed since it was granted (run the device flow).
+func (s *Service) Refresh(ctx context.Context, agent Agent, brand string) (*Token, error) {
+	if err := s.checkAgent(agent); err != nil {
+		return nil, err
+	}
+	b, ok := s.brand(brand)
+	if !ok {
+		return nil, oauthError(CodeInvalidRequest, "unknown brand")
+	}
+	now := s.now()
+	var tok *Token
+	err := s.db.WithLiveGrant(ctx, agent.Issuer, agent.Subject, brand, now, func(g *store.Grant) error {
+		if !covers(g, b) {
+			return oauthError(CodeInvalidGrant, "the brand changed since it was granted; run the device flow again")
+		}
+		var err error
+		tok, err = s.mint(g, now)
+		return err
+	})
+	if errors.Is(err, store.ErrGrantNotFound) {
+		return nil, oauthError(CodeInvalidGrant, "no live grant for this agent and brand; run the device flow")
+	}
+	if oerr := (*OAuthError)(nil); errors.As(err, &oerr) {
+		return nil, oerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("refresh delegation: %w", err)
+	}
+	return tok, nil
+}
+
+// ipLimiter counts unknown device codes per client IP in fixed windows. Its
+// map is bounded: when full, new addresses share one bucket.
+type ipLimiter struct {
+	mu     sync.Mutex
+	max    int
+	window time.Duration
+	seen   map[string]*ipCount
+}
+
+type ipCount struct {
+	start time.Time
+	n     int
+}
+
+const sharedBucket = "" // the bucket of addresses that found the map full
+
+func newIPLimiter(max int, window time.Duration) *ipLimiter {
+	return &ipLimiter{max: max, window: window, seen: map[string]*ipCount{}}
+}
+
+func (l *ipLimiter) bucket(ip string, now time.Time) string {
+	if _, ok := l.seen[ip]; ok || len(l.seen) < maxTrackedIPs {
+		return ip
+	}
+	l.pruneLocked(now)
+	if len(l.seen) < maxTrackedIPs {
+		return ip
+	}
+	return sharedBucket
+}
+
+func (l *ipLimiter) blocked(ip string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.seen[l.bucket(ip, now)]
+	return c != nil && now.Sub(c.start) < l.window && c.n >= l.max
+}
+
+func (l *ipLimiter) add(ip string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := l.bucket(ip, now)
+	c := l.seen[k]
+	if c == nil || now.Sub(c.start) >= l.window {
+		c = &ipCount{start: now}
+		l.seen[k] = c
+	}
+	c.n++
+}
+
+func (l *ipLimiter) prune(now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pruneLocked(now)
+}
+
+func (l *ipLimiter) pruneLocked(now time.Time) {
+	for k, c := range l.seen {
+		if now.Sub(c.start) >= l.window {
+			delete(l.seen, k)
+		}
+	}
+}

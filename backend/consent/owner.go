@@ -1,0 +1,216 @@
+package consent
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aether/aether/backend/store"
+)
+
+// Request statuses, as Lookup reports them.
+const (
+	StatusPending  = store.FlowPending
+	StatusApproved = store.FlowApproved // allowed, token not yet collected
+	StatusDenied   = store.FlowDenied
+	StatusExpired  = store.FlowExpired
+	StatusRedeemed = store.FlowRedeemed // allowed, token collected
+	StatusLocked   = store.FlowLocked   // too many wrong user codes
+)
+
+// Duration is how long an approval lasts.
+type Duration string
+
+const (
+	Day     Duration = "day"
+	Month   Duration = "month" // 30 days
+	Forever Duration = "forever"
+	// DefaultDuration applies when the owner picks none.
+	DefaultDuration = Month
+)
+
+// expiry is the grant expiry for an approval at now; nil is until revoked.
+func (d Duration) expiry(now time.Time) (*time.Time, error) {
+	var t time.Time
+	switch d {
+	case Day:
+		t = now.Add(24 * time.Hour)
+	case Month:
+		t = now.Add(30 * 24 * time.Hour)
+	case Forever:
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("%w %q: use day, month or forever", ErrBadDuration, string(d))
+	}
+	return &t, nil
+}
+
+// Request is a pending (or looked-up) device authorization request as the
+// owner sees it. Display data comes from server state only (C10).
+type Request struct {
+	ID               string    `json:"id"`
+	UserCode         string    `json:"userCode"` // XXXX-XXXX
+	Agent            Agent     `json:"agent"`
+	Brand            string    `json:"brand"`
+	BrandName        string    `json:"brandName"` // from the current policy; empty if the brand is gone
+	Scope            string    `json:"scope"`
+	ScopeDescription string    `json:"scopeDescription"`
+	CreatedAt        time.Time `json:"createdAt"`
+	ExpiresAt        time.Time `json:"expiresAt"`
+}
+
+func (s *Service) request(f store.DeviceFlow) Request {
+	r := Request{
+		ID: f.ID, UserCode: FormatUserCode(f.UserCode), Agent: Agent{f.AgentIss, f.AgentSub},
+		Brand: f.Brand, Scope: f.Scope, CreatedAt: f.CreatedAt, ExpiresAt: f.ExpiresAt,
+	}
+	if b, ok := s.brand(f.Brand); ok {
+		r.BrandName, r.ScopeDescription = b.Name, b.ScopeDescription
+	}
+	return r
+}
+
+// Pending lists the requests awaiting the owner, oldest first.
+func (s *Service) Pending(ctx context.Context) ([]Request, error) {
+	flows, err := s.db.PendingFlows(ctx, s.now())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Request, len(flows))
+	for i, f := range flows {
+		out[i] = s.request(f)
+	}
+	return out, nil
+}
+
+// Lookup finds the request of a user code as typed or linked (?user_code=):
+// case, spaces and dashes do not matter (D14); any other character or another
+// length is ErrBadUserCode without a lookup (D15). status is one of the Status
+// constants; a pending request past its expiry reports StatusExpired.
+func (s *Service) Lookup(ctx context.Context, userCode string) (*Request, string, error) {
+	code, ok := normalizeUserCode(userCode)
+	if !ok {
+		return nil, "", ErrBadUserCode
+	}
+	f, err := s.db.FlowByUserCode(ctx, code)
+	if errors.Is(err, store.ErrFlowNotFound) {
+		return nil, "", ErrNotFound
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	status := f.Status
+	if status == StatusPending && !s.now().Before(f.ExpiresAt) {
+		status = StatusExpired
+	}
+	r := s.request(*f)
+	return &r, status, nil
+}
+
+// Decision is the result of the owner's decision.
+type Decision struct {
+	Request Request    `json:"request"`
+	Outcome string     `json:"outcome"` // OutcomeAllowed or OutcomeDenied
+	Grant   *GrantView `json:"grant,omitempty"`
+}
+
+// Decide records the owner's decision on request requestID, which must come
+// with that request's own user code (C8): a mismatch, or a malformed code
+// (D15), is a wrong guess, and the guess after MaxGuesses wrong ones locks the
+// request (D16, ErrLocked). The decision is one conditional update: of two
+// racing decisions exactly one wins, the other gets ErrAlreadyDecided (C6,
+// C12). A request past its expiry is ErrExpired and gets no grant (C7). Allow
+// writes a grant signed by the node key lasting d (zero: DefaultDuration).
+func (s *Service) Decide(ctx context.Context, requestID, userCode string, allow bool, d Duration) (*Decision, error) {
+	if d == "" {
+		d = DefaultDuration
+	}
+	now := s.now()
+	if _, err := d.expiry(now); err != nil {
+		return nil, err
+	}
+	code, codeOK := normalizeUserCode(userCode)
+	var (
+		grant                         *store.Grant
+		expiredNow, locked, brandGone bool
+	)
+	f, err := s.db.UpdateFlow(ctx, requestID, func(f *store.DeviceFlow, _ *store.Grant) (*store.Grant, error) {
+		switch f.Status {
+		case store.FlowPending:
+		case store.FlowExpired:
+			return nil, ErrExpired
+		case store.FlowLocked:
+			return nil, ErrLocked
+		default:
+			return nil, ErrAlreadyDecided
+		}
+		if !now.Before(f.ExpiresAt) {
+			f.Status = store.FlowExpired
+			expiredNow = true
+			return nil, ErrExpired
+		}
+		if !codeOK || subtle.ConstantTimeCompare([]byte(code), []byte(f.UserCode)) != 1 {
+			f.FailedGuesses++
+			if f.FailedGuesses > s.cfg.MaxGuesses {
+				f.Status = store.FlowLocked
+				f.DecidedAt = &now
+				locked = true
+				return nil, ErrLocked
+			}
+			return nil, ErrWrongCode
+		}
+		if !allow {
+			f.Status = store.FlowDenied
+			f.DecidedAt = &now
+			return nil, nil
+		}
+		b, ok := s.brand(f.Brand)
+		if !ok || b.ScopeID != f.Scope {
+			// The owner saw a request for terms that no longer exist: close it.
+			f.Status = store.FlowDenied
+			f.DecidedAt = &now
+			brandGone = true
+			return nil, ErrBrandChanged
+		}
+		g, err := s.newGrant(f, b, d, now)
+		if err != nil {
+			return nil, err
+		}
+		f.Status = store.FlowApproved
+		f.Duration = string(d)
+		f.DecidedAt = &now
+		grant = g
+		return g, nil
+	})
+	if errors.Is(err, store.ErrFlowNotFound) {
+		return nil, ErrNotFound
+	}
+	agent := Agent{}
+	if f != nil {
+		agent = Agent{f.AgentIss, f.AgentSub}
+	}
+	switch {
+	case expiredNow:
+		s.emitExpired(*f, OutcomeExpired)
+	case locked:
+		s.log.Warn("device flow locked after wrong user codes", "flow", f.ID, "agent_iss", agent.Issuer, "agent_sub", agent.Subject)
+		s.emitExpired(*f, OutcomeLocked)
+	case brandGone:
+		req := s.request(*f)
+		s.emit(Event{Kind: EventRequestDecided, Request: &req, Agent: agent, Brand: f.Brand, Outcome: OutcomeDenied})
+	}
+	if err != nil {
+		return nil, err
+	}
+	dec := &Decision{Request: s.request(*f), Outcome: OutcomeDenied}
+	if grant != nil {
+		dec.Outcome = OutcomeAllowed
+		v := s.grantView(grant, now)
+		dec.Grant = &v
+	}
+	s.log.Info("device flow decided", "flow", f.ID, "outcome", dec.Outcome, "grant", f.GrantID, "agent_iss", agent.Issuer, "agent_sub", agent.Subject, "brand", f.Brand)
+	s.emit(Event{Kind: EventRequestDecided, Request: &dec.Request, Grant: dec.Grant, Agent: agent, Brand: f.Brand, Outcome: dec.Outcome})
+	return dec, nil
+}

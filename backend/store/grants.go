@@ -1,0 +1,216 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// ErrGrantNotFound: no grant with that id (or no live one for that agent and brand).
+var ErrGrantNotFound = errors.New("grant not found")
+
+// Grant is what the owner allowed one agent on one brand, with its signed form.
+type Grant struct {
+	ID           string
+	AgentIss     string
+	AgentSub     string
+	Brand        string
+	Capability   string
+	Workspace    string
+	AccessMode   string
+	Scope        string
+	IssuedAt     time.Time
+	ExpiresAt    *time.Time // nil: until revoked
+	RevokedAt    *time.Time
+	JWS          string
+	DeviceFlowID string
+	LastUsedAt   *time.Time
+	Uses         int64
+}
+
+// Live reports whether the grant is neither revoked nor expired at now.
+func (g *Grant) Live(now time.Time) bool {
+	return g.RevokedAt == nil && (g.ExpiresAt == nil || now.Before(*g.ExpiresAt))
+}
+
+type grantRow struct {
+	ID           string  `gorm:"column:id"`
+	AgentIss     string  `gorm:"column:agent_iss"`
+	AgentSub     string  `gorm:"column:agent_sub"`
+	Brand        string  `gorm:"column:brand"`
+	Capability   string  `gorm:"column:capability"`
+	Workspace    string  `gorm:"column:workspace"`
+	AccessMode   string  `gorm:"column:access_mode"`
+	Scope        string  `gorm:"column:scope"`
+	IssuedAt     int64   `gorm:"column:issued_at"`
+	ExpiresAt    *int64  `gorm:"column:expires_at"`
+	RevokedAt    *int64  `gorm:"column:revoked_at"`
+	JWS          string  `gorm:"column:jws"`
+	DeviceFlowID *string `gorm:"column:device_flow_id"`
+	LastUsedAt   *int64  `gorm:"column:last_used_at"`
+	Uses         int64   `gorm:"column:uses"`
+}
+
+func (r *grantRow) record() Grant {
+	g := Grant{
+		ID: r.ID, AgentIss: r.AgentIss, AgentSub: r.AgentSub, Brand: r.Brand,
+		Capability: r.Capability, Workspace: r.Workspace, AccessMode: r.AccessMode, Scope: r.Scope,
+		IssuedAt: fromMS(r.IssuedAt), ExpiresAt: fromMSPtr(r.ExpiresAt), RevokedAt: fromMSPtr(r.RevokedAt),
+		JWS: r.JWS, LastUsedAt: fromMSPtr(r.LastUsedAt), Uses: r.Uses,
+	}
+	if r.DeviceFlowID != nil {
+		g.DeviceFlowID = *r.DeviceFlowID
+	}
+	return g
+}
+
+const grantColumns = `id, agent_iss, agent_sub, brand, capability, workspace, access_mode, scope,
+	issued_at, expires_at, revoked_at, jws, device_flow_id, last_used_at, uses`
+
+func insertGrant(tx *gorm.DB, g *Grant) error {
+	var flowID *string
+	if g.DeviceFlowID != "" {
+		flowID = &g.DeviceFlowID
+	}
+	err := tx.Exec(`INSERT INTO grants (`+grantColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, NULL, 0)`,
+		g.ID, g.AgentIss, g.AgentSub, g.Brand, g.Capability, g.Workspace, g.AccessMode, g.Scope,
+		ms(g.IssuedAt), msPtr(g.ExpiresAt), g.JWS, flowID).Error
+	if err != nil {
+		return fmt.Errorf("insert grant %s: %w", g.ID, err)
+	}
+	return nil
+}
+
+func grantByID(tx *gorm.DB, id string) (*Grant, error) {
+	var row grantRow
+	res := tx.Raw(`SELECT `+grantColumns+` FROM grants WHERE id = ?`, id).Scan(&row)
+	if res.Error != nil {
+		return nil, res.Error
+	}
+	if res.RowsAffected == 0 {
+		return nil, ErrGrantNotFound
+	}
+	g := row.record()
+	return &g, nil
+}
+
+// GrantByID reads one grant.
+func (db *DB) GrantByID(ctx context.Context, id string) (*Grant, error) {
+	g, err := grantByID(db.read(ctx), id)
+	if errors.Is(err, ErrGrantNotFound) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read grant %s: %w", id, err)
+	}
+	return g, nil
+}
+
+// ListGrants lists every grant, newest first.
+func (db *DB) ListGrants(ctx context.Context) ([]Grant, error) {
+	var rows []grantRow
+	if err := db.read(ctx).Raw(`SELECT ` + grantColumns + ` FROM grants ORDER BY issued_at DESC, id DESC`).Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list grants: %w", err)
+	}
+	out := make([]Grant, len(rows))
+	for i := range rows {
+		out[i] = rows[i].record()
+	}
+	return out, nil
+}
+
+// WithLiveGrant runs fn on the newest grant for (agent, brand) that is neither
+// revoked nor expired at now, inside a write transaction: a revocation commits
+// either before (ErrGrantNotFound) or after fn has run, never in between (V4).
+// fn must not use the DB and should be quick; signing is fine.
+func (db *DB) WithLiveGrant(ctx context.Context, agentIss, agentSub, brand string, now time.Time, fn func(g *Grant) error) error {
+	err := db.write(ctx, func(tx *gorm.DB) error {
+		var row grantRow
+		res := tx.Raw(`SELECT `+grantColumns+` FROM grants
+			WHERE agent_iss = ? AND agent_sub = ? AND brand = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)
+			ORDER BY issued_at DESC, id DESC LIMIT 1`, agentIss, agentSub, brand, ms(now)).Scan(&row)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return ErrGrantNotFound
+		}
+		g := row.record()
+		return fn(&g)
+	})
+	if err != nil && !errors.Is(err, ErrGrantNotFound) {
+		return fmt.Errorf("use live grant: %w", err)
+	}
+	return err
+}
+
+// RecordUse counts one use of a live grant (uses+1, last_used_at = now) and
+// returns the grant as it now stands. A revoked or expired grant is returned
+// uncounted, so the caller can say why it no longer works.
+func (db *DB) RecordUse(ctx context.Context, id string, now time.Time) (*Grant, error) {
+	var g *Grant
+	err := db.write(ctx, func(tx *gorm.DB) error {
+		if err := tx.Exec(`UPDATE grants SET uses = uses + 1, last_used_at = ?
+			WHERE id = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`, ms(now), id, ms(now)).Error; err != nil {
+			return err
+		}
+		var err error
+		g, err = grantByID(tx, id)
+		return err
+	})
+	if errors.Is(err, ErrGrantNotFound) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("record use of grant %s: %w", id, err)
+	}
+	return g, nil
+}
+
+// RevokeGrant revokes a grant at now and, in the same transaction, denies the
+// pending flows of the same agent for the same brand. It is idempotent:
+// revoked is false (and nothing else changes) when the grant was already revoked.
+// Token issuance checks the grant in its own write transaction, so no token
+// is minted from a grant after its revocation commits (V4).
+func (db *DB) RevokeGrant(ctx context.Context, id string, now time.Time) (g *Grant, revoked bool, denied []DeviceFlow, err error) {
+	err = db.write(ctx, func(tx *gorm.DB) error {
+		res := tx.Exec(`UPDATE grants SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, ms(now), id)
+		if res.Error != nil {
+			return res.Error
+		}
+		revoked = res.RowsAffected == 1
+		var err error
+		if g, err = grantByID(tx, id); err != nil {
+			return err
+		}
+		if !revoked {
+			return nil
+		}
+		var rows []flowRow
+		if err := tx.Raw(`SELECT `+flowColumns+` FROM device_flows WHERE agent_iss = ? AND agent_sub = ? AND brand = ? AND status = 'pending'
+			ORDER BY created_at, id`, g.AgentIss, g.AgentSub, g.Brand).Scan(&rows).Error; err != nil {
+			return err
+		}
+		for i := range rows {
+			rows[i].Status = FlowDenied
+			at := ms(now)
+			rows[i].DecidedAt = &at
+			if err := tx.Exec(`UPDATE device_flows SET status = 'denied', decided_at = ? WHERE id = ? AND status = 'pending'`,
+				at, rows[i].ID).Error; err != nil {
+				return err
+			}
+		}
+		denied = flowRecords(rows)
+		return nil
+	})
+	if errors.Is(err, ErrGrantNotFound) {
+		return nil, false, nil, err
+	}
+	if err != nil {
+		return nil, false, nil, fmt.Errorf("revoke grant %s: %w", id, err)
+	}
+	return g, revoked, denied, nil
+}

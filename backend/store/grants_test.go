@@ -1,0 +1,122 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// approveFlow stores a flow approved with grant g.
+func approveFlow(t *testing.T, db *DB, f DeviceFlow, g *Grant) {
+	t.Helper()
+	ctx := context.Background()
+	flowMust(t, db.CreateFlow(ctx, f, testFlowLimits))
+	_, err := db.UpdateFlow(ctx, f.ID, func(f *DeviceFlow, _ *Grant) (*Grant, error) {
+		f.Status = FlowApproved
+		return g, nil
+	})
+	flowMust(t, err)
+}
+
+func TestRecordUseCountsLiveGrantsOnly(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	exp := flowT0.Add(time.Hour)
+	g := testGrant("g1", "alice")
+	g.ExpiresAt = &exp
+	approveFlow(t, db, testFlow("f1", "BBBBBBBB", "alice"), g)
+
+	for i := range 2 {
+		got, err := db.RecordUse(ctx, "g1", flowT0.Add(time.Duration(i+1)*time.Minute))
+		flowMust(t, err)
+		if got.Uses != int64(i+1) || !got.LastUsedAt.Equal(flowT0.Add(time.Duration(i+1)*time.Minute)) {
+			t.Fatalf("use %d: %+v", i+1, got)
+		}
+	}
+	// Past its expiry the grant is returned uncounted.
+	got, err := db.RecordUse(ctx, "g1", exp)
+	flowMust(t, err)
+	if got.Uses != 2 || got.Live(exp) {
+		t.Errorf("expired grant: uses %d live %v", got.Uses, got.Live(exp))
+	}
+	if _, err := db.RecordUse(ctx, "nope", flowT0); !errors.Is(err, ErrGrantNotFound) {
+		t.Errorf("unknown grant: %v", err)
+	}
+}
+
+func TestRevokeGrant(t *testing.T) {
+	db, path := openTemp(t)
+	ctx := context.Background()
+	approveFlow(t, db, testFlow("f1", "BBBBBBBB", "alice"), testGrant("g1", "alice"))
+	flowMust(t, db.CreateFlow(ctx, testFlow("f2", "CCCCCCCC", "alice"), testFlowLimits)) // same agent and brand: denied
+	flowMust(t, db.CreateFlow(ctx, testFlow("f3", "DDDDDDDD", "bob"), testFlowLimits))   // another agent: untouched
+
+	at := flowT0.Add(time.Minute)
+	g, revoked, denied, err := db.RevokeGrant(ctx, "g1", at)
+	flowMust(t, err)
+	if !revoked || g.RevokedAt == nil || !g.RevokedAt.Equal(at) || g.Live(at) {
+		t.Fatalf("revoke: revoked=%v grant=%+v", revoked, g)
+	}
+	if len(denied) != 1 || denied[0].ID != "f2" || denied[0].Status != FlowDenied {
+		t.Fatalf("denied = %+v", denied)
+	}
+	// Idempotent: the second call changes nothing, not even the time.
+	g, revoked, denied, err = db.RevokeGrant(ctx, "g1", at.Add(time.Hour))
+	flowMust(t, err)
+	if revoked || len(denied) != 0 || !g.RevokedAt.Equal(at) {
+		t.Fatalf("second revoke: revoked=%v denied=%v at=%v", revoked, denied, g.RevokedAt)
+	}
+	if _, _, _, err := db.RevokeGrant(ctx, "nope", at); !errors.Is(err, ErrGrantNotFound) {
+		t.Errorf("unknown grant: %v", err)
+	}
+	// A revoked grant is neither counted nor found live, and stays so across a reopen.
+	got, err := db.RecordUse(ctx, "g1", at)
+	flowMust(t, err)
+	if got.Uses != 0 {
+		t.Errorf("revoked grant counted a use")
+	}
+	db.Close()
+	db, err = Open(path)
+	flowMust(t, err)
+	defer db.Close()
+	err = db.WithLiveGrant(ctx, "https://id.example", "alice", "review", at, func(*Grant) error { return nil })
+	if !errors.Is(err, ErrGrantNotFound) {
+		t.Errorf("live grant after revoke and reopen: %v", err)
+	}
+	f, err := db.FlowByUserCode(ctx, "DDDDDDDD")
+	flowMust(t, err)
+	if f.Status != FlowPending {
+		t.Errorf("other agent's flow is %s", f.Status)
+	}
+}
+
+func TestWithLiveGrantPicksNewest(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	approveFlow(t, db, testFlow("f1", "BBBBBBBB", "alice"), testGrant("g1", "alice"))
+	g2 := testGrant("g2", "alice")
+	g2.IssuedAt = flowT0.Add(time.Minute)
+	approveFlow(t, db, testFlow("f2", "CCCCCCCC", "alice"), g2)
+
+	var got string
+	flowMust(t, db.WithLiveGrant(ctx, "https://id.example", "alice", "review", flowT0.Add(time.Hour), func(g *Grant) error {
+		got = g.ID
+		return nil
+	}))
+	if got != "g2" {
+		t.Errorf("live grant = %s, want the newest g2", got)
+	}
+	boom := errors.New("boom")
+	if err := db.WithLiveGrant(ctx, "https://id.example", "alice", "review", flowT0, func(*Grant) error { return boom }); !errors.Is(err, boom) {
+		t.Errorf("fn error = %v", err)
+	}
+	if err := db.WithLiveGrant(ctx, "https://other.example", "alice", "review", flowT0, func(*Grant) error { return nil }); !errors.Is(err, ErrGrantNotFound) {
+		t.Errorf("same sub, other issuer: %v", err)
+	}
+	list, err := db.ListGrants(ctx)
+	flowMust(t, err)
+	if len(list) != 2 || list[0].ID != "g2" || list[1].ID != "g1" {
+		t.Errorf("ListGrants order: %v", list)
+	}
+}
