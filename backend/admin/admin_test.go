@@ -1,0 +1,431 @@
+package admin
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+)
+
+// fakeBackend is an in-memory Backend: enough state to see that the guards let the right calls
+// through and that Backend errors become the right statuses.
+type fakeBackend struct {
+	mu          sync.Mutex
+	calls       map[string]int
+	decided     map[string]bool
+	grants      []Grant
+	brands      []Brand
+	lastFilter  ReceiptFilter
+	events      chan Event
+	streams     chan context.Context // each Events call's ctx
+	nilLists    bool
+	exportFails bool
+}
+
+func newFakeBackend() *fakeBackend {
+	return &fakeBackend{
+		calls:   map[string]int{},
+		decided: map[string]bool{},
+		grants: []Grant{{ID: "g1", Agent: Agent{Issuer: "https://agent.example", Subject: "alice", IssuerOrigin: "https://agent.example"},
+			Brand: BrandRef{ID: "docs", Name: "Docs"}, Scope: Scope{ID: "docs.read"}, AccessMode: "read_only", Status: "active"}},
+		brands:  []Brand{{ID: "docs", Name: "Docs", Workspace: "/srv/docs", AccessMode: "read_only", Scope: Scope{ID: "docs.read"}}},
+		events:  make(chan Event),
+		streams: make(chan context.Context, 8),
+	}
+}
+
+func (f *fakeBackend) count(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[name]
+}
+
+func (f *fakeBackend) filter() ReceiptFilter {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastFilter
+}
+
+func (f *fakeBackend) failExports() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.exportFails = true
+}
+
+func (f *fakeBackend) note(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls[name]++
+}
+
+func (f *fakeBackend) Status(ctx context.Context) (Status, error) {
+	f.note("Status")
+	st := Status{Gateway: GatewayStatus{Listen: "127.0.0.1:8080", Running: true}, Pending: 1}
+	if !f.nilLists {
+		st.Brands = f.brands
+	}
+	return st, nil
+}
+
+func (f *fakeBackend) Pending(ctx context.Context) ([]ConsentRequest, error) {
+	f.note("Pending")
+	if f.nilLists {
+		return nil, nil
+	}
+	return []ConsentRequest{{ID: "req1", UserCode: "BCDF-GHJK", Brand: BrandRef{ID: "docs", Name: "Docs"}}}, nil
+}
+
+func (f *fakeBackend) Decide(ctx context.Context, id string, req DecisionRequest) (DecisionResult, error) {
+	f.note("Decide")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case id == "old":
+		return DecisionResult{}, fmt.Errorf("the request expired at 10:05: %w", ErrExpired)
+	case id != "req1":
+		return DecisionResult{}, fmt.Errorf("consent request %s: %w", id, ErrNotFound)
+	case req.UserCode != "BCDF-GHJK":
+		return DecisionResult{}, fmt.Errorf("decide %s: %w", id, ErrCodeMismatch)
+	case f.decided[id]:
+		return DecisionResult{}, fmt.Errorf("this request was already decided: %w", ErrAlreadyDecided)
+	}
+	f.decided[id] = true
+	if req.Decision == DecisionDeny {
+		return DecisionResult{Status: "denied"}, nil
+	}
+	return DecisionResult{Status: "allowed", Grant: &f.grants[0]}, nil
+}
+
+func (f *fakeBackend) Grants(ctx context.Context) ([]Grant, error) {
+	f.note("Grants")
+	if f.nilLists {
+		return nil, nil
+	}
+	return f.grants, nil
+}
+
+func (f *fakeBackend) Revoke(ctx context.Context, id string) (Grant, error) {
+	f.note("Revoke")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.grants {
+		if f.grants[i].ID == id {
+			f.grants[i].Status = "revoked"
+			return f.grants[i], nil
+		}
+	}
+	return Grant{}, fmt.Errorf("grant %s: %w", id, ErrNotFound)
+}
+
+func (f *fakeBackend) Receipts(ctx context.Context, flt ReceiptFilter) (ReceiptPage, error) {
+	f.note("Receipts")
+	f.mu.Lock()
+	f.lastFilter = flt
+	f.mu.Unlock()
+	if flt.Cursor == "bad" {
+		return ReceiptPage{}, fmt.Errorf("cursor: %w", ErrInvalid)
+	}
+	if f.nilLists {
+		return ReceiptPage{}, nil
+	}
+	return ReceiptPage{Receipts: []ReceiptSummary{{ID: "r1", Seq: 1, Status: "completed"}}, NextCursor: "c2"}, nil
+}
+
+func (f *fakeBackend) Receipt(ctx context.Context, id string) (ReceiptDetail, error) {
+	f.note("Receipt")
+	if id != "r1" {
+		return ReceiptDetail{}, fmt.Errorf("receipt %s: %w", id, ErrNotFound)
+	}
+	return ReceiptDetail{Receipt: ReceiptSummary{ID: "r1", Seq: 1}, Claims: json.RawMessage(`{"seq":1}`), JWS: "a.b.c", Verify: VerifyResult{OK: true}}, nil
+}
+
+func (f *fakeBackend) ExportReceipts(ctx context.Context, flt ReceiptFilter, w io.Writer) error {
+	f.note("ExportReceipts")
+	f.mu.Lock()
+	f.lastFilter = flt
+	fails := f.exportFails
+	f.mu.Unlock()
+	if fails {
+		return fmt.Errorf("open receipts: disk on fire")
+	}
+	_, err := io.WriteString(w, "{\"id\":\"r2\"}\n{\"id\":\"r1\"}\n")
+	return err
+}
+
+func (f *fakeBackend) Brands(ctx context.Context) (BrandsView, error) {
+	f.note("Brands")
+	v := BrandsView{PolicyPath: "/data/policy.json"}
+	if !f.nilLists {
+		v.Brands = f.brands
+	}
+	return v, nil
+}
+
+func (f *fakeBackend) PutBrand(ctx context.Context, id string, b Brand) ([]Brand, error) {
+	f.note("PutBrand")
+	if b.Workspace == "" {
+		return nil, &FieldErrors{Fields: []FieldError{{Field: "workspace", Message: "a workspace folder is required"}}}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.brands {
+		if f.brands[i].ID == id {
+			f.brands[i] = b
+			return f.brands, nil
+		}
+	}
+	f.brands = append(f.brands, b)
+	return f.brands, nil
+}
+
+func (f *fakeBackend) DeleteBrand(ctx context.Context, id string) ([]Brand, error) {
+	f.note("DeleteBrand")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.brands {
+		if f.brands[i].ID == id {
+			f.brands = append(f.brands[:i], f.brands[i+1:]...)
+			return f.brands, nil
+		}
+	}
+	return nil, fmt.Errorf("brand %s: %w", id, ErrNotFound)
+}
+
+func (f *fakeBackend) Events(ctx context.Context) (<-chan Event, error) {
+	f.note("Events")
+	out := make(chan Event)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev := <-f.events:
+				select {
+				case out <- ev:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	f.streams <- ctx
+	return out, nil
+}
+
+// clock is the injected Now.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+const testToken = "dGVzdC10b2tlbi10ZXN0LXRva2VuLXRlc3QtdG9rZW4"
+
+var testUI = fstest.MapFS{
+	"index.html":              {Data: []byte("<!doctype html><title>Aether</title><script type=module src=/assets/index-Ab12Cd.js></script>")},
+	"assets/index-Ab12Cd.js":  {Data: []byte("console.log('aether')")},
+	"assets/index-Ef34Gh.css": {Data: []byte("body{margin:0}")},
+	"favicon.svg":             {Data: []byte("<svg xmlns='http://www.w3.org/2000/svg'/>")},
+}
+
+// env is a real admin listener: TLS on a loopback port, with the port known before New so the
+// Host allow list is the real one.
+type env struct {
+	t      *testing.T
+	srv    *Server
+	ts     *httptest.Server
+	b      *fakeBackend
+	clock  *clock
+	addr   string // 127.0.0.1:port
+	port   string
+	client *http.Client
+}
+
+func newEnv(t *testing.T, tweak ...func(*Config)) *env {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_, port, _ := net.SplitHostPort(addr)
+	clk := &clock{t: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}
+	b := newFakeBackend()
+	cfg := Config{Token: testToken, Addr: addr, UI: testUI, Now: clk.Now}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	srv := New(cfg, b)
+	ts := httptest.NewUnstartedServer(srv.Handler())
+	ts.Listener.Close()
+	ts.Listener = ln
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	t.Cleanup(srv.Close) // runs first: open event streams end, so ts.Close does not wait on them
+	client := ts.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &env{t: t, srv: srv, ts: ts, b: b, clock: clk, addr: addr, port: port, client: client}
+}
+
+// req builds a request to the listener; hdr may set "Host" to override the Host header.
+func (e *env) req(method, path, body string, hdr map[string]string) *http.Request {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	r, err := http.NewRequest(method, "https://"+e.addr+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for k, v := range hdr {
+		if k == "Host" {
+			r.Host = v
+			continue
+		}
+		r.Header.Set(k, v)
+	}
+	return r
+}
+
+// do sends r and returns the answer with its body read.
+func (e *env) do(r *http.Request) (*http.Response, string) {
+	e.t.Helper()
+	resp, err := e.client.Do(r)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", r.Method, r.URL.Path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return resp, string(data)
+}
+
+func (e *env) call(method, path, body string, hdr map[string]string) (*http.Response, string) {
+	e.t.Helper()
+	return e.do(e.req(method, path, body, hdr))
+}
+
+// raw writes bytes on a fresh TLS connection and reads one answer: the Host header is exactly
+// what the test wrote.
+func (e *env) raw(request string) (*http.Response, string) {
+	e.t.Helper()
+	conn, err := tls.Dial("tcp", e.addr, e.client.Transport.(*http.Transport).TLSClientConfig)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, request); err != nil {
+		e.t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp, string(data)
+}
+
+func (e *env) origin() string { return "https://" + e.addr }
+
+// signIn follows the sign-in link and returns the session cookie and its CSRF token.
+func (e *env) signIn() (cookie, csrf string) {
+	e.t.Helper()
+	resp, body := e.call("GET", "/login?token="+testToken, "", nil)
+	if resp.StatusCode != http.StatusSeeOther {
+		e.t.Fatalf("login: %d %s", resp.StatusCode, body)
+	}
+	var c *http.Cookie
+	for _, x := range resp.Cookies() {
+		if x.Name == CookieName {
+			c = x
+		}
+	}
+	if c == nil {
+		e.t.Fatal("login set no session cookie")
+	}
+	cookie = CookieName + "=" + c.Value
+	resp, body = e.call("GET", "/api/session", "", map[string]string{"Cookie": cookie})
+	if resp.StatusCode != http.StatusOK {
+		e.t.Fatalf("/api/session: %d %s", resp.StatusCode, body)
+	}
+	var s struct {
+		CSRFToken string `json:"csrfToken"`
+		Desktop   bool   `json:"desktop"`
+	}
+	if err := json.Unmarshal([]byte(body), &s); err != nil || s.CSRFToken == "" || s.Desktop {
+		e.t.Fatalf("/api/session = %s (%v)", body, err)
+	}
+	return cookie, s.CSRFToken
+}
+
+// fetchHeaders are what the UI's own fetch() sends on a non-GET call.
+func (e *env) fetchHeaders(cookie, csrf string) map[string]string {
+	return map[string]string{
+		"Cookie":         cookie,
+		"X-CSRF-Token":   csrf,
+		"Origin":         e.origin(),
+		"Sec-Fetch-Site": "same-origin",
+		"Sec-Fetch-Mode": "cors",
+		"Content-Type":   "application/json",
+	}
+}
+
+func with(base map[string]string, kv ...string) map[string]string {
+	m := map[string]string{}
+	for k, v := range base {
+		m[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] == "" {
+			delete(m, kv[i])
+		} else {
+			m[kv[i]] = kv[i+1]
+		}
+	}
+	return m
+}
+
+func wantStatus(t *testing.T, resp *http.Response, body string, code int) {
+	t.Helper()
+	if resp.StatusCode != code {
+		t.Fatalf("status %d, want %d; body %s", resp.StatusCode, code, body)
+	}
+}
+
+// jsonBody decodes an answer into a generic map.
+func jsonBody(t *testing.T, body string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		t.Fatalf("not JSON: %q: %v", body, err)
+	}
+	return m
+}
+
+const decisionBody = `{"userCode":"BCDF-GHJK","decision":"allow","duration":"30d"}`

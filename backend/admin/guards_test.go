@@ -1,0 +1,429 @@
+package admin
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Rows of security.md 6.6 (consent UI), V6 and S8, each against a real TLS listener.
+func TestConsentUIGuards(t *testing.T) {
+	t.Run("C1 cross-site form POST approve", func(t *testing.T) {
+		e := newEnv(t)
+		cookie, csrf := e.signIn()
+		form := "userCode=BCDF-GHJK&decision=allow&duration=forever"
+		for name, hdr := range map[string]map[string]string{
+			// Even holding the cookie and the CSRF token the request is refused for its origin.
+			"fetch metadata": with(e.fetchHeaders(cookie, csrf), "Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site",
+				"Sec-Fetch-Mode", "navigate", "Content-Type", "application/x-www-form-urlencoded"),
+			"old browser, Origin only": with(e.fetchHeaders(cookie, csrf), "Origin", "https://evil.example", "Sec-Fetch-Site", "",
+				"Content-Type", "application/x-www-form-urlencoded"),
+			"opaque origin":           with(e.fetchHeaders(cookie, csrf), "Origin", "null", "Sec-Fetch-Site", ""),
+			"evil origin on our port": with(e.fetchHeaders(cookie, csrf), "Origin", "https://evil.example:"+e.port, "Sec-Fetch-Site", ""),
+		} {
+			resp, body := e.call("POST", "/api/consent/req1/decision", form, hdr)
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("%s: status %d, want 403; %s", name, resp.StatusCode, body)
+			}
+		}
+		if n := e.b.count("Decide"); n != 0 {
+			t.Fatalf("Decide called %d times", n)
+		}
+		// The same call from the UI itself goes through.
+		resp, body := e.call("POST", "/api/consent/req1/decision", decisionBody, e.fetchHeaders(cookie, csrf))
+		wantStatus(t, resp, body, http.StatusOK)
+	})
+
+	t.Run("C2 other local app same-site", func(t *testing.T) {
+		e := newEnv(t)
+		cookie, csrf := e.signIn()
+		base := e.fetchHeaders(cookie, csrf)
+		for name, hdr := range map[string]map[string]string{
+			// CrossOriginProtection alone compares hosts only and would let this one through.
+			"http on our port":        with(base, "Origin", "http://"+e.addr, "Sec-Fetch-Site", ""),
+			"other port":              with(base, "Origin", "https://127.0.0.1:3001", "Sec-Fetch-Site", ""),
+			"same-site fetch":         with(base, "Origin", "http://127.0.0.1:3000", "Sec-Fetch-Site", "same-site"),
+			"same-site, right origin": with(base, "Sec-Fetch-Site", "same-site"),
+			"no Origin at all":        with(base, "Origin", "", "Sec-Fetch-Site", ""),
+		} {
+			resp, body := e.call("POST", "/api/grants/g1/revoke", "", hdr)
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("%s: status %d, want 403; %s", name, resp.StatusCode, body)
+			}
+		}
+		// Reads from another site are refused too, whatever the cookie does.
+		resp, body := e.call("GET", "/api/grants", "", map[string]string{"Cookie": cookie, "Sec-Fetch-Site": "same-site"})
+		wantStatus(t, resp, body, http.StatusForbidden)
+		if n := e.b.count("Revoke") + e.b.count("Grants"); n != 0 {
+			t.Fatalf("backend called %d times", n)
+		}
+	})
+
+	t.Run("C3 DNS rebinding Host", func(t *testing.T) {
+		e := newEnv(t)
+		for _, host := range []string{
+			"evil.example:" + e.port,
+			"evil.example",
+			"127.0.0.1",            // no port
+			"127.0.0.1:1",          // another port
+			"localhost.:" + e.port, // trailing dot
+			"127.0.0.1.nip.io:" + e.port,
+			"",
+		} {
+			for _, path := range []string{"/", "/pact/consent", "/api/session", "/api/consent", "/login?token=" + testToken} {
+				resp, body := e.raw("GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n")
+				if resp.StatusCode != http.StatusMisdirectedRequest && !(host == "" && resp.StatusCode == http.StatusBadRequest) {
+					t.Errorf("Host %q %s: status %d, want 421; %s", host, path, resp.StatusCode, body)
+				}
+				if len(resp.Cookies()) != 0 {
+					t.Errorf("Host %q %s: set a cookie", host, path)
+				}
+			}
+		}
+		for _, host := range []string{"127.0.0.1:" + e.port, "localhost:" + e.port, "[::1]:" + e.port, "LocalHost:" + e.port} {
+			resp, body := e.raw("GET / HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n")
+			wantStatus(t, resp, body, http.StatusOK)
+		}
+		if n := e.b.count("Pending"); n != 0 {
+			t.Fatalf("Pending called %d times", n)
+		}
+	})
+
+	t.Run("C4 local process without session", func(t *testing.T) {
+		e := newEnv(t)
+		e.signIn() // a session exists, the process just does not have it
+		for name, hdr := range map[string]map[string]string{
+			"no cookie":       with(e.fetchHeaders("", "forged"), "Cookie", ""),
+			"forged cookie":   e.fetchHeaders(CookieName+"=forged", "forged"),
+			"token as cookie": e.fetchHeaders(CookieName+"="+testToken, "forged"),
+		} {
+			resp, body := e.call("POST", "/api/consent/req1/decision", decisionBody, hdr)
+			if resp.StatusCode != http.StatusUnauthorized || jsonBody(t, body)["error"] != "sign in required" {
+				t.Errorf("%s: %d %s, want 401 sign in required", name, resp.StatusCode, body)
+			}
+		}
+		if n := e.b.count("Decide"); n != 0 {
+			t.Fatalf("Decide called %d times", n)
+		}
+	})
+
+	t.Run("C5 framing blocked", func(t *testing.T) {
+		e := newEnv(t)
+		cookie, _ := e.signIn()
+		check := func(what string, resp *http.Response) {
+			t.Helper()
+			h := resp.Header
+			if h.Get("X-Frame-Options") != "DENY" {
+				t.Errorf("%s: X-Frame-Options %q", what, h.Get("X-Frame-Options"))
+			}
+			want := "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+			if h.Get("Content-Security-Policy") != want {
+				t.Errorf("%s: CSP %q", what, h.Get("Content-Security-Policy"))
+			}
+			if h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Referrer-Policy") != "no-referrer" {
+				t.Errorf("%s: nosniff %q, referrer %q", what, h.Get("X-Content-Type-Options"), h.Get("Referrer-Policy"))
+			}
+		}
+		for _, p := range []string{"/", "/pact/consent?user_code=BCDF-GHJK", "/sharing", "/assets/index-Ab12Cd.js", "/nope.png", "/api/session", "/login?token=wrong"} {
+			resp, _ := e.call("GET", p, "", nil)
+			check(p, resp)
+		}
+		resp, _ := e.call("GET", "/api/status", "", map[string]string{"Cookie": cookie})
+		check("signed-in API", resp)
+		resp, _ = e.raw("GET / HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")
+		check("421", resp)
+	})
+
+	t.Run("C11 open redirect via return_to", func(t *testing.T) {
+		e := newEnv(t)
+		for rt, want := range map[string]string{
+			"":                      "/pact/consent",
+			"/sharing":              "/sharing",
+			"/receipts?id=r1":       "/receipts?id=r1",
+			"https://evil.example/": "/pact/consent",
+			"//evil.example":        "/pact/consent",
+			"/\\evil.example":       "/pact/consent",
+			"\\\\evil.example":      "/pact/consent",
+			"/\t/evil.example":      "/pact/consent",
+			"/\n/evil.example":      "/pact/consent",
+			"javascript:alert(1)":   "/pact/consent",
+			"evil.example":          "/pact/consent",
+			"https:/evil.example":   "/pact/consent",
+			"/%2F/evil.example":     "/%2F/evil.example", // stays a path on this server
+			"///evil.example":       "/pact/consent",
+		} {
+			resp, body := e.call("GET", "/login?token="+testToken+"&return_to="+urlQueryEscape(rt), "", nil)
+			wantStatus(t, resp, body, http.StatusSeeOther)
+			if got := resp.Header.Get("Location"); got != want {
+				t.Errorf("return_to %q: Location %q, want %q", rt, got, want)
+			}
+		}
+	})
+
+	t.Run("C12 no-store and re-submit after back", func(t *testing.T) {
+		e := newEnv(t)
+		cookie, csrf := e.signIn()
+		for _, p := range []string{"/", "/pact/consent", "/sharing", "/receipts", "/brands", "/index.html"} {
+			resp, _ := e.call("GET", p, "", nil)
+			if resp.Header.Get("Cache-Control") != "no-store" {
+				t.Errorf("%s: Cache-Control %q", p, resp.Header.Get("Cache-Control"))
+			}
+		}
+		for _, p := range []string{"/api/session", "/api/consent", "/api/status", "/api/grants", "/api/receipts"} {
+			resp, _ := e.call("GET", p, "", map[string]string{"Cookie": cookie})
+			if resp.Header.Get("Cache-Control") != "no-store" {
+				t.Errorf("%s: Cache-Control %q", p, resp.Header.Get("Cache-Control"))
+			}
+		}
+		resp, body := e.call("POST", "/api/consent/req1/decision", decisionBody, e.fetchHeaders(cookie, csrf))
+		wantStatus(t, resp, body, http.StatusOK)
+		if m := jsonBody(t, body); m["status"] != "allowed" || m["grant"] == nil {
+			t.Fatalf("decision answer %s", body)
+		}
+		resp, body = e.call("POST", "/api/consent/req1/decision", decisionBody, e.fetchHeaders(cookie, csrf))
+		wantStatus(t, resp, body, http.StatusConflict)
+		if m := jsonBody(t, body); m["status"] != "already_decided" || m["error"] == "" {
+			t.Fatalf("re-submit answer %s", body)
+		}
+		if resp.Header.Get("Cache-Control") != "no-store" {
+			t.Fatalf("409 Cache-Control %q", resp.Header.Get("Cache-Control"))
+		}
+	})
+
+	t.Run("V6 revoke replayed cross-origin", func(t *testing.T) {
+		e := newEnv(t)
+		cookie, csrf := e.signIn()
+		base := e.fetchHeaders(cookie, csrf)
+		for name, hdr := range map[string]map[string]string{
+			"cross-site":          with(base, "Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site"),
+			"old browser":         with(base, "Origin", "https://evil.example", "Sec-Fetch-Site", ""),
+			"same-site":           with(base, "Sec-Fetch-Site", "same-site"),
+			"replay without CSRF": with(base, "X-CSRF-Token", ""),
+			"stale CSRF":          with(base, "X-CSRF-Token", "bm90LXRoZS10b2tlbg"),
+		} {
+			resp, body := e.call("POST", "/api/grants/g1/revoke", "", hdr)
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("%s: status %d, want 403; %s", name, resp.StatusCode, body)
+			}
+		}
+		if n := e.b.count("Revoke"); n != 0 {
+			t.Fatalf("Revoke called %d times", n)
+		}
+		resp, body := e.call("POST", "/api/grants/g1/revoke", "", base)
+		wantStatus(t, resp, body, http.StatusOK)
+	})
+}
+
+func urlQueryEscape(s string) string {
+	r := strings.NewReplacer("%", "%25", "&", "%26", "+", "%2B", " ", "%20", "#", "%23", "?", "%3F", "\t", "%09", "\n", "%0A", "\\", "%5C")
+	return r.Replace(s)
+}
+
+// apiRoutes is every route of admin-api.md.
+var apiRoutes = []struct{ method, path string }{
+	{"GET", "/api/session"},
+	{"GET", "/api/status"},
+	{"GET", "/api/consent"},
+	{"POST", "/api/consent/req1/decision"},
+	{"GET", "/api/grants"},
+	{"POST", "/api/grants/g1/revoke"},
+	{"GET", "/api/receipts"},
+	{"GET", "/api/receipts/r1"},
+	{"GET", "/api/receipts/export"},
+	{"GET", "/api/brands"},
+	{"PUT", "/api/brands/docs"},
+	{"DELETE", "/api/brands/docs"},
+	{"GET", "/api/events"},
+	{"GET", "/api/no-such-thing"},
+}
+
+func TestAdminAPINeedsSession(t *testing.T) {
+	t.Run("S8 no session or token gets 401 on every API route", func(t *testing.T) {
+		e := newEnv(t)
+		e.signIn()
+		for _, rt := range apiRoutes {
+			for name, hdr := range map[string]map[string]string{
+				"nothing":          {},
+				"bearer token":     {"Authorization": "Bearer " + testToken},
+				"token as cookie":  {"Cookie": CookieName + "=" + testToken},
+				"CSRF header only": {"X-CSRF-Token": testToken},
+			} {
+				if rt.method != "GET" {
+					hdr = with(hdr, "Origin", e.origin(), "Content-Type", "application/json")
+				}
+				path := rt.path
+				if name == "nothing" {
+					path += "?token=" + testToken // the token in the query is no credential either
+				}
+				resp, body := e.call(rt.method, path, "{}", hdr)
+				if resp.StatusCode != http.StatusUnauthorized {
+					t.Errorf("%s %s (%s): status %d, want 401; %s", rt.method, rt.path, name, resp.StatusCode, body)
+					continue
+				}
+				if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") || jsonBody(t, body)["error"] != "sign in required" {
+					t.Errorf("%s %s (%s): body %s", rt.method, rt.path, name, body)
+				}
+			}
+		}
+		e.b.mu.Lock()
+		defer e.b.mu.Unlock()
+		for name, n := range e.b.calls {
+			t.Errorf("backend %s called %d times", name, n)
+		}
+	})
+}
+
+func TestLogin(t *testing.T) {
+	t.Run("cookie attributes and landing page", func(t *testing.T) {
+		e := newEnv(t)
+		resp, body := e.call("GET", "/login?token="+testToken, "", map[string]string{"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"})
+		wantStatus(t, resp, body, http.StatusSeeOther)
+		if got := resp.Header.Get("Location"); got != "/pact/consent" {
+			t.Fatalf("Location %q", got)
+		}
+		if resp.Header.Get("Cache-Control") != "no-store" {
+			t.Fatalf("Cache-Control %q", resp.Header.Get("Cache-Control"))
+		}
+		sc := resp.Header.Values("Set-Cookie")
+		if len(sc) != 1 {
+			t.Fatalf("Set-Cookie %q", sc)
+		}
+		attrs := strings.Split(sc[0], "; ")
+		name, value, _ := strings.Cut(attrs[0], "=")
+		if name != "__Host-aether_session" || len(value) != 43 || value == testToken || strings.Contains(value, testToken) {
+			t.Fatalf("cookie %q", attrs[0])
+		}
+		got := map[string]bool{}
+		for _, a := range attrs[1:] {
+			got[a] = true
+			if strings.HasPrefix(strings.ToLower(a), "domain") {
+				t.Fatalf("__Host- cookie with %q", a)
+			}
+		}
+		for _, a := range []string{"Path=/", "Max-Age=43200", "HttpOnly", "Secure", "SameSite=Strict"} {
+			if !got[a] {
+				t.Errorf("cookie lacks %s: %q", a, sc[0])
+			}
+		}
+	})
+
+	t.Run("wrong or missing token", func(t *testing.T) {
+		e := newEnv(t)
+		resp, body := e.call("GET", "/login?token="+strings.Repeat("A", 43), "", nil)
+		wantStatus(t, resp, body, http.StatusForbidden)
+		if len(resp.Cookies()) != 0 {
+			t.Fatal("failed login set a cookie")
+		}
+		resp, body = e.call("GET", "/login", "", nil)
+		wantStatus(t, resp, body, http.StatusBadRequest)
+		resp, body = e.call("POST", "/login?token="+testToken, "", map[string]string{"Origin": e.origin()})
+		wantStatus(t, resp, body, http.StatusMethodNotAllowed)
+	})
+
+	t.Run("empty configured token signs nobody in", func(t *testing.T) {
+		e := newEnv(t, func(c *Config) { c.Token = "" })
+		resp, body := e.call("GET", "/login?token=", "", nil)
+		wantStatus(t, resp, body, http.StatusBadRequest)
+		resp, body = e.call("GET", "/login?token=x", "", nil)
+		wantStatus(t, resp, body, http.StatusForbidden)
+	})
+
+	t.Run("failed logins are rate limited", func(t *testing.T) {
+		e := newEnv(t)
+		for i := 0; i < loginMaxFails; i++ {
+			resp, body := e.call("GET", fmt.Sprintf("/login?token=guess%d", i), "", nil)
+			wantStatus(t, resp, body, http.StatusForbidden)
+			e.clock.Advance(time.Second)
+		}
+		// While limited even the right token is refused, so the limit is no oracle.
+		resp, body := e.call("GET", "/login?token="+testToken, "", nil)
+		wantStatus(t, resp, body, http.StatusTooManyRequests)
+		if resp.Header.Get("Retry-After") != "50" { // the oldest failure leaves the window then
+
+			t.Fatalf("Retry-After %q", resp.Header.Get("Retry-After"))
+		}
+		e.clock.Advance(50 * time.Second)
+		resp, body = e.call("GET", "/login?token="+testToken, "", nil)
+		wantStatus(t, resp, body, http.StatusSeeOther)
+	})
+
+	t.Run("other sites cannot burn the login budget", func(t *testing.T) {
+		e := newEnv(t)
+		sub := map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"}
+		for i := 0; i < loginMaxFails+2; i++ {
+			resp, body := e.call("GET", "/login?token=guess", "", sub)
+			wantStatus(t, resp, body, http.StatusForbidden)
+		}
+		// A sign-in link clicked on another site is a top-level navigation: allowed.
+		nav := map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
+		resp, body := e.call("GET", "/login?token="+testToken, "", nav)
+		wantStatus(t, resp, body, http.StatusSeeOther)
+	})
+}
+
+func TestCSRF(t *testing.T) {
+	e := newEnv(t)
+	cookie, csrf := e.signIn()
+	_, otherCSRF := e.signIn()
+	if otherCSRF == csrf {
+		t.Fatal("two sessions share a CSRF token")
+	}
+	base := e.fetchHeaders(cookie, csrf)
+	for name, hdr := range map[string]map[string]string{
+		"missing":             with(base, "X-CSRF-Token", ""),
+		"wrong":               with(base, "X-CSRF-Token", "wrong"),
+		"other session's":     with(base, "X-CSRF-Token", otherCSRF),
+		"admin token instead": with(base, "X-CSRF-Token", testToken),
+	} {
+		for _, rt := range []struct{ method, path, body string }{
+			{"POST", "/api/consent/req1/decision", decisionBody},
+			{"POST", "/api/grants/g1/revoke", ""},
+			{"PUT", "/api/brands/docs", `{"id":"docs","workspace":"/w"}`},
+			{"DELETE", "/api/brands/docs", ""},
+		} {
+			resp, body := e.call(rt.method, rt.path, rt.body, hdr)
+			if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "CSRF") {
+				t.Errorf("%s CSRF, %s %s: %d %s", name, rt.method, rt.path, resp.StatusCode, body)
+			}
+		}
+	}
+	if n := e.b.count("Decide") + e.b.count("Revoke") + e.b.count("PutBrand") + e.b.count("DeleteBrand"); n != 0 {
+		t.Fatalf("backend called %d times", n)
+	}
+	resp, body := e.call("DELETE", "/api/brands/docs", "", base)
+	wantStatus(t, resp, body, http.StatusOK)
+}
+
+func TestSessionExpiry(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.SessionTTL = time.Hour })
+	cookie, _ := e.signIn()
+	get := func() int {
+		resp, _ := e.call("GET", "/api/status", "", map[string]string{"Cookie": cookie})
+		return resp.StatusCode
+	}
+	e.clock.Advance(time.Hour - time.Second)
+	if got := get(); got != http.StatusOK {
+		t.Fatalf("before expiry: %d", got)
+	}
+	e.clock.Advance(time.Second)
+	if got := get(); got != http.StatusUnauthorized {
+		t.Fatalf("at expiry: %d", got)
+	}
+	// Signing in again works.
+	cookie, _ = e.signIn()
+	if got := get(); got != http.StatusOK {
+		t.Fatalf("after new sign-in: %d", got)
+	}
+}
+
+func TestDefaultSessionTTL(t *testing.T) {
+	e := newEnv(t)
+	cookie, _ := e.signIn()
+	e.clock.Advance(12 * time.Hour)
+	resp, _ := e.call("GET", "/api/session", "", map[string]string{"Cookie": cookie})
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("after 12 h: %d", resp.StatusCode)
+	}
+}

@@ -1,0 +1,211 @@
+// Package admin is the owner's admin HTTP handler: the JSON API of docs/admin-api.md, the
+// embedded UI, and the guards in front of them (security.md 6.6, S8).
+//
+// Handler is for the HTTPS admin listener on 127.0.0.1. In front of everything it sets the
+// security headers, then checks the Host (421, C3), then cross-origin requests (403, C1, C2,
+// V6); /api/* then needs a session cookie (401, C4, S8) and, for every non-GET call, the
+// session's CSRF token (403).
+//
+// DesktopHandler is for the Wails asset server. That is reachable only from the app's own
+// webview (Wails checks the host itself), so it skips the Host and Origin checks and the owner is
+// always signed in. It still requires the CSRF token on non-GET calls: the UI fetches it anyway,
+// and a foreign page that somehow ended up in the window could send requests but cannot read
+// /api/session (no CORS), so it cannot act blind.
+package admin
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Token is the admin token (see LoadOrCreateToken); an empty token never signs anyone in.
+	Token string
+	// Addr is the admin listener's address as bound, with its port ("127.0.0.1:3000"). The
+	// Host allow list and the allowed Origins are built from its port.
+	Addr string
+	// UI is the built frontend (frontend/dist); nil serves no pages.
+	UI fs.FS
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// SessionTTL is how long a sign-in lasts; 0 means 12 hours.
+	SessionTTL time.Duration
+	// OnConsentLink, when set, is called with the user code when a browser opens
+	// /pact/consent?user_code=… on the admin listener, signed in or not, so the desktop app can
+	// bring its window forward. It only shows things, never decides; it must return quickly.
+	OnConsentLink func(userCode string)
+	// Log receives rejections and backend failures; nil means slog.Default().
+	Log *slog.Logger
+}
+
+const (
+	defaultSessionTTL = 12 * time.Hour
+	pingEvery         = 15 * time.Second
+	maxBody           = 1 << 20
+
+	csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+		"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
+
+// Server holds the admin state shared by Handler and DesktopHandler: sessions, the login
+// limiter and the open event streams.
+type Server struct {
+	cfg      Config
+	b        Backend
+	log      *slog.Logger
+	hosts    map[string]bool // allowed Host headers, lower case
+	origins  map[string]bool // allowed Origin headers for non-GET requests
+	cop      *http.CrossOriginProtection
+	api      *http.ServeMux
+	sessions *sessions
+	limiter  loginLimiter
+	desktop  *session // the always-signed-in session of the desktop window
+
+	closing   context.Context // done when Close is called
+	close     context.CancelFunc
+	pingEvery time.Duration
+}
+
+// New builds a Server. An Addr without a valid port leaves the Host allow list empty, so
+// Handler refuses every request (fail closed).
+func New(cfg Config, b Backend) *Server {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = defaultSessionTTL
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{
+		cfg:       cfg,
+		b:         b,
+		log:       log,
+		hosts:     map[string]bool{},
+		origins:   map[string]bool{},
+		cop:       http.NewCrossOriginProtection(),
+		sessions:  newSessions(),
+		desktop:   &session{csrf: newSecret(), desktop: true},
+		pingEvery: pingEvery,
+	}
+	s.closing, s.close = context.WithCancel(context.Background())
+	if _, port, err := net.SplitHostPort(cfg.Addr); err == nil && port != "" && port != "0" {
+		for _, h := range []string{"127.0.0.1", "localhost", "[::1]"} {
+			s.hosts[h+":"+port] = true
+			s.origins["https://"+h+":"+port] = true
+			if port == "443" { // browsers leave the default port out of Host and Origin
+				s.hosts[h] = true
+				s.origins["https://"+h] = true
+			}
+		}
+	} else {
+		log.Error("admin: no port in the listen address; refusing every request", "addr", cfg.Addr)
+	}
+	s.api = s.routes()
+	return s
+}
+
+// Handler serves the admin listener (HTTPS on 127.0.0.1).
+func (s *Server) Handler() http.Handler { return &handler{s: s} }
+
+// DesktopHandler serves the desktop window through the Wails asset server: always signed in,
+// no Host or Origin checks, CSRF token still required on non-GET calls.
+func (s *Server) DesktopHandler() http.Handler { return &handler{s: s, desktop: true} }
+
+// Close ends every open event stream and refuses new ones, so that http.Server.Shutdown does
+// not wait for them (register it with http.Server.RegisterOnShutdown).
+func (s *Server) Close() { s.close() }
+
+type handler struct {
+	s       *Server
+	desktop bool
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s := h.s
+	setSecurityHeaders(w.Header())
+	if !h.desktop {
+		if !s.hosts[strings.ToLower(r.Host)] {
+			s.reject(w, r, http.StatusMisdirectedRequest, "host", "unknown host")
+			return
+		}
+		if reason := s.crossOrigin(r); reason != "" {
+			s.reject(w, r, http.StatusForbidden, reason, "cross-origin request refused")
+			return
+		}
+	}
+	switch {
+	case isAPI(r.URL.Path):
+		s.serveAPI(w, r, h.desktop)
+	case r.URL.Path == "/login" && !h.desktop:
+		s.serveLogin(w, r)
+	default:
+		s.serveUI(w, r, !h.desktop)
+	}
+}
+
+func setSecurityHeaders(h http.Header) {
+	h.Set("Content-Security-Policy", csp)
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+	h.Set("Cache-Control", "no-store") // C12; immutable assets override it
+}
+
+// crossOrigin returns a reason code when r must be refused as cross-origin, "" otherwise.
+func (s *Server) crossOrigin(r *http.Request) string {
+	site := r.Header.Get("Sec-Fetch-Site")
+	foreign := site == "cross-site" || site == "same-site"
+	switch {
+	case foreign && isAPI(r.URL.Path):
+		// The API is only for the UI's own fetch() calls, whatever the method.
+		return "sec-fetch-site"
+	case foreign && r.URL.Path == "/login" &&
+		(r.Header.Get("Sec-Fetch-Mode") != "navigate" || r.Header.Get("Sec-Fetch-Dest") != "document"):
+		// A sign-in link is followed by a top-level navigation; anything else from another
+		// site is only there to burn the failed-login budget.
+		return "sec-fetch-site"
+	}
+	if safeMethod(r.Method) {
+		return ""
+	}
+	if err := s.cop.Check(r); err != nil {
+		return "cross-origin"
+	}
+	// CrossOriginProtection compares only hosts and lets requests without Origin pass; every
+	// browser sends Origin on non-GET requests, and only https on our port is ours (C2).
+	if !s.origins[r.Header.Get("Origin")] {
+		return "origin"
+	}
+	return ""
+}
+
+func safeMethod(m string) bool { return m == http.MethodGet || m == http.MethodHead }
+
+func isAPI(p string) bool { return p == "/api" || strings.HasPrefix(p, "/api/") }
+
+// reject logs a refused request with a reason code (never its query: /login carries the token)
+// and answers it.
+func (s *Server) reject(w http.ResponseWriter, r *http.Request, code int, reason, msg string) {
+	s.log.Warn("admin request refused", "reason", reason, "status", code,
+		"method", r.Method, "path", r.URL.Path, "host", r.Host, "origin", r.Header.Get("Origin"),
+		"sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
+	if isAPI(r.URL.Path) {
+		writeError(w, code, errorBody{Error: msg})
+		return
+	}
+	http.Error(w, msg, code)
+}
+
+var errClosed = errors.New("the admin server is shutting down")

@@ -1,0 +1,76 @@
+package admin
+
+import (
+	"io/fs"
+	"mime"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+)
+
+// serveUI answers the pages and the built assets. Pages need no session: without one the UI
+// shows only the sign-in explanation, because /api/session answers 401.
+func (s *Server) serveUI(w http.ResponseWriter, r *http.Request, browser bool) {
+	if !safeMethod(r.Method) {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	p := path.Clean("/" + r.URL.Path)
+	if last := path.Base(p); !strings.Contains(last, ".") || p == "/index.html" {
+		// A client-side route (/, /pact/consent, /sharing, …): the UI decides what to show.
+		if browser && p == "/pact/consent" && r.Method == http.MethodGet && s.cfg.OnConsentLink != nil {
+			if code := r.URL.Query().Get("user_code"); plausibleUserCode(code) {
+				s.cfg.OnConsentLink(code)
+			}
+		}
+		s.serveFile(w, r, "index.html")
+		return
+	}
+	s.serveFile(w, r, strings.TrimPrefix(p, "/"))
+}
+
+// plausibleUserCode keeps junk out of the desktop hook; the consent service does the real check.
+func plausibleUserCode(c string) bool {
+	if c == "" || len(c) > 16 {
+		return false
+	}
+	for _, r := range c {
+		if !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == ' ') {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, name string) {
+	if s.cfg.UI == nil || !fs.ValidPath(name) {
+		http.NotFound(w, r)
+		return
+	}
+	data, err := fs.ReadFile(s.cfg.UI, name)
+	if err != nil {
+		if name == "index.html" {
+			http.Error(w, "the admin UI is not built into this binary", http.StatusNotFound)
+			return
+		}
+		http.NotFound(w, r)
+		return
+	}
+	h := w.Header()
+	ctype := mime.TypeByExtension(path.Ext(name))
+	if ctype == "" {
+		ctype = http.DetectContentType(data)
+	}
+	h.Set("Content-Type", ctype)
+	h.Set("Content-Length", strconv.Itoa(len(data)))
+	if strings.HasPrefix(name, "assets/") {
+		// Vite puts a content hash in every name under assets/: they never change.
+		h.Set("Cache-Control", "public, max-age=31536000, immutable")
+	}
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(data)
+	}
+}

@@ -1,0 +1,296 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"time"
+)
+
+// The JSON shapes below are exactly those of docs/admin-api.md. They are admin's own types so that
+// admin depends on no service package; the node converts with small adapters.
+
+// Scope is a brand scope as shown to the owner.
+type Scope struct {
+	ID          string `json:"id"`
+	Description string `json:"description"`
+}
+
+// BrandRef names a brand inside a consent request or grant.
+type BrandRef struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// Brand is one brand of policy.json. CardURL is computed by the node; it is accepted (and
+// ignored by the adapter) in a PUT body because the UI sends back what it got.
+type Brand struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Capability  string `json:"capability"`
+	Workspace   string `json:"workspace"`
+	AccessMode  string `json:"accessMode"` // "read_only" or "read_write"
+	Scope       Scope  `json:"scope"`
+	CardURL     string `json:"cardUrl"`
+}
+
+// Agent is an agent identity; IssuerOrigin is the issuer's origin with a punycode host.
+type Agent struct {
+	Issuer       string `json:"issuer"`
+	Subject      string `json:"subject"`
+	IssuerOrigin string `json:"issuerOrigin"`
+}
+
+// ConsentRequest is a pending device-flow request.
+type ConsentRequest struct {
+	ID        string    `json:"id"`
+	UserCode  string    `json:"userCode"`
+	Agent     Agent     `json:"agent"`
+	Brand     BrandRef  `json:"brand"`
+	Scope     Scope     `json:"scope"`
+	CreatedAt time.Time `json:"createdAt"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// Grant is a signed grant; nil times are JSON null.
+type Grant struct {
+	ID         string     `json:"id"`
+	Agent      Agent      `json:"agent"`
+	Brand      BrandRef   `json:"brand"`
+	Scope      Scope      `json:"scope"`
+	AccessMode string     `json:"accessMode"`
+	IssuedAt   time.Time  `json:"issuedAt"`
+	ExpiresAt  *time.Time `json:"expiresAt"`
+	LastUsedAt *time.Time `json:"lastUsedAt"`
+	Uses       int64      `json:"uses"`
+	Status     string     `json:"status"` // "active", "revoked" or "expired"
+	RevokedAt  *time.Time `json:"revokedAt"`
+}
+
+// ReceiptSummary is the listing view of one receipt.
+type ReceiptSummary struct {
+	ID         string    `json:"id"`
+	Seq        int64     `json:"seq"`
+	TaskID     string    `json:"taskId"`
+	Brand      string    `json:"brand"`
+	Scope      string    `json:"scope"`
+	GrantID    string    `json:"grantId"`
+	Agent      Agent     `json:"agent"`
+	Status     string    `json:"status"` // "completed", "failed", "canceled", …
+	ExitCode   int       `json:"exitCode"`
+	StartedAt  time.Time `json:"startedAt"`
+	EndedAt    time.Time `json:"endedAt"`
+	AnswerHash string    `json:"answerHash"`
+}
+
+// ReceiptDetail is one receipt with its signed claims and the verification result.
+type ReceiptDetail struct {
+	Receipt ReceiptSummary  `json:"receipt"`
+	Claims  json.RawMessage `json:"claims"`
+	JWS     string          `json:"jws"`
+	Verify  VerifyResult    `json:"verify"`
+}
+
+// VerifyResult says whether a receipt's signature and chain check out.
+type VerifyResult struct {
+	OK    bool   `json:"ok"`
+	Error string `json:"error"`
+}
+
+// ReceiptFilter is the query of GET /api/receipts and /api/receipts/export. Zero values mean
+// "any"; Agent matches issuer or subject as a substring. Limit is 1..MaxReceiptLimit for a page
+// (DefaultReceiptLimit when not given) and 0 (everything) for an export unless given.
+type ReceiptFilter struct {
+	Agent  string
+	Brand  string
+	Status string
+	From   time.Time
+	To     time.Time
+	Cursor string
+	Limit  int
+}
+
+// Receipt page sizes.
+const (
+	DefaultReceiptLimit = 50
+	MaxReceiptLimit     = 500
+)
+
+// ReceiptPage is one page of receipts, newest first; NextCursor is "" on the last page.
+type ReceiptPage struct {
+	Receipts   []ReceiptSummary `json:"receipts"`
+	NextCursor string           `json:"nextCursor"`
+}
+
+// Problem is one precise policy problem.
+type Problem struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+// PolicyError says why policy.json does not load.
+type PolicyError struct {
+	Message  string    `json:"message"`
+	Problems []Problem `json:"problems,omitempty"`
+}
+
+// BrandsView is the answer of GET /api/brands.
+type BrandsView struct {
+	PolicyPath string       `json:"policyPath"`
+	Brands     []Brand      `json:"brands"`
+	Error      *PolicyError `json:"error"`
+}
+
+// Status is the answer of GET /api/status. Admin.URL is filled from Config.Addr when empty.
+type Status struct {
+	Gateway      GatewayStatus    `json:"gateway"`
+	Admin        AdminStatus      `json:"admin"`
+	Brands       []Brand          `json:"brands"`
+	Codex        CodexStatus      `json:"codex"`
+	Pending      int              `json:"pending"`
+	Policy       PolicyStatus     `json:"policy"`
+	LastReceipts []ReceiptSummary `json:"lastReceipts"`
+}
+
+// GatewayStatus describes the PACT listener.
+type GatewayStatus struct {
+	Listen    string `json:"listen"`
+	PublicURL string `json:"publicUrl"`
+	Paused    bool   `json:"paused"`
+	Running   bool   `json:"running"`
+}
+
+// AdminStatus describes the admin listener.
+type AdminStatus struct {
+	URL string `json:"url"`
+}
+
+// CodexStatus describes the coding agent found on the machine.
+type CodexStatus struct {
+	Found     bool   `json:"found"`
+	Path      string `json:"path"`
+	Version   string `json:"version"`
+	VersionOK bool   `json:"versionOk"`
+	LoggedIn  bool   `json:"loggedIn"`
+	Error     string `json:"error"`
+}
+
+// PolicyStatus names policy.json and, when it does not load, why.
+type PolicyStatus struct {
+	Path  string       `json:"path"`
+	Error *PolicyError `json:"error"`
+}
+
+// Decisions and durations of POST /api/consent/{id}/decision.
+const (
+	DecisionAllow = "allow"
+	DecisionDeny  = "deny"
+
+	Duration1Day    = "1d"
+	Duration30Days  = "30d"
+	DurationForever = "forever"
+)
+
+// DecisionRequest is the body of POST /api/consent/{id}/decision. Admin has checked that
+// Decision is allow or deny and, for allow, that Duration is one of the three durations.
+type DecisionRequest struct {
+	UserCode string `json:"userCode"`
+	Decision string `json:"decision"`
+	Duration string `json:"duration"`
+}
+
+// DecisionResult is the 200 answer of a decision: Status is "allowed" or "denied".
+type DecisionResult struct {
+	Status string `json:"status"`
+	Grant  *Grant `json:"grant,omitempty"`
+}
+
+// Event names of GET /api/events.
+const (
+	EventConsent = "consent" // Data: ConsentEvent
+	EventGrant   = "grant"   // Data: Grant
+	EventReceipt = "receipt" // Data: ReceiptSummary
+	EventPolicy  = "policy"  // Data: nil (sent as {})
+)
+
+// Event is one server-sent event; Data is marshalled to JSON.
+type Event struct {
+	Name string
+	Data any
+}
+
+// ConsentEvent is the data of a consent event; Kind is "added", "decided" or "expired".
+type ConsentEvent struct {
+	Pending int             `json:"pending"`
+	Request *ConsentRequest `json:"request,omitempty"`
+	Kind    string          `json:"kind"`
+}
+
+// Sentinel errors a Backend wraps (fmt.Errorf("…: %w", admin.ErrExpired)) to choose the status;
+// the wrapped message is what the owner reads.
+var (
+	ErrNotFound       = errors.New("not found")                             // 404
+	ErrInvalid        = errors.New("invalid request")                       // 400, e.g. a bad cursor
+	ErrCodeMismatch   = errors.New("user code does not match this request") // 400
+	ErrAlreadyDecided = errors.New("already decided")                       // 409 {"status":"already_decided"}
+	ErrExpired        = errors.New("expired")                               // 410 {"status":"expired"}
+)
+
+// FieldError is a validation message next to one field (a Brand JSON key).
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// FieldErrors is returned by PutBrand when the brand is not valid: 422 with the fields.
+type FieldErrors struct {
+	Message string // "" → "the brand is not valid"
+	Fields  []FieldError
+}
+
+func (e *FieldErrors) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = "the brand is not valid"
+	}
+	parts := make([]string, 0, len(e.Fields))
+	for _, f := range e.Fields {
+		parts = append(parts, f.Field+": "+f.Message)
+	}
+	if len(parts) == 0 {
+		return msg
+	}
+	return msg + " (" + strings.Join(parts, "; ") + ")"
+}
+
+// Backend is what the node provides to the admin API (through adapters over consent, receipts
+// and policy). Every method is called only for a signed-in owner.
+type Backend interface {
+	Status(ctx context.Context) (Status, error)
+	// Pending lists pending consent requests, oldest first.
+	Pending(ctx context.Context) ([]ConsentRequest, error)
+	// Decide records the owner's decision for request id bound to req.UserCode (C8).
+	// Errors: ErrNotFound, ErrCodeMismatch, ErrAlreadyDecided (C6), ErrExpired (C7).
+	Decide(ctx context.Context, id string, req DecisionRequest) (DecisionResult, error)
+	// Grants lists grants, newest first.
+	Grants(ctx context.Context) ([]Grant, error)
+	// Revoke revokes grant id; revoking a revoked grant returns it unchanged. ErrNotFound.
+	Revoke(ctx context.Context, id string) (Grant, error)
+	// Receipts returns one page, newest first. ErrInvalid for a bad cursor.
+	Receipts(ctx context.Context, f ReceiptFilter) (ReceiptPage, error)
+	// Receipt returns one receipt. ErrNotFound.
+	Receipt(ctx context.Context, id string) (ReceiptDetail, error)
+	// ExportReceipts writes the matching receipts as JSON Lines, one per line.
+	ExportReceipts(ctx context.Context, f ReceiptFilter, w io.Writer) error
+	Brands(ctx context.Context) (BrandsView, error)
+	// PutBrand creates or replaces brand id (b.ID == id) and saves policy.json; *FieldErrors
+	// when the brand is not valid. Returns all brands.
+	PutBrand(ctx context.Context, id string, b Brand) ([]Brand, error)
+	// DeleteBrand removes brand id and saves policy.json. ErrNotFound. Returns all brands.
+	DeleteBrand(ctx context.Context, id string) ([]Brand, error)
+	// Events streams UI events until ctx ends, then closes the channel.
+	Events(ctx context.Context) (<-chan Event, error)
+}
