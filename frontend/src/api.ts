@@ -1,0 +1,239 @@
+// The admin JSON API (docs/admin-api.md). Every call goes through request(), which adds the
+// CSRF header to non-GET calls and turns a 401 into the sign-in screen.
+
+export interface Agent {
+  issuer: string;
+  subject: string;
+  issuerOrigin: string;
+}
+
+export interface Scope {
+  id: string;
+  description: string;
+}
+
+export type AccessMode = "read_only" | "read_write";
+
+export interface Brand {
+  id: string;
+  name: string;
+  description: string;
+  capability: string;
+  workspace: string;
+  accessMode: AccessMode;
+  scope: Scope;
+  cardUrl?: string;
+}
+
+export interface ConsentRequest {
+  id: string;
+  userCode: string;
+  agent: Agent;
+  brand: { id: string; name: string };
+  scope: Scope;
+  createdAt: string;
+  expiresAt: string;
+}
+
+export type GrantStatus = "active" | "revoked" | "expired";
+
+export interface Grant {
+  id: string;
+  agent: Agent;
+  brand: { id: string; name: string };
+  scope: Scope;
+  accessMode: AccessMode;
+  issuedAt: string;
+  expiresAt: string | null;
+  lastUsedAt: string | null;
+  uses: number;
+  status: GrantStatus;
+  revokedAt: string | null;
+}
+
+export type ReceiptStatus = "completed" | "failed" | "canceled";
+
+export interface ReceiptSummary {
+  id: string;
+  seq: number;
+  taskId: string;
+  brand: string;
+  scope: string;
+  grantId: string;
+  agent: Agent;
+  status: ReceiptStatus | string;
+  exitCode: number;
+  startedAt: string;
+  endedAt: string;
+  answerHash: string;
+}
+
+export interface Problem {
+  path: string;
+  message: string;
+}
+
+export interface PolicyError {
+  message: string;
+  problems?: Problem[];
+}
+
+export interface Status {
+  gateway: { listen: string; publicUrl: string; paused: boolean; running: boolean };
+  admin: { url: string };
+  brands: Brand[];
+  codex: { found: boolean; path: string; version: string; versionOk: boolean; loggedIn: boolean; error: string };
+  pending: number;
+  policy: { path: string; error: PolicyError | null };
+  lastReceipts: ReceiptSummary[];
+}
+
+export interface ReceiptDetail {
+  receipt: ReceiptSummary;
+  claims: Record<string, unknown>;
+  jws: string;
+  verify: { ok: boolean; error: string };
+}
+
+export interface BrandsAnswer {
+  policyPath: string;
+  brands: Brand[];
+  error: PolicyError | null;
+}
+
+export interface FieldError {
+  field: string;
+  message: string;
+}
+
+export interface ErrorBody {
+  error?: string;
+  status?: string;
+  fields?: FieldError[];
+  [k: string]: unknown;
+}
+
+export type DecisionStatus = "allowed" | "denied" | "already_decided" | "expired";
+
+export interface DecisionAnswer {
+  status: DecisionStatus;
+  grant?: Grant;
+  error?: string;
+}
+
+export type Duration = "1d" | "30d" | "forever";
+
+/** ApiError carries the HTTP status and the decoded error body. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: ErrorBody,
+  ) {
+    super(body.error || `request failed (${status})`);
+  }
+}
+
+export class Unauthorized extends Error {}
+
+let csrfToken = "";
+let desktop = false;
+let onUnauthorized: () => void = () => {};
+
+export function setUnauthorizedHandler(fn: () => void): void {
+  onUnauthorized = fn;
+}
+
+export function isDesktop(): boolean {
+  return desktop;
+}
+
+async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
+  try {
+    return await send<T>(method, path, body);
+  } catch (e) {
+    // A 403 on a mutating call may be a CSRF token from an older session: fetch it again once.
+    if (method !== "GET" && e instanceof ApiError && e.status === 403) {
+      await loadSession();
+      return send<T>(method, path, body);
+    }
+    throw e;
+  }
+}
+
+async function send<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = { Accept: "application/json" };
+  if (method !== "GET") {
+    if (!csrfToken) await loadSession();
+    headers["X-CSRF-Token"] = csrfToken;
+  }
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  let res: Response;
+  try {
+    res = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      credentials: "same-origin",
+      cache: "no-store",
+      // The desktop asset server does not follow redirects; the API never sends any.
+      redirect: "manual",
+    });
+  } catch (e) {
+    throw new ApiError(0, { error: "Cannot reach the node: " + (e instanceof Error ? e.message : String(e)) });
+  }
+  if (res.status === 401) {
+    onUnauthorized();
+    throw new Unauthorized("sign in required");
+  }
+  let data: unknown = null;
+  const text = await res.text();
+  if (text) {
+    try {
+      data = JSON.parse(text);
+    } catch {
+      data = { error: text.slice(0, 300) };
+    }
+  }
+  if (!res.ok) {
+    throw new ApiError(res.status, (data as ErrorBody) ?? {});
+  }
+  return data as T;
+}
+
+/** requestAllowing returns the listed 4xx answers as data (for the consent decision outcomes). */
+async function requestAllowing<T>(method: string, path: string, body: unknown, statuses: number[]): Promise<T> {
+  try {
+    return await request<T>(method, path, body);
+  } catch (e) {
+    if (e instanceof ApiError && statuses.includes(e.status)) return e.body as unknown as T;
+    throw e;
+  }
+}
+
+export async function loadSession(): Promise<{ csrfToken: string; desktop: boolean }> {
+  const s = await send<{ csrfToken: string; desktop: boolean }>("GET", "/api/session");
+  csrfToken = s.csrfToken;
+  desktop = Boolean(s.desktop);
+  return s;
+}
+
+const enc = encodeURIComponent;
+
+export const api = {
+  status: () => request<Status>("GET", "/api/status"),
+  consent: () => request<{ requests: ConsentRequest[] }>("GET", "/api/consent"),
+  decide: (id: string, userCode: string, decision: "allow" | "deny", duration: Duration) =>
+    requestAllowing<DecisionAnswer>("POST", `/api/consent/${enc(id)}/decision`, { userCode, decision, duration }, [409, 410]),
+  grants: () => request<{ grants: Grant[] }>("GET", "/api/grants"),
+  revoke: (id: string) => request<{ grant: Grant }>("POST", `/api/grants/${enc(id)}/revoke`),
+  receipts: (q: URLSearchParams) => request<{ receipts: ReceiptSummary[]; nextCursor: string }>("GET", "/api/receipts?" + q.toString()),
+  receipt: (id: string) => request<ReceiptDetail>("GET", `/api/receipts/${enc(id)}`),
+  brands: () => request<BrandsAnswer>("GET", "/api/brands"),
+  putBrand: (b: Brand) => request<{ brands: Brand[] }>("PUT", `/api/brands/${enc(b.id)}`, b),
+  deleteBrand: (id: string) => request<{ brands: Brand[] }>("DELETE", `/api/brands/${enc(id)}`),
+};
+
+export function errorMessage(e: unknown): string {
+  if (e instanceof Error) return e.message;
+  return String(e);
+}

@@ -1,0 +1,206 @@
+import { api, ApiError, errorMessage, type Status, type Brand, type PolicyError } from "../api";
+import { h, replace, banner, badge, clean, untrusted, copyText, timeCell } from "../dom";
+import { on } from "../events";
+import type { PageDef } from "../router";
+import { setPending } from "../pending";
+import { receiptStatusBadge, accessModeBadge, pageHeader, loading, receiptAgentCell } from "./common";
+
+export function policyErrorBanner(err: PolicyError, path?: string): HTMLElement {
+  return banner(
+    "bad",
+    "policy.json has a problem",
+    h("p", null, clean(err.message)),
+    path ? h("p", { class: "muted" }, "File: ", h("code", null, clean(path))) : null,
+    err.problems?.length
+      ? h(
+          "ul",
+          { class: "problems" },
+          err.problems.map((p) => h("li", null, h("code", null, clean(p.path)), " — ", clean(p.message))),
+        )
+      : null,
+  );
+}
+
+function copyable(text: string, label: string): HTMLElement {
+  const btn = h("button", { type: "button", class: "btn btn-ghost btn-xs", "aria-label": "Copy " + label }, "Copy");
+  btn.addEventListener("click", () => copyText(text, btn));
+  return h("span", { class: "copyable" }, h("code", { class: "mono" }, clean(text)), btn);
+}
+
+function kv(label: string, ...value: (Node | string | null)[]): HTMLElement {
+  return h("div", { class: "kv" }, h("dt", null, label), h("dd", null, ...value));
+}
+
+function gatewayCard(s: Status): HTMLElement {
+  const g = s.gateway;
+  const state = g.paused ? badge("Paused", "warn") : g.running ? badge("Running", "ok") : badge("Stopped", "bad");
+  return h(
+    "section",
+    { class: "card" },
+    h("div", { class: "card-head" }, h("h2", null, "Gateway"), state),
+    h(
+      "dl",
+      { class: "kvs kvs-stacked" },
+      kv("Listening on", copyable(g.listen, "gateway address")),
+      kv("Public URL", g.publicUrl ? copyable(g.publicUrl, "public URL") : h("span", { class: "muted" }, "not set")),
+      kv("Admin", s.admin?.url ? h("code", { class: "mono" }, clean(s.admin.url)) : h("span", { class: "muted" }, "—")),
+    ),
+    g.paused ? h("p", { class: "hint" }, "Paused: agents get no new turns until you resume it from the tray menu.") : null,
+    !g.running && !g.paused ? h("p", { class: "hint" }, "The gateway is not serving. Check the node's log for the reason.") : null,
+  );
+}
+
+function codexCard(s: Status): HTMLElement {
+  const c = s.codex;
+  let state: HTMLElement;
+  let todo: HTMLElement | null = null;
+  if (!c.found) {
+    state = badge("Not found", "bad");
+    todo = h(
+      "div",
+      { class: "todo" },
+      h("strong", null, "To fix: "),
+      "install the Codex CLI (0.169.0 or newer) and make sure ",
+      h("code", null, "codex"),
+      " is on the PATH of the user running Aether, or set its path in the node's settings. Then restart the node.",
+    );
+  } else if (!c.versionOk) {
+    state = badge("Unsupported version", "bad");
+    todo = h("div", { class: "todo" }, h("strong", null, "To fix: "), "update Codex to 0.169.0 or newer (", h("code", null, "npm install -g @openai/codex"), ").");
+  } else if (!c.loggedIn) {
+    state = badge("Not signed in", "warn");
+    todo = h(
+      "div",
+      { class: "todo" },
+      h("strong", null, "To fix: "),
+      "run ",
+      h("code", null, "codex login"),
+      " in a terminal as the user running Aether (or ",
+      h("code", null, "codex login --with-api-key"),
+      "). Agents' turns fail until Codex is signed in.",
+    );
+  } else {
+    state = badge("Ready", "ok");
+  }
+  return h(
+    "section",
+    { class: "card" },
+    h("div", { class: "card-head" }, h("h2", null, "Codex"), state),
+    h(
+      "dl",
+      { class: "kvs kvs-stacked" },
+      kv("Found", c.found ? "Yes" : "No"),
+      c.path ? kv("Path", h("code", { class: "mono break" }, clean(c.path))) : null,
+      kv("Version", c.version ? clean(c.version) : "—", " ", c.found ? (c.versionOk ? badge("supported", "ok") : badge("too old", "bad")) : null),
+      kv("Signed in", c.found ? (c.loggedIn ? "Yes" : "No") : "—"),
+    ),
+    c.error ? h("p", { class: "error-text" }, clean(c.error)) : null,
+    todo,
+  );
+}
+
+function pendingCard(n: number): HTMLElement {
+  return h(
+    "section",
+    { class: "card card-pending" + (n > 0 ? " has-pending" : "") },
+    h("div", { class: "card-head" }, h("h2", null, "Consent requests")),
+    h("div", { class: "big-number" }, String(n)),
+    h("p", { class: "muted" }, n === 0 ? "No agent is waiting for your approval." : n === 1 ? "An agent is waiting for your approval." : "Agents are waiting for your approval."),
+    h("a", { href: "/pact/consent", class: n > 0 ? "btn btn-primary" : "btn" }, n > 0 ? "Review requests" : "Open Consent"),
+  );
+}
+
+function brandsCard(brands: Brand[]): HTMLElement {
+  return h(
+    "section",
+    { class: "card card-wide" },
+    h("div", { class: "card-head" }, h("h2", null, "Brands served"), h("a", { href: "/brands", class: "link-quiet" }, "Edit brands →")),
+    brands.length === 0
+      ? h("p", { class: "muted" }, "No brands yet. Agents have nothing to ask for until you ", h("a", { href: "/brands" }, "add a brand"), ".")
+      : h(
+          "ul",
+          { class: "brand-list" },
+          brands.map((b) =>
+            h(
+              "li",
+              { class: "brand-item" },
+              h(
+                "div",
+                { class: "brand-item-main" },
+                h("div", { class: "brand-name" }, clean(b.name) || clean(b.id), " ", accessModeBadge(b.accessMode)),
+                h("div", { class: "muted small" }, h("code", null, clean(b.id)), " · scope ", h("code", null, clean(b.scope?.id))),
+              ),
+              b.cardUrl ? h("div", { class: "brand-card-url" }, h("span", { class: "label-inline" }, "Agent card"), copyable(b.cardUrl, "agent card URL for " + clean(b.name))) : null,
+            ),
+          ),
+        ),
+  );
+}
+
+function receiptsCard(s: Status): HTMLElement {
+  const rows = s.lastReceipts ?? [];
+  return h(
+    "section",
+    { class: "card card-wide" },
+    h("div", { class: "card-head" }, h("h2", null, "Last receipts"), h("a", { href: "/receipts", class: "link-quiet" }, "All receipts →")),
+    rows.length === 0
+      ? h("p", { class: "muted" }, "No turns yet. Each answered turn leaves a signed receipt here.")
+      : h(
+          "div",
+          { class: "table-wrap" },
+          h(
+            "table",
+            { class: "table" },
+            h("thead", null, h("tr", null, h("th", null, "#"), h("th", null, "Agent"), h("th", null, "Brand"), h("th", null, "Status"), h("th", null, "Ended"))),
+            h(
+              "tbody",
+              null,
+              rows.map((r) =>
+                h(
+                  "tr",
+                  null,
+                  h("td", null, h("a", { href: "/receipts?id=" + encodeURIComponent(r.id) }, "#" + r.seq)),
+                  h("td", null, receiptAgentCell(r.agent)),
+                  h("td", null, untrusted(r.brand, 80)),
+                  h("td", null, receiptStatusBadge(r.status)),
+                  h("td", null, timeCell(r.endedAt)),
+                ),
+              ),
+            ),
+          ),
+        ),
+  );
+}
+
+export const statusPage: PageDef = {
+  title: "Status",
+  mount(root) {
+    const body = h("div", null, loading());
+    replace(root, pageHeader("Status", "How this node is doing right now."), body);
+    let alive = true;
+    const load = () =>
+      api.status().then(
+        (s) => {
+          if (!alive) return;
+          setPending(s.pending);
+          replace(
+            body,
+            s.policy?.error ? policyErrorBanner(s.policy.error, s.policy.path) : null,
+            h("div", { class: "grid" }, gatewayCard(s), codexCard(s), pendingCard(s.pending), brandsCard(s.brands ?? []), receiptsCard(s)),
+          );
+        },
+        (e) => {
+          if (!alive || !(e instanceof ApiError)) return;
+          replace(body, banner("bad", "Could not load the status", errorMessage(e)));
+        },
+      );
+    load();
+    const offs = [on("consent", load), on("receipt", load), on("policy", load), on("poll", load), on("resync", load)];
+    return {
+      destroy() {
+        alive = false;
+        offs.forEach((f) => f());
+      },
+    };
+  },
+};
