@@ -1,0 +1,239 @@
+package receipts
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aether/aether/backend/keys"
+	"github.com/aether/aether/backend/store"
+)
+
+func TestDurableBeforeReturn(t *testing.T) {
+	e := newEnv(t)
+	got := e.run(0, 5, 5)
+	t.Run("T8 receipt committed before Append returns", func(t *testing.T) {
+		// A second, independent handle on the file sees every receipt Append returned.
+		other, err := store.Open(e.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		for _, r := range got {
+			if _, err := other.GetReceipt(context.Background(), r.ID); err != nil {
+				t.Errorf("receipt %s not in the file: %v", r.ID, err)
+			}
+		}
+	})
+}
+
+func TestRecover(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.run(0, 3, 1)
+	for i := 3; i < 6; i++ {
+		if err := e.l.Start(ctx, testTurn(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.reopen()
+	n, err := e.l.Recover(ctx)
+	if err != nil || n != 3 {
+		t.Fatalf("Recover = %d, %v", n, err)
+	}
+	if open, _ := e.db.OpenTurns(ctx); len(open) != 0 {
+		t.Errorf("%d turns still running", len(open))
+	}
+	for i := 3; i < 6; i++ {
+		tr, _ := e.db.GetTurn(ctx, testTurn(i).ID)
+		if tr.Status != store.TurnFailed || tr.Reason != ReasonNodeStopped {
+			t.Errorf("turn %d = %+v", i, tr)
+		}
+	}
+	page, _, _ := e.l.List(ctx, store.ReceiptFilter{Status: store.TurnFailed})
+	if len(page) != 3 || page[0].Claims.Reason != ReasonNodeStopped || page[0].Claims.Exit != -1 {
+		t.Errorf("failed receipts = %+v", page)
+	}
+	wantOK(t, e.verify(VerifyOptions{}), 6)
+	if n, err := e.l.Recover(ctx); n != 0 || err != nil {
+		t.Errorf("second Recover = %d, %v", n, err)
+	}
+}
+
+const crashEnv = "AETHER_RECEIPTS_CRASH_DIR"
+
+// TestCrashHelper is the process TestKilledMidTurn kills: it runs turns from 8
+// workers forever and prints "done <turn>" after each Append returns.
+func TestCrashHelper(t *testing.T) {
+	dir := os.Getenv(crashEnv)
+	if dir == "" {
+		t.Skip("helper process of TestKilledMidTurn")
+	}
+	db, err := store.Open(filepath.Join(dir, "pact.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLedger(db, testKey(1), testIssuer, nil)
+	ctx := context.Background()
+	// A turn that never ends, so at least one is running whenever the kill comes.
+	if err := l.Start(ctx, testTurn(0)); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	for w := range 8 {
+		go func() {
+			for i := 1 + w; ; i += 8 {
+				tr := testTurn(i)
+				if err := l.Start(ctx, tr); err != nil {
+					panic(err)
+				}
+				time.Sleep(time.Millisecond) // the turn's work
+				if _, err := l.Append(ctx, tr); err != nil {
+					panic(err)
+				}
+				mu.Lock()
+				fmt.Println("done", tr.ID)
+				mu.Unlock()
+			}
+		}()
+	}
+	select {}
+}
+
+func TestKilledMidTurn(t *testing.T) {
+	e := newEnv(t)
+	e.close()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$", "-test.timeout=2m")
+	cmd.Env = append(os.Environ(), crashEnv+"="+filepath.Dir(e.path))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := map[string]bool{}
+	sc := bufio.NewScanner(out)
+	for len(done) < 150 && sc.Scan() {
+		if id, ok := strings.CutPrefix(sc.Text(), "done "); ok {
+			done[id] = true
+		}
+	}
+	cmd.Process.Kill() // SIGKILL: no deferred code, no Close, mid-commit
+	cmd.Wait()
+	if len(done) < 150 {
+		t.Fatalf("helper stopped after %d turns: %s", len(done), stderr.String())
+	}
+	t.Run("T8 crash between turn and receipt: kill -9", func(t *testing.T) {
+		e.open()
+		ctx := context.Background()
+		n, err := e.l.Recover(ctx)
+		if err != nil || n < 1 {
+			t.Fatalf("Recover = %d, %v", n, err)
+		}
+		if open, _ := e.db.OpenTurns(ctx); len(open) != 0 {
+			t.Errorf("%d turns still running", len(open))
+		}
+		ids := make([]string, 0, len(done))
+		for id := range done {
+			ids = append(ids, id)
+		}
+		have, err := e.db.ReceiptsForTurns(ctx, ids)
+		if err != nil || len(have) != len(done) {
+			t.Errorf("%d of %d acknowledged receipts survived the kill (%v)", len(have), len(done), err)
+		}
+		// No turn ended without its receipt: both are written in one transaction.
+		raw := rawDB(t, e.path)
+		defer raw.Close()
+		var orphans int
+		if err := raw.QueryRow(`SELECT count(*) FROM turns t LEFT JOIN receipts r ON r.turn_id = t.id
+			WHERE t.status != 'running' AND r.seq IS NULL`).Scan(&orphans); err != nil || orphans != 0 {
+			t.Errorf("%d ended turns without a receipt (%v)", orphans, err)
+		}
+		rep := e.verify(VerifyOptions{Issuer: testIssuer})
+		if !rep.OK || rep.Count < len(done)+1 {
+			t.Errorf("after recovery: %+v %v", rep, rep.Problem)
+		}
+		t.Logf("%d acknowledged, %d receipts after recovery, %d turns ended by Recover", len(done), rep.Count, n)
+	})
+}
+
+func TestDuplicateAppend(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	first := e.run(0, 3, 1)[1]
+	t.Run("T9 duplicate receipt for the same turn (retry)", func(t *testing.T) {
+		again, err := e.l.Append(ctx, testTurn(1))
+		if err != nil || again.ID != first.ID || again.Seq != first.Seq || again.JWS != first.JWS {
+			t.Fatalf("retry got %+v, %v; want the first receipt %s", again, err, first.ID)
+		}
+	})
+	t.Run("T9 concurrent duplicates", func(t *testing.T) {
+		if err := e.l.Start(ctx, testTurn(7)); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		got := make([]*Receipt, 16)
+		for i := range got {
+			wg.Go(func() {
+				r, err := e.l.Append(ctx, testTurn(7))
+				if err != nil {
+					t.Error(err)
+				}
+				got[i] = r
+			})
+		}
+		wg.Wait()
+		for _, r := range got {
+			if r == nil || r.ID != got[0].ID {
+				t.Fatalf("duplicates got different receipts: %+v vs %+v", r, got[0])
+			}
+		}
+	})
+	wantOK(t, e.verify(VerifyOptions{}), 4)
+}
+
+func TestKeyRotation(t *testing.T) {
+	e := newEnv(t)
+	e.run(0, 5, 1)
+	old := e.key
+	e.close()
+	e.key = testKey(2)
+	e.open()
+	got := e.run(5, 10, 1)
+	rows := e.rows()
+	t.Run("T10 key rotated", func(t *testing.T) {
+		if got[5].Claims.Prev != rows[4].Hash || got[5].Claims.Kid != e.key.ID() {
+			t.Errorf("the new key's first receipt does not continue the chain: %+v", got[5].Claims)
+		}
+		both := keys.Set{}
+		for kid, pub := range old.Set() {
+			both[kid] = pub
+		}
+		for kid, pub := range e.key.Set() {
+			both[kid] = pub
+		}
+		ctx := context.Background()
+		verify := func(set keys.Set) *Report {
+			rep, err := VerifyDB(ctx, e.db, set, VerifyOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rep
+		}
+		// Old receipts verify with the archived key kept in the set.
+		wantOK(t, verify(both), 10)
+		wantProblem(t, verify(e.key.Set()), 1, rows[0].ID, "unknown key id")
+		wantProblem(t, verify(old.Set()), 6, rows[5].ID, "unknown key id")
+	})
+}

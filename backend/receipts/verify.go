@@ -1,0 +1,309 @@
+package receipts
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/aether/aether/backend/keys"
+	"github.com/aether/aether/backend/store"
+)
+
+// Source yields stored receipts in seq order: store.DB.AllReceipts, or
+// ReadJSONL over an export. A source may yield a *Problem as its error to
+// report a receipt it found bad itself (an export line that lies about its JWS).
+type Source = iter.Seq2[store.Receipt, error]
+
+// VerifyOptions tune Verify.
+type VerifyOptions struct {
+	// Issuer, when set, is the node (publicUrl) every receipt must be issued by.
+	Issuer string
+	// Expect is a high-water mark kept outside the store (T4, T6): the receipt
+	// at Expect.Seq must be there and, when Expect.Hash is set, have that hash.
+	Expect *store.Checkpoint
+}
+
+// Problem is the first bad receipt Verify met, and why. Seq is 0 when the
+// problem is not one receipt's (a broken export line, a removed high-water
+// mark); ID is empty when the receipt is not there (a cut tail).
+type Problem struct {
+	Seq    int64
+	ID     string
+	Reason string
+}
+
+func (p *Problem) Error() string {
+	if p.Seq == 0 {
+		return p.Reason
+	}
+	if p.ID == "" {
+		return fmt.Sprintf("receipt %d: %s", p.Seq, p.Reason)
+	}
+	return fmt.Sprintf("receipt %d (%s): %s", p.Seq, p.ID, p.Reason)
+}
+
+// Report is Verify's answer. Count, LastSeq and LastHash cover the receipts
+// that checked out, up to the first problem.
+type Report struct {
+	Count    int
+	LastSeq  int64
+	LastHash string
+	OK       bool
+	Problem  *Problem
+}
+
+// verifyChunk is how many receipts have their signatures checked in parallel
+// before the chain checks walk them in order.
+const verifyChunk = 256
+
+// VerifyOne checks one receipt JWS on its own (the Verify button): alg EdDSA,
+// typ, a kid in set (T7), the signature, and that the claims are well formed.
+// It does not place the receipt in a chain.
+func VerifyOne(jws string, set keys.Set) (*Claims, error) {
+	var c Claims
+	if err := set.Verify(jws, Typ, &c); err != nil {
+		return nil, fmt.Errorf("signature: %w", err)
+	}
+	hdr, err := jwsPart(jws, 0)
+	if err != nil {
+		return nil, err
+	}
+	var h struct {
+		Kid string `json:"kid"`
+	}
+	if err := json.Unmarshal(hdr, &h); err != nil {
+		return nil, fmt.Errorf("header: %w", err)
+	}
+	switch {
+	case c.Kid != h.Kid:
+		return nil, fmt.Errorf("claim kid %q is not the signing key %q", c.Kid, h.Kid)
+	case c.PactScope != store.PactScope:
+		return nil, fmt.Errorf("pact_scope %q, want %q", c.PactScope, store.PactScope)
+	case c.Seq < 1 || c.RID == "" || c.Turn == "":
+		return nil, errors.New("no seq, rid or turn")
+	}
+	switch c.Status {
+	case store.TurnCompleted, store.TurnFailed, store.TurnCanceled:
+	default:
+		return nil, fmt.Errorf("status %q", c.Status)
+	}
+	if _, err := parseTime(c.Started); err != nil {
+		return nil, fmt.Errorf("started: %w", err)
+	}
+	if _, err := parseTime(c.Ended); err != nil {
+		return nil, fmt.Errorf("ended: %w", err)
+	}
+	return &c, nil
+}
+
+// Verify walks src and checks every receipt: its signature against set (T1
+// edited JWS, T7 foreign key), its hash, that the stored columns say what the
+// signed claims say (T1 edited row), seq continuity (T3 gap, T2/T11 repeats)
+// and the prev-hash chain (T2 swap, T3 deletion, T11 fork), and finally
+// opts.Expect (T4, T6). It stops at the first bad receipt. The error is for a
+// source that cannot be read; a bad chain is a Report with a Problem.
+func Verify(ctx context.Context, src Source, set keys.Set, opts VerifyOptions) (*Report, error) {
+	var marks []mark
+	if opts.Expect != nil {
+		marks = append(marks, mark{Checkpoint: *opts.Expect, who: "the expected high-water mark"})
+	}
+	return verify(ctx, src, set, opts, marks)
+}
+
+// VerifyDB verifies the whole store: Verify over every receipt, and also the
+// high-water mark the store keeps in meta (which catches a tail deleted
+// without touching meta; see store.DB.ReceiptHighWater for its limits).
+func VerifyDB(ctx context.Context, db *store.DB, set keys.Set, opts VerifyOptions) (*Report, error) {
+	// Read the mark first: receipts appended during the walk only move the tail past it.
+	hw, ok, err := db.ReceiptHighWater(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var marks []mark
+	if opts.Expect != nil {
+		marks = append(marks, mark{Checkpoint: *opts.Expect, who: "the expected high-water mark"})
+	}
+	if ok {
+		marks = append(marks, mark{Checkpoint: hw, who: "the store's own high-water mark"})
+	}
+	rep, err := verify(ctx, db.AllReceipts(ctx), set, opts, marks)
+	if err != nil || !rep.OK || ok || rep.Count == 0 {
+		return rep, err
+	}
+	if _, ok, err = db.ReceiptHighWater(ctx); err != nil || ok {
+		return rep, err
+	}
+	rep.OK, rep.Problem = false, &Problem{Reason: "the store holds receipts but no high-water mark: its meta table was edited"}
+	return rep, nil
+}
+
+type mark struct {
+	store.Checkpoint
+	who    string
+	seenID string
+	seen   string // hash of the receipt at Seq, once walked past
+}
+
+type sigResult struct {
+	claims *Claims
+	err    error
+}
+
+type verifier struct {
+	set   keys.Set
+	opts  VerifyOptions
+	marks []mark
+	rep   Report
+	res   []sigResult
+}
+
+func verify(ctx context.Context, src Source, set keys.Set, opts VerifyOptions, marks []mark) (*Report, error) {
+	v := &verifier{set: set, opts: opts, marks: marks, res: make([]sigResult, verifyChunk)}
+	chunk := make([]store.Receipt, 0, verifyChunk)
+	for r, err := range src {
+		if err != nil {
+			var p *Problem
+			if !errors.As(err, &p) {
+				return nil, fmt.Errorf("verify receipts: %w", err)
+			}
+			if v.walk(chunk) {
+				v.rep.Problem = p
+			}
+			return v.report(), nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		chunk = append(chunk, r)
+		if len(chunk) == verifyChunk {
+			if !v.walk(chunk) {
+				return v.report(), nil
+			}
+			chunk = chunk[:0]
+		}
+	}
+	if v.walk(chunk) {
+		for _, m := range v.marks {
+			if m.seen == "" && m.Seq > 0 {
+				v.rep.Problem = &Problem{Seq: m.Seq, Reason: fmt.Sprintf(
+					"%s says receipt %d exists, but the chain ends at seq %d: its tail was cut, or the store was rolled back to an older copy",
+					m.who, m.Seq, v.rep.LastSeq)}
+				break
+			}
+		}
+	}
+	return v.report(), nil
+}
+
+func (v *verifier) report() *Report {
+	v.rep.OK = v.rep.Problem == nil
+	return &v.rep
+}
+
+// walk checks the signatures of chunk in parallel, then the chain in order. It
+// reports whether every receipt was good.
+func (v *verifier) walk(chunk []store.Receipt) bool {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(chunk)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(chunk); i = int(next.Add(1) - 1) {
+				c, err := VerifyOne(chunk[i].JWS, v.set)
+				v.res[i] = sigResult{c, err}
+			}
+		})
+	}
+	wg.Wait()
+	for i, r := range chunk {
+		if reason := v.check(r, v.res[i]); reason != "" {
+			v.rep.Problem = &Problem{Seq: r.Seq, ID: r.ID, Reason: reason}
+			return false
+		}
+		v.rep.Count++
+		v.rep.LastSeq, v.rep.LastHash = r.Seq, r.Hash
+	}
+	return true
+}
+
+// check returns why r is bad, or "".
+func (v *verifier) check(r store.Receipt, s sigResult) string {
+	if s.err != nil {
+		return "does not verify: " + s.err.Error()
+	}
+	c := s.claims
+	if h := HashBytes([]byte(r.JWS)); h != r.Hash {
+		return fmt.Sprintf("stored hash %s is not the SHA-256 of its JWS (%s)", r.Hash, h)
+	}
+	if col, stored, signed := differ(r, c); col != "" {
+		return fmt.Sprintf("column %s is %q but the signed receipt says %q", col, stored, signed)
+	}
+	if v.opts.Issuer != "" && c.Issuer != v.opts.Issuer {
+		return fmt.Sprintf("issued by %q, not by this node (%q)", c.Issuer, v.opts.Issuer)
+	}
+	want := v.rep.LastSeq + 1
+	switch {
+	case r.Seq > want && r.Seq == want+1:
+		return fmt.Sprintf("receipt %d is missing (seq jumps from %d to %d)", want, v.rep.LastSeq, r.Seq)
+	case r.Seq > want:
+		return fmt.Sprintf("receipts %d to %d are missing (seq jumps from %d to %d)", want, r.Seq-1, v.rep.LastSeq, r.Seq)
+	case r.Seq < want:
+		return fmt.Sprintf("seq %d comes after seq %d: receipts repeated, reordered or forked", r.Seq, v.rep.LastSeq)
+	}
+	prev := v.rep.LastHash
+	if r.Seq == 1 {
+		prev = Genesis(c.Kid)
+	}
+	if c.Prev != prev {
+		if r.Seq == 1 {
+			return "prev is not the genesis value of its key: the chain does not start here"
+		}
+		return fmt.Sprintf("prev does not match the hash of receipt %d: the chain is broken (a receipt changed, removed, reordered or forked)", v.rep.LastSeq)
+	}
+	for i := range v.marks {
+		m := &v.marks[i]
+		if m.Seq != r.Seq {
+			continue
+		}
+		if m.Hash != "" && m.Hash != r.Hash {
+			return fmt.Sprintf("hash %s differs from %s (%s): the chain was rewritten or rolled back", r.Hash, m.who, m.Hash)
+		}
+		m.seen, m.seenID = r.Hash, r.ID
+	}
+	return ""
+}
+
+// differ compares the stored columns with the signed claims and returns the
+// first column that disagrees.
+func differ(r store.Receipt, c *Claims) (col, stored, signed string) {
+	started, _ := parseTime(c.Started)
+	ended, _ := parseTime(c.Ended)
+	for _, f := range []struct{ col, stored, signed string }{
+		{"seq", strconv.FormatInt(r.Seq, 10), strconv.FormatInt(c.Seq, 10)},
+		{"id", r.ID, c.RID},
+		{"turn_id", r.TurnID, c.Turn},
+		{"prev_hash", r.PrevHash, c.Prev},
+		{"task_id", r.TaskID, c.Task},
+		{"context_id", r.ContextID, c.Ctx},
+		{"brand", r.Brand, c.Brand},
+		{"scope", r.Scope, c.Scope},
+		{"grant_id", r.GrantID, c.Grant},
+		{"agent_iss", r.AgentIss, c.Agent.Issuer},
+		{"agent_sub", r.AgentSub, c.Agent.Subject},
+		{"status", r.Status, c.Status},
+		{"reason", r.Reason, c.Reason},
+		{"exit_code", strconv.Itoa(r.ExitCode), strconv.Itoa(c.Exit)},
+		{"started_at", formatTime(r.StartedAt), formatTime(started)},
+		{"ended_at", formatTime(r.EndedAt), formatTime(ended)},
+	} {
+		if f.stored != f.signed {
+			return f.col, f.stored, f.signed
+		}
+	}
+	return "", "", ""
+}

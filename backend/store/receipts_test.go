@@ -1,0 +1,410 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// rcReceipt is the receipt row ending turn tr at seq, chained on prev. The
+// store does not look inside hashes or the JWS, so fakes do.
+func rcReceipt(tr Turn, seq int64, prev string) Receipt {
+	return Receipt{Seq: seq, ID: fmt.Sprintf("r_%d", seq), TurnID: tr.ID, PrevHash: prev, Hash: fmt.Sprintf("h%d", seq),
+		TaskID: tr.TaskID, ContextID: tr.ContextID, Brand: tr.Brand, Scope: tr.BrandScope, GrantID: tr.GrantID,
+		AgentIss: tr.AgentIss, AgentSub: tr.AgentSub, Status: TurnCompleted, ExitCode: 0,
+		StartedAt: tr.StartedAt, EndedAt: tr.StartedAt.Add(time.Second), JWS: "jws"}
+}
+
+func rcPrev(seq int64) string {
+	if seq == 1 {
+		return "genesis"
+	}
+	return fmt.Sprintf("h%d", seq-1)
+}
+
+// rcSeed starts turns and appends their receipts, batch rows at a time, with
+// the turn rows inserted in one transaction (fast seeding).
+func rcSeed(t *testing.T, db *DB, turns []Turn, batch int) {
+	t.Helper()
+	ctx := context.Background()
+	err := db.write(ctx, func(tx *gorm.DB) error {
+		for _, tr := range turns {
+			if err := tx.Exec(`INSERT INTO turns (id, task_id, context_id, brand, scope, brand_scope, grant_id,
+				agent_iss, agent_sub, policy_hash, status, started_at) VALUES (?, ?, ?, ?, 'pact', ?, ?, ?, ?, ?, 'running', ?)`,
+				tr.ID, tr.TaskID, tr.ContextID, tr.Brand, tr.BrandScope, tr.GrantID, tr.AgentIss, tr.AgentSub,
+				tr.PolicyHash, ms(tr.StartedAt)).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := db.ReceiptHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for start := 0; start < len(turns); start += batch {
+		var rows []Receipt
+		for _, tr := range turns[start:min(start+batch, len(turns))] {
+			seq := head.Seq + 1
+			r := rcReceipt(tr, seq, rcPrev(seq))
+			r.Status, r.Reason = tr.Status, tr.Reason
+			if tr.EndedAt != nil {
+				r.EndedAt = *tr.EndedAt
+			}
+			rows = append(rows, r)
+			head = Checkpoint{Seq: seq, Hash: r.Hash}
+		}
+		if err := db.AppendReceipts(ctx, rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func rcStarted(t *testing.T, db *DB, n int) []Turn {
+	t.Helper()
+	rcGrant(t, db, "g1")
+	var turns []Turn
+	for i := 1; i <= n; i++ {
+		tr := rcTurn(i)
+		if err := db.StartTurn(context.Background(), tr); err != nil {
+			t.Fatal(err)
+		}
+		turns = append(turns, tr)
+	}
+	return turns
+}
+
+func TestAppendReceiptsChain(t *testing.T) {
+	db, path := openTemp(t)
+	ctx := context.Background()
+	turns := rcStarted(t, db, 5)
+	if h, err := db.ReceiptHead(ctx); err != nil || h != (Checkpoint{}) {
+		t.Fatalf("empty head = %+v, %v", h, err)
+	}
+	var all []Receipt
+	for _, part := range [][]int{{0, 1}, {2, 3, 4}} {
+		var rows []Receipt
+		for _, i := range part {
+			seq := int64(i + 1)
+			r := rcReceipt(turns[i], seq, rcPrev(seq))
+			r.Status, r.Reason, r.ExitCode = TurnFailed, "exit 3", 3
+			rows = append(rows, r)
+		}
+		if err := db.AppendReceipts(ctx, rows); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, rows...)
+	}
+	head, err := db.ReceiptHead(ctx)
+	if err != nil || head != (Checkpoint{Seq: 5, Hash: "h5"}) {
+		t.Fatalf("head = %+v, %v", head, err)
+	}
+	if hw, ok, err := db.ReceiptHighWater(ctx); !ok || err != nil || hw != head {
+		t.Fatalf("high-water = %+v %v %v", hw, ok, err)
+	}
+	open, _ := db.OpenTurns(ctx)
+	if len(open) != 0 {
+		t.Errorf("%d turns still open", len(open))
+	}
+	tr, err := db.GetTurn(ctx, "turn-4")
+	if err != nil || tr.Status != TurnFailed || tr.Reason != "exit 3" || tr.EndedAt == nil || !tr.EndedAt.Equal(all[3].EndedAt) {
+		t.Errorf("ended turn = %+v, %v", tr, err)
+	}
+	db.Close()
+
+	db, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	got, err := db.GetReceipt(ctx, "r_3")
+	if err != nil || *got != all[2] {
+		t.Errorf("GetReceipt = %+v, %v; want %+v", got, err, all[2])
+	}
+	if got, err := db.ReceiptAt(ctx, 5); err != nil || got.ID != "r_5" {
+		t.Errorf("ReceiptAt(5) = %+v, %v", got, err)
+	}
+	if _, err := db.GetReceipt(ctx, "r_9"); !errors.Is(err, ErrReceiptNotFound) {
+		t.Errorf("GetReceipt(missing) = %v", err)
+	}
+	byTurn, err := db.ReceiptsForTurns(ctx, []string{"turn-2", "turn-5", "turn-9"})
+	if err != nil || len(byTurn) != 2 || byTurn["turn-5"].Seq != 5 {
+		t.Errorf("ReceiptsForTurns = %+v, %v", byTurn, err)
+	}
+}
+
+func TestAppendReceiptsRefusesWholeBatch(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	turns := rcStarted(t, db, 6)
+	first := []Receipt{rcReceipt(turns[0], 1, "genesis"), rcReceipt(turns[1], 2, "h1")}
+	if err := db.AppendReceipts(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	// Every case would also have appended turn 3 at seq 3 first: none may stick.
+	good := rcReceipt(turns[2], 3, "h2")
+	cases := []struct {
+		name  string
+		batch []Receipt
+		want  error
+		turn  string
+	}{
+		{"stale head", []Receipt{rcReceipt(turns[2], 2, "h1")}, ErrChainHead, ""},
+		{"gap", []Receipt{rcReceipt(turns[2], 4, "h3")}, ErrChainHead, ""},
+		{"T11 fork on an existing prev", []Receipt{rcReceipt(turns[2], 3, "h1")}, ErrChainHead, ""},
+		{"batch not chained", []Receipt{good, rcReceipt(turns[3], 4, "h2")}, ErrChainHead, ""},
+		{"T9 turn already has its receipt", []Receipt{good, rcReceipt(turns[0], 4, "h3")}, ErrTurnNotRunning, "turn-1"},
+		{"unknown turn", []Receipt{good, rcReceipt(rcTurn(99), 4, "h3")}, ErrTurnNotFound, "turn-99"},
+		{"T9 same turn twice in a batch", []Receipt{good, rcReceipt(turns[2], 4, "h3")}, ErrTurnNotRunning, "turn-3"},
+		{"receipt describes another turn", []Receipt{good, func() Receipt {
+			r := rcReceipt(turns[3], 4, "h3")
+			r.Brand = "other"
+			return r
+		}()}, ErrTurnMismatch, "turn-4"},
+		{"duplicate hash", []Receipt{good, func() Receipt {
+			r := rcReceipt(turns[3], 4, "h3")
+			r.Hash = "h1"
+			return r
+		}()}, ErrReceiptConflict, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := db.AppendReceipts(ctx, c.batch)
+			if !errors.Is(err, c.want) {
+				t.Fatalf("err = %v, want %v", err, c.want)
+			}
+			var te *TurnError
+			if c.turn != "" && (!errors.As(err, &te) || te.TurnID != c.turn) {
+				t.Errorf("err = %v, want a TurnError for %s", err, c.turn)
+			}
+			if h, _ := db.ReceiptHead(ctx); h.Seq != 2 {
+				t.Errorf("head moved to %d", h.Seq)
+			}
+			if tr, _ := db.GetTurn(ctx, "turn-3"); tr.Status != TurnRunning {
+				t.Errorf("turn-3 ended by a refused batch")
+			}
+		})
+	}
+	if err := db.AppendReceipts(ctx, []Receipt{good}); err != nil {
+		t.Fatalf("good batch after refusals: %v", err)
+	}
+	t.Run("T11 UNIQUE(prev_hash) and UNIQUE(seq) refuse a fork written directly", func(t *testing.T) {
+		fork := rcReceipt(turns[4], 4, "h2") // same prev as seq 3
+		err := db.write(ctx, func(tx *gorm.DB) error { return insertReceipts(tx, []Receipt{fork}) })
+		if !errors.Is(err, ErrReceiptConflict) || !strings.Contains(err.Error(), "prev_hash") {
+			t.Errorf("fork on prev: %v", err)
+		}
+		dup := rcReceipt(turns[4], 3, "h3")
+		dup.ID, dup.Hash = "r_x", "hx"
+		err = db.write(ctx, func(tx *gorm.DB) error { return insertReceipts(tx, []Receipt{dup}) })
+		if !errors.Is(err, ErrReceiptConflict) || !strings.Contains(err.Error(), "seq") {
+			t.Errorf("second seq 3: %v", err)
+		}
+	})
+}
+
+func TestReceiptsAppendOnly(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	turns := rcStarted(t, db, 1)
+	if err := db.AppendReceipts(ctx, []Receipt{rcReceipt(turns[0], 1, "genesis")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`UPDATE receipts SET brand = 'x'`, `DELETE FROM receipts`} {
+		if err := db.w.Exec(q).Error; err == nil || !strings.Contains(err.Error(), "append-only") {
+			t.Errorf("%s: %v", q, err)
+		}
+	}
+}
+
+func TestReceiptHighWater(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	turns := rcStarted(t, db, 6)
+	rows := make([]Receipt, 5)
+	for i := range rows {
+		seq := int64(i + 1)
+		rows[i] = rcReceipt(turns[i], seq, rcPrev(seq))
+	}
+	if err := db.AppendReceipts(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("T4 tail deleted under an untouched mark", func(t *testing.T) {
+		// What someone holding the file can do: drop the guard, cut the tail.
+		for _, q := range []string{`DROP TRIGGER receipts_no_delete`, `DELETE FROM receipts WHERE seq > 3`} {
+			if err := db.w.Exec(q).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := db.ReceiptHead(ctx); !errors.Is(err, ErrHighWater) {
+			t.Errorf("ReceiptHead = %v, want ErrHighWater", err)
+		}
+		err := db.AppendReceipts(ctx, []Receipt{rcReceipt(turns[5], 4, "h3")})
+		if !errors.Is(err, ErrHighWater) {
+			t.Errorf("append on a cut chain = %v, want ErrHighWater", err)
+		}
+		if hw, _, _ := db.ReceiptHighWater(ctx); hw.Seq != 5 {
+			t.Errorf("mark = %+v", hw)
+		}
+	})
+	t.Run("mark removed", func(t *testing.T) {
+		db.w.Exec(`DELETE FROM meta`)
+		if _, err := db.ReceiptHead(ctx); !errors.Is(err, ErrHighWater) {
+			t.Errorf("ReceiptHead = %v, want ErrHighWater", err)
+		}
+	})
+}
+
+// rcListFixture: 600 receipts over 40 agents, 3 brands, 3 statuses, one a minute.
+func rcListFixture(t *testing.T) (*DB, []Receipt) {
+	db, _ := openTemp(t)
+	rcGrant(t, db, "g1")
+	var turns []Turn
+	for i := 1; i <= 600; i++ {
+		tr := rcTurn(i)
+		tr.AgentIss = fmt.Sprintf("https://Agent-%d.example", i%40)
+		tr.AgentSub = []string{"alice", "bob", "carol"}[i%3]
+		if i%40 == 7 {
+			tr.AgentSub = "Zed"
+		}
+		tr.Brand = []string{"acme", "globex", "initech"}[i%5%3]
+		tr.Status = []string{TurnCompleted, TurnFailed, TurnCanceled}[i%7%3]
+		tr.StartedAt = rcT0.Add(time.Duration(i) * time.Minute)
+		end := tr.StartedAt.Add(30 * time.Second)
+		tr.EndedAt = &end
+		turns = append(turns, tr)
+	}
+	rcSeed(t, db, turns, 200)
+	var all []Receipt
+	for r, err := range db.AllReceipts(context.Background()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, r)
+	}
+	if len(all) != 600 {
+		t.Fatalf("%d receipts", len(all))
+	}
+	return db, all
+}
+
+func TestListReceipts(t *testing.T) {
+	db, all := rcListFixture(t)
+	ctx := context.Background()
+	match := func(f ReceiptFilter, r Receipt) bool {
+		needle := strings.ToLower(f.Agent)
+		return (f.Agent == "" || strings.Contains(strings.ToLower(r.AgentIss), needle) || strings.Contains(strings.ToLower(r.AgentSub), needle)) &&
+			(f.Brand == "" || r.Brand == f.Brand) && (f.Status == "" || r.Status == f.Status) &&
+			(f.From.IsZero() || !r.EndedAt.Before(f.From)) && (f.To.IsZero() || r.EndedAt.Before(f.To))
+	}
+	from, to := rcT0.Add(100*time.Minute), rcT0.Add(400*time.Minute+30*time.Second)
+	filters := map[string]ReceiptFilter{
+		"all":                     {},
+		"agent one subject":       {Agent: "zed"},
+		"agent few pairs":         {Agent: "agent-5."},
+		"agent few pairs, status": {Agent: "AGENT-3.", Status: TurnFailed, From: rcT0.Add(200 * time.Minute)},
+		"agent many pairs":        {Agent: "agent-1"},
+		"agent everyone (scan)":   {Agent: "AGENT"},
+		"agent nobody":            {Agent: "mallory"},
+		"agent like metachars":    {Agent: "%"},
+		"brand":                   {Brand: "globex"},
+		"status":                  {Status: TurnFailed},
+		"time range":              {From: from, To: to},
+		"agent brand status time": {Agent: "alice", Brand: "acme", Status: TurnCompleted, From: from, To: to},
+		"agent many pairs, brand": {Agent: "agent-2", Brand: "initech"},
+	}
+	for name, f := range filters {
+		for _, oldest := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s oldest=%v", name, oldest), func(t *testing.T) {
+				var want []int64
+				for _, r := range all {
+					if match(f, r) {
+						want = append(want, r.Seq)
+					}
+				}
+				if !oldest {
+					slices.Reverse(want)
+				}
+				f := f
+				f.Oldest, f.Limit = oldest, 37
+				var got []int64
+				for pages := 0; ; pages++ {
+					page, next, err := db.ListReceipts(ctx, f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(page) > 37 || pages > 100 {
+						t.Fatalf("page of %d after %d pages", len(page), pages)
+					}
+					for _, r := range page {
+						got = append(got, r.Seq)
+					}
+					if next == 0 {
+						break
+					}
+					f.Cursor = next
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("got %d receipts %v…, want %d %v…", len(got), got[:min(5, len(got))], len(want), want[:min(5, len(want))])
+				}
+			})
+		}
+	}
+	t.Run("limit capped", func(t *testing.T) {
+		page, next, err := db.ListReceipts(ctx, ReceiptFilter{Limit: 1000})
+		if err != nil || len(page) != MaxReceiptPage || page[0].Seq != 600 || next != 501 {
+			t.Errorf("%d rows, first %d, next %d, %v", len(page), page[0].Seq, next, err)
+		}
+		page, _, _ = db.ListReceipts(ctx, ReceiptFilter{})
+		if len(page) != DefaultReceiptPage {
+			t.Errorf("default page %d rows", len(page))
+		}
+	})
+	t.Run("matching stream", func(t *testing.T) {
+		var n int
+		last := int64(0)
+		for r, err := range db.ReceiptsMatching(ctx, ReceiptFilter{Brand: "acme", Cursor: 50, Limit: 3}) {
+			if err != nil || r.Brand != "acme" || r.Seq <= last {
+				t.Fatalf("%+v %v", r, err)
+			}
+			last = r.Seq
+			n++
+		}
+		want := 0
+		for _, r := range all {
+			if r.Brand == "acme" {
+				want++
+			}
+		}
+		if n != want {
+			t.Errorf("%d receipts, want %d", n, want)
+		}
+	})
+}
+
+func TestAllReceiptsStreamsInOrder(t *testing.T) {
+	db, all := rcListFixture(t) // 600 > one read batch
+	for i, r := range all {
+		if r.Seq != int64(i+1) || r.PrevHash != rcPrev(r.Seq) {
+			t.Fatalf("receipt %d: %+v", i, r)
+		}
+	}
+	n := 0
+	for range db.AllReceipts(context.Background()) {
+		if n++; n == 10 {
+			break
+		}
+	}
+	if n != 10 {
+		t.Errorf("stopped after %d", n)
+	}
+}

@@ -1,0 +1,123 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Turn statuses (the CHECK constraint of turns.status). A receipt carries one of
+// the three end statuses.
+const (
+	TurnRunning   = "running"
+	TurnCompleted = "completed"
+	TurnFailed    = "failed"
+	TurnCanceled  = "canceled"
+)
+
+// PactScope is the scope every turn runs in (turns.scope).
+const PactScope = "pact"
+
+var (
+	// ErrTurnNotFound: no turn with that id.
+	ErrTurnNotFound = errors.New("turn not found")
+	// ErrTurnExists: a turn with that id was already started.
+	ErrTurnExists = errors.New("turn already started")
+	// ErrTurnNotRunning: the turn already ended (it has its receipt).
+	ErrTurnNotRunning = errors.New("turn is not running")
+	// ErrTurnMismatch: a receipt describes a turn other than the one started
+	// under its id (task, brand, grant, agent, policy or start time differ).
+	ErrTurnMismatch = errors.New("receipt does not match the started turn")
+)
+
+// Turn is the node's own record of one delegated turn: written when the turn
+// starts (status running) so that a crash leaves a trace, ended by its receipt.
+type Turn struct {
+	ID         string
+	TaskID     string
+	ContextID  string
+	Brand      string
+	BrandScope string // the brand's scope; the turn itself always runs in PactScope
+	GrantID    string
+	AgentIss   string
+	AgentSub   string
+	PolicyHash string
+	Status     string
+	Reason     string
+	StartedAt  time.Time
+	EndedAt    *time.Time
+}
+
+type turnRow struct {
+	ID         string
+	TaskID     string
+	ContextID  string
+	Brand      string
+	BrandScope string
+	GrantID    string
+	AgentIss   string
+	AgentSub   string
+	PolicyHash string
+	Status     string
+	Reason     string
+	StartedAt  int64
+	EndedAt    *int64
+}
+
+func (r turnRow) record() Turn {
+	return Turn{ID: r.ID, TaskID: r.TaskID, ContextID: r.ContextID, Brand: r.Brand, BrandScope: r.BrandScope,
+		GrantID: r.GrantID, AgentIss: r.AgentIss, AgentSub: r.AgentSub, PolicyHash: r.PolicyHash,
+		Status: r.Status, Reason: r.Reason, StartedAt: fromMS(r.StartedAt), EndedAt: fromMSPtr(r.EndedAt)}
+}
+
+const turnColumns = `id, task_id, context_id, brand, brand_scope, grant_id, agent_iss, agent_sub, policy_hash,
+	status, reason, started_at, ended_at`
+
+// StartTurn records a turn as running. Call it before any work of the turn
+// runs; the grant must exist. A second start of the same id gets ErrTurnExists.
+func (db *DB) StartTurn(ctx context.Context, t Turn) error {
+	err := db.w.WithContext(ctx).Exec(`INSERT INTO turns (id, task_id, context_id, brand, scope, brand_scope,
+		grant_id, agent_iss, agent_sub, policy_hash, status, reason, started_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?)`,
+		t.ID, t.TaskID, t.ContextID, t.Brand, PactScope, t.BrandScope,
+		t.GrantID, t.AgentIss, t.AgentSub, t.PolicyHash, TurnRunning, ms(t.StartedAt)).Error
+	switch {
+	case err == nil:
+		return nil
+	case strings.Contains(err.Error(), "UNIQUE constraint failed: turns.id"):
+		return fmt.Errorf("start turn %s: %w", t.ID, ErrTurnExists)
+	case strings.Contains(err.Error(), "FOREIGN KEY constraint failed"):
+		return fmt.Errorf("start turn %s: grant %s not found", t.ID, t.GrantID)
+	}
+	return fmt.Errorf("start turn %s: %w", t.ID, err)
+}
+
+// OpenTurns lists the turns still running, oldest first. At start-up these are
+// the turns the node was running when it stopped.
+func (db *DB) OpenTurns(ctx context.Context) ([]Turn, error) {
+	var rows []turnRow
+	if err := db.read(ctx).Raw(`SELECT `+turnColumns+` FROM turns WHERE status = ? ORDER BY started_at, id`,
+		TurnRunning).Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list open turns: %w", err)
+	}
+	out := make([]Turn, len(rows))
+	for i, r := range rows {
+		out[i] = r.record()
+	}
+	return out, nil
+}
+
+// GetTurn reads one turn.
+func (db *DB) GetTurn(ctx context.Context, id string) (*Turn, error) {
+	var rows []turnRow
+	if err := db.read(ctx).Raw(`SELECT `+turnColumns+` FROM turns WHERE id = ?`, id).Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("read turn %s: %w", id, err)
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("read turn %s: %w", id, ErrTurnNotFound)
+	}
+	t := rows[0].record()
+	return &t, nil
+}
