@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/MicahParks/jwkset"
+	"github.com/MicahParks/keyfunc/v3"
 )
 
 const (
@@ -50,7 +51,7 @@ func (v *Verifier) fetchKeys(ctx context.Context, is *issuer) (*keySet, *Error) 
 	if err != nil {
 		return nil, fetchErr(ctx, "fetch JWKS", err)
 	}
-	return v.parseJWKS(body)
+	return v.parseJWKS(ctx, body)
 }
 
 func (v *Verifier) discover(ctx context.Context, client *http.Client, iss string) (string, *Error) {
@@ -128,8 +129,8 @@ func fetchErr(ctx context.Context, what string, err error) *Error {
 	}
 }
 
-// keyKind is what a verification key can check; it is matched against the token's alg so a key
-// is only ever used with the algorithm family it was made for.
+// keyKind is the key type an alg needs. Keys are stored per kind, so keyfunc's kid lookup only
+// sees keys the token's alg can use.
 type keyKind uint8
 
 const (
@@ -140,16 +141,17 @@ const (
 	kindRSA
 )
 
-type verKey struct {
-	key  any    // ed25519.PublicKey, *ecdsa.PublicKey or *rsa.PublicKey
-	alg  string // the JWK's alg, "" when absent
-	kind keyKind
-}
+// sigUses is keyfunc's key-use whitelist: signing keys, or keys that do not say (RFC 7517 §4.2).
+var sigUses = []jwkset.USE{jwkset.UseSig, ""}
 
-// keySet is immutable once built; a refresh swaps the whole set.
+// keySet is immutable once built; a refresh swaps the whole set. Each key kind has its own
+// keyfunc over a jwkset memory storage: keyfunc does the kid lookup and the JWK alg and use
+// checks, and a kid shared by keys of different types (RFC 7517 §4.5) still finds the right one.
+// If one kid names two keys of the same kind, the first in the JWKS is used (jwkset's rule).
 type keySet struct {
-	byKID     map[string][]verKey
-	all       []verKey
+	byKind    [kindRSA + 1]keyfunc.Keyfunc // nil: the issuer has no key of that kind
+	kids      map[string]struct{}          // every signing key's kid: tells an unknown kid from a mismatched one
+	n         int                          // signing keys, for J4
 	fetchedAt time.Time
 }
 
@@ -157,7 +159,7 @@ type keySet struct {
 // it keeps the previous keys (J16): more than MaxKeys keys, a malformed key, a symmetric key
 // (J3) or an RSA key under 2048 bits (J17). Encryption keys and key types we do not know are
 // skipped, as RFC 7517 §5 asks.
-func (v *Verifier) parseJWKS(body []byte) (*keySet, *Error) {
+func (v *Verifier) parseJWKS(ctx context.Context, body []byte) (*keySet, *Error) {
 	var set struct {
 		Keys []json.RawMessage `json:"keys"`
 	}
@@ -167,7 +169,8 @@ func (v *Verifier) parseJWKS(body []byte) (*keySet, *Error) {
 	if len(set.Keys) > v.cfg.MaxKeys {
 		return nil, newErr(CodeJWKSInvalid, "the issuer's JWKS has too many keys", fmt.Errorf("%d keys", len(set.Keys)))
 	}
-	ks := &keySet{byKID: make(map[string][]verKey, len(set.Keys)), fetchedAt: v.cfg.Now()}
+	ks := &keySet{kids: make(map[string]struct{}, len(set.Keys)), fetchedAt: v.cfg.Now()}
+	var byKind [kindRSA + 1][]jwkset.JWK
 	for i, raw := range set.Keys {
 		var m jwkset.JWKMarshal
 		if err := json.Unmarshal(raw, &m); err != nil {
@@ -192,30 +195,45 @@ func (v *Verifier) parseJWKS(body []byte) (*keySet, *Error) {
 		if err != nil {
 			return nil, newErr(CodeJWKSInvalid, "the issuer's JWKS has a malformed key", fmt.Errorf("key %d: %w", i, err))
 		}
-		k := verKey{key: jwk.Key(), alg: string(m.ALG)}
-		switch pub := k.key.(type) {
+		var kind keyKind
+		switch pub := jwk.Key().(type) {
 		case ed25519.PublicKey:
-			k.kind = kindEd25519
+			kind = kindEd25519
 		case *ecdsa.PublicKey:
 			switch pub.Curve {
 			case elliptic.P256():
-				k.kind = kindP256
+				kind = kindP256
 			case elliptic.P384():
-				k.kind = kindP384
+				kind = kindP384
 			case elliptic.P521():
-				k.kind = kindP521
+				kind = kindP521
 			}
 		case *rsa.PublicKey:
 			if pub.N.BitLen() < minRSABits {
 				return nil, newErr(CodeKeyTooWeak, "the issuer's JWKS has an RSA key under 2048 bits", fmt.Errorf("key %d: %d bits", i, pub.N.BitLen()))
 			}
-			k.kind = kindRSA
+			kind = kindRSA
 		}
-		if k.kind == 0 {
-			return nil, newErr(CodeJWKSInvalid, "the issuer's JWKS has an unsupported key", fmt.Errorf("key %d: %T", i, k.key))
+		if kind == 0 {
+			return nil, newErr(CodeJWKSInvalid, "the issuer's JWKS has an unsupported key", fmt.Errorf("key %d: %T", i, jwk.Key()))
 		}
-		ks.all = append(ks.all, k)
-		ks.byKID[m.KID] = append(ks.byKID[m.KID], k)
+		byKind[kind] = append(byKind[kind], jwk)
+		ks.kids[m.KID] = struct{}{}
+		ks.n++
+	}
+	for kind, jwks := range byKind {
+		if len(jwks) == 0 {
+			continue
+		}
+		store := jwkset.NewMemoryStorage()
+		if err := store.KeyReplaceAll(ctx, jwks); err != nil {
+			return nil, newErr(CodeJWKSInvalid, "the issuer's JWKS could not be stored", err)
+		}
+		kf, err := keyfunc.New(keyfunc.Options{Storage: store, UseWhitelist: sigUses})
+		if err != nil {
+			return nil, newErr(CodeJWKSInvalid, "the issuer's JWKS could not be stored", err)
+		}
+		ks.byKind[kind] = kf
 	}
 	return ks, nil
 }
@@ -226,8 +244,4 @@ var kindFor = map[string]keyKind{
 	"ES256": kindP256, "ES384": kindP384, "ES512": kindP521,
 	"RS256": kindRSA, "RS384": kindRSA, "RS512": kindRSA,
 	"PS256": kindRSA, "PS384": kindRSA, "PS512": kindRSA,
-}
-
-func (k verKey) fits(alg string) bool {
-	return kindFor[alg] == k.kind && (k.alg == "" || k.alg == alg)
 }

@@ -160,7 +160,7 @@ func (v *Verifier) keyFor(ctx context.Context, t *jwt.Token, c *jwt.RegisteredCl
 	if err != nil {
 		return nil, err
 	}
-	return v.keyFromIssuer(ctx, is, kid, hasKID, t.Method.Alg(), now)
+	return v.keyFromIssuer(ctx, is, t, kid, hasKID, now)
 }
 
 // checkClaims applies the claim rules before any key is looked up (J20–J25). golang-jwt checks
@@ -205,7 +205,7 @@ func (v *Verifier) checkClaims(c *jwt.RegisteredClaims, now time.Time) *Error {
 // the cache policy: keys are used up to MaxStaleness (refreshed in the background after
 // RefreshInterval), an unknown kid refreshes at most once per UnknownKIDInterval and waits at
 // most UnknownKIDWait (J5), and a first fetch is shared by every waiter (J15).
-func (v *Verifier) keyFromIssuer(ctx context.Context, is *issuer, kid string, hasKID bool, alg string, now time.Time) (any, error) {
+func (v *Verifier) keyFromIssuer(ctx context.Context, is *issuer, t *jwt.Token, kid string, hasKID bool, now time.Time) (any, error) {
 	ks := is.keys.Load()
 	if ks == nil || now.Sub(ks.fetchedAt) > v.cfg.MaxStaleness {
 		fl, err := v.startFetch(is, now)
@@ -218,23 +218,23 @@ func (v *Verifier) keyFromIssuer(ctx context.Context, is *issuer, kid string, ha
 		if ks = is.keys.Load(); ks == nil || now.Sub(ks.fetchedAt) > v.cfg.MaxStaleness {
 			return nil, errIssuerStale
 		}
-		return ks.pick(kid, hasKID, alg)
+		return ks.key(ctx, t, kid, hasKID)
 	}
 	if now.Sub(ks.fetchedAt) > v.cfg.RefreshInterval {
 		_, _ = v.startFetch(is, now) // background; failures are negative-cached and logged
 	}
-	key, err := ks.pick(kid, hasKID, alg)
+	key, err := ks.key(ctx, t, kid, hasKID)
 	if err != errKIDUnknown {
 		return key, err
 	}
-	return v.refreshForKID(ctx, is, ks, kid, alg, now)
+	return v.refreshForKID(ctx, is, ks, t, kid, now)
 }
 
 var errIssuerStale = newErr(CodeIssuerUnavailable, "the issuer's keys could not be refreshed", nil)
 
 // refreshForKID handles a kid missing from the cached set. An attacker can mint endless random
 // kids, so the refresh is allowed once per window per issuer; everyone else gets a fast 401.
-func (v *Verifier) refreshForKID(ctx context.Context, is *issuer, ks *keySet, kid, alg string, now time.Time) (any, error) {
+func (v *Verifier) refreshForKID(ctx context.Context, is *issuer, ks *keySet, t *jwt.Token, kid string, now time.Time) (any, error) {
 	is.mu.Lock()
 	last := ks.fetchedAt
 	if is.lastAttempt.After(last) {
@@ -252,42 +252,36 @@ func (v *Verifier) refreshForKID(ctx context.Context, is *issuer, ks *keySet, ki
 	if err := wait(ctx, fl, v.cfg.UnknownKIDWait); err != nil {
 		return nil, errKIDUnknown
 	}
-	return is.keys.Load().pick(kid, true, alg)
+	return is.keys.Load().key(ctx, t, kid, true)
 }
 
-// pick selects the key for a token. Without a kid, only an issuer with exactly one signing key
-// can be used (J4).
-func (ks *keySet) pick(kid string, hasKID bool, alg string) (any, error) {
-	cands := ks.all
+// key selects the token's key: keyfunc looks the kid up among the keys of the kind the token's
+// alg needs and checks the JWK's alg and use. Without a kid, only an issuer with exactly one
+// signing key can be used (J4); keyfunc would otherwise offer every key.
+func (ks *keySet) key(ctx context.Context, t *jwt.Token, kid string, hasKID bool) (any, error) {
 	if hasKID {
-		cands = ks.byKID[kid]
-		if len(cands) == 0 {
+		if _, ok := ks.kids[kid]; !ok {
 			return nil, errKIDUnknown
 		}
-	} else if len(cands) != 1 {
+	} else if ks.n != 1 {
 		return nil, errKIDRequired
 	}
-	var first any
-	n := 0
-	for _, k := range cands {
-		if k.fits(alg) {
-			if n == 0 {
-				first = k.key
-			}
-			n++
-		}
-	}
-	switch n {
-	case 0:
+	kf := ks.byKind[kindFor[t.Method.Alg()]]
+	if kf == nil {
 		return nil, errKeyAlg
-	case 1:
-		return first, nil
 	}
-	set := jwt.VerificationKeySet{}
-	for _, k := range cands {
-		if k.fits(alg) {
-			set.Keys = append(set.Keys, k.key)
+	// keyfunc's errors (the kid belongs to a key of another kind, or the JWK's alg or use does
+	// not fit) quote the kid, so they are not passed on.
+	key, err := kf.KeyfuncCtx(ctx)(t)
+	if err != nil {
+		return nil, errKeyAlg
+	}
+	if set, ok := key.(jwt.VerificationKeySet); ok {
+		// No kid: keyfunc returns the kind's keys that fit alg, here at most the issuer's one.
+		if len(set.Keys) != 1 {
+			return nil, errKeyAlg
 		}
+		return set.Keys[0], nil
 	}
-	return set, nil
+	return key, nil
 }

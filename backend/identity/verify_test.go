@@ -35,6 +35,25 @@ func TestVerify(t *testing.T) {
 		wantReject(t, newVerifier(t, clk), is.Token("alice", testAud), CodeIssuerUnavailable)
 	})
 
+	t.Run("kid lookup stays within the key type and the JWK's alg", func(t *testing.T) {
+		clk := newClock()
+		// One kid for keys of two types (RFC 7517 §4.5): each token finds the key its alg needs.
+		ed, es := identitytest.NewEdDSAKey("shared"), identitytest.NewES256Key("shared")
+		is := newIssuer(t, clk, identitytest.WithKeys(ed, es))
+		v := newVerifier(t, clk)
+		wantOK(t, v, ed.Sign(nil, is.Claims("alice", testAud)))
+		wantOK(t, v, es.Sign(nil, is.Claims("alice", testAud)))
+
+		// An RSA key published for PS256 only is not used for RS256, with or without a kid.
+		rs := identitytest.NewRSAKey("rs-1", 2048)
+		ps := newIssuer(t, clk, identitytest.WithKeys(rs))
+		jwk := rs.JWK()
+		jwk["alg"] = "PS256"
+		ps.SetJWKS([]byte(mustJSON(t, map[string]any{"keys": []any{jwk}})))
+		wantReject(t, v, rs.Sign(nil, ps.Claims("alice", testAud)), CodeKeyAlgMismatch)
+		wantReject(t, v, rs.Sign(map[string]any{"kid": nil}, ps.Claims("alice", testAud)), CodeKeyAlgMismatch)
+	})
+
 	t.Run("falls back to OAuth metadata", func(t *testing.T) {
 		clk := newClock()
 		is := newIssuer(t, clk)
