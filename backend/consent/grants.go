@@ -108,6 +108,9 @@ func (s *Service) VerifyGrant(jws string) (*GrantClaims, error) {
 
 // Grants lists every grant, newest first.
 func (s *Service) Grants(ctx context.Context) ([]GrantView, error) {
+	if err := s.db.Flush(ctx); err != nil { // use counts queued by CheckDelegation
+		return nil, err
+	}
 	gs, err := s.db.ListGrants(ctx)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/glebarez/sqlite"
@@ -22,7 +23,25 @@ type DB struct {
 	w   *gorm.DB
 	r   *gorm.DB
 	Now func() time.Time
+
+	// Group commit: concurrent writes wait in queue and one committer runs
+	// them together in one transaction, each inside its own savepoint, so one
+	// fsync serves many callers. Nobody is answered before the commit.
+	mu      sync.Mutex
+	queue   []*writeReq
+	wake    chan struct{}
+	stopped chan struct{}
+	closed  bool
 }
+
+type writeReq struct {
+	fn   func(tx *gorm.DB) error
+	err  error
+	done chan struct{}
+}
+
+// maxBatch bounds one group commit.
+const maxBatch = 128
 
 // ErrCorrupt means the file failed PRAGMA quick_check: the node must not serve turns on it.
 var ErrCorrupt = errors.New("pact.sqlite failed its integrity check")
@@ -57,7 +76,7 @@ func Open(path string) (*DB, error) {
 	}
 	wsql.SetMaxOpenConns(1)
 	wsql.SetConnMaxIdleTime(0)
-	db := &DB{w: w, Now: time.Now}
+	db := &DB{w: w, Now: time.Now, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 	if err := db.check(); err != nil {
 		wsql.Close()
 		return nil, err
@@ -74,6 +93,7 @@ func Open(path string) (*DB, error) {
 	rsql, _ := r.DB()
 	rsql.SetMaxOpenConns(max(2, runtime.NumCPU()))
 	db.r = r
+	go db.commitLoop()
 	return db, nil
 }
 
@@ -88,8 +108,15 @@ func (db *DB) check() error {
 	return nil
 }
 
-// Close checkpoints the WAL and closes both pools.
+// Close finishes queued writes, checkpoints the WAL and closes both pools.
 func (db *DB) Close() error {
+	db.mu.Lock()
+	if !db.closed {
+		db.closed = true
+		close(db.wake)
+	}
+	db.mu.Unlock()
+	<-db.stopped
 	var errs []error
 	if db.r != nil {
 		if s, err := db.r.DB(); err == nil {
@@ -103,10 +130,108 @@ func (db *DB) Close() error {
 	return errors.Join(errs...)
 }
 
-// write runs fn in one IMMEDIATE transaction on the writer. fn must use tx only,
-// never db.w or db.r (the single writer connection is busy with tx).
+// ErrClosed is returned for writes after Close.
+var ErrClosed = errors.New("pact.sqlite is closed")
+
+// write runs fn atomically: inside an IMMEDIATE transaction on the writer,
+// shared with other writers queued at the same moment, each fn in its own
+// savepoint (an error rolls back that fn alone). It returns after the commit
+// is durable. fn must use tx only, never db.w or db.r, and must not keep tx.
 func (db *DB) write(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	return db.w.WithContext(ctx).Transaction(fn)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	req, err := db.enqueue(fn)
+	if err != nil {
+		return err
+	}
+	<-req.done // not ctx: once queued, the write is committed or refused, never abandoned
+	return req.err
+}
+
+// enqueue hands fn to the committer without waiting for it.
+func (db *DB) enqueue(fn func(tx *gorm.DB) error) (*writeReq, error) {
+	req := &writeReq{fn: fn, done: make(chan struct{})}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return nil, ErrClosed
+	}
+	db.queue = append(db.queue, req)
+	select { // under mu: Close cannot close wake in between
+	case db.wake <- struct{}{}:
+	default:
+	}
+	return req, nil
+}
+
+// Flush returns once every write queued before it is committed.
+func (db *DB) Flush(ctx context.Context) error {
+	return db.write(ctx, func(*gorm.DB) error { return nil })
+}
+
+func (db *DB) commitLoop() {
+	defer close(db.stopped)
+	for {
+		db.mu.Lock()
+		batch := db.queue
+		if len(batch) > maxBatch {
+			batch = batch[:maxBatch]
+		}
+		db.queue = db.queue[len(batch):]
+		closed := db.closed
+		db.mu.Unlock()
+		if len(batch) == 0 {
+			if closed {
+				return
+			}
+			if _, ok := <-db.wake; !ok {
+				continue // closed: drain what is left, then stop
+			}
+			continue
+		}
+		db.commit(batch)
+	}
+}
+
+func (db *DB) commit(batch []*writeReq) {
+	err := db.w.Transaction(func(tx *gorm.DB) error {
+		if len(batch) == 1 {
+			batch[0].err = run(tx, batch[0].fn)
+			return batch[0].err
+		}
+		for i, req := range batch {
+			sp := fmt.Sprintf("w%d", i)
+			if err := tx.SavePoint(sp).Error; err != nil {
+				return err
+			}
+			if req.err = run(tx, req.fn); req.err != nil {
+				if err := tx.RollbackTo(sp).Error; err != nil {
+					return err
+				}
+			}
+			if err := tx.Exec("RELEASE SAVEPOINT " + sp).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, req := range batch {
+		if err != nil && req.err == nil {
+			req.err = fmt.Errorf("commit: %w", err)
+		}
+		close(req.done)
+	}
+}
+
+// run calls fn, turning a panic into that write's error.
+func run(tx *gorm.DB, fn func(tx *gorm.DB) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("write panicked: %v", r)
+		}
+	}()
+	return fn(tx)
 }
 
 // read gives a read-only session bound to ctx.

@@ -3,8 +3,10 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"gorm.io/gorm"
@@ -98,4 +100,47 @@ func TestCorruptFileRefused(t *testing.T) {
 			t.Logf("error (not ErrCorrupt, still refused): %v", err)
 		}
 	})
+}
+
+func TestGroupCommitIsolatesFailures(t *testing.T) {
+	db, path := openTemp(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make([]error, 64)
+	for i := range errs {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			errs[i] = db.write(ctx, func(tx *gorm.DB) error {
+				if err := tx.Exec("INSERT INTO meta(key, value) VALUES (?, 'v')", fmt.Sprint(i)).Error; err != nil {
+					return err
+				}
+				if i%2 == 1 {
+					return errors.New("odd writes fail")
+				}
+				return nil
+			})
+		}(i)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if (i%2 == 1) != (err != nil) {
+			t.Errorf("write %d: err = %v", i, err)
+		}
+	}
+	db.Close()
+	// Only the even writes are durable, and they survive a reopen.
+	db2, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	var n int64
+	db2.read(ctx).Raw("SELECT count(*) FROM meta WHERE key != 'receipts.high_water'").Scan(&n)
+	if n != 32 {
+		t.Fatalf("%d rows committed, want 32", n)
+	}
+	if err := db2.write(ctx, func(tx *gorm.DB) error { panic("boom") }); err == nil {
+		t.Fatal("a panicking write reported success")
+	}
 }

@@ -147,27 +147,15 @@ func (db *DB) WithLiveGrant(ctx context.Context, agentIss, agentSub, brand strin
 	return err
 }
 
-// RecordUse counts one use of a live grant (uses+1, last_used_at = now) and
-// returns the grant as it now stands. A revoked or expired grant is returned
-// uncounted, so the caller can say why it no longer works.
-func (db *DB) RecordUse(ctx context.Context, id string, now time.Time) (*Grant, error) {
-	var g *Grant
-	err := db.write(ctx, func(tx *gorm.DB) error {
-		if err := tx.Exec(`UPDATE grants SET uses = uses + 1, last_used_at = ?
-			WHERE id = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`, ms(now), id, ms(now)).Error; err != nil {
-			return err
-		}
-		var err error
-		g, err = grantByID(tx, id)
-		return err
+// RecordUseSoon counts one use of a live grant (uses+1, last_used_at = now)
+// without waiting for the commit: usage counts are statistics and a turn must
+// not wait on them. Writes queued after it (and Flush) see it committed; a
+// crash can lose the last few counts.
+func (db *DB) RecordUseSoon(id string, now time.Time) {
+	db.enqueue(func(tx *gorm.DB) error {
+		return tx.Exec(`UPDATE grants SET uses = uses + 1, last_used_at = ?
+			WHERE id = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`, ms(now), id, ms(now)).Error
 	})
-	if errors.Is(err, ErrGrantNotFound) {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("record use of grant %s: %w", id, err)
-	}
-	return g, nil
 }
 
 // RevokeGrant revokes a grant at now and, in the same transaction, denies the
