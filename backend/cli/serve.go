@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/aether/aether/backend/node"
+	"github.com/aether/aether/backend/policy"
+)
+
+func serve(args []string, env Env) int {
+	fs := newFlags("node serve", env)
+	o := node.Options{UI: env.UI}
+	fs.StringVar(&o.PolicyPath, "policy", "policy.json", "policy.json with the pact section")
+	fs.StringVar(&o.DataDir, "data-dir", "", "where the node keeps its key, certificate, token and pact.sqlite (default: the per-user data folder)")
+	fs.IntVar(&o.Port, "port", 0, "node API port on 127.0.0.1 (0 picks a free one)")
+	fs.IntVar(&o.AdminPort, "admin-port", 3000, "admin UI port on 127.0.0.1 (HTTPS)")
+	fs.StringVar(&o.PactListen, "pact-listen", "127.0.0.1:8080", "gateway address (plain HTTP; put a TLS proxy serving publicUrl in front)")
+	fs.StringVar(&o.CodexPath, "codex", "", "codex binary (default: codex on PATH)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(env.Stderr, "aether node serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	o.Logger = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	n, err := node.Start(ctx, o)
+	if err != nil {
+		var perr *policy.Error
+		if errors.As(err, &perr) {
+			fmt.Fprintf(env.Stderr, "aether: policy.json has problems; the node did not start:\n%v\n", err)
+		} else {
+			fmt.Fprintf(env.Stderr, "aether: %v\n", err)
+		}
+		return 1
+	}
+	fmt.Fprintf(env.Stdout, "Aether node is running.\n  gateway:   http://%s (publicUrl %s)\n  admin UI:  sign in at %s\n  data dir:  %s\nPress Ctrl+C to stop.\n",
+		n.Addresses().Gateway, n.Addresses().PublicURL, n.SignInURL(), n.DataDir())
+	<-ctx.Done()
+	stop()
+	fmt.Fprintln(env.Stdout, "Stopping…")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := n.Stop(sctx); err != nil {
+		fmt.Fprintf(env.Stderr, "aether: stop: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func policyCheck(args []string, env Env) int {
+	fs := newFlags("policy check", env)
+	path := fs.String("policy", "policy.json", "policy.json to check")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	p, err := policy.Load(*path)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, err)
+		return 1
+	}
+	if p.Pact == nil {
+		fmt.Fprintf(env.Stderr, "%s: no \"pact\" section: add one (see examples/policy.json)\n", *path)
+		return 1
+	}
+	fmt.Fprint(env.Stdout, policy.Describe(p))
+	return 0
+}

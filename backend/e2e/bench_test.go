@@ -1,0 +1,176 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	"github.com/aether/aether/backend/codex"
+)
+
+// Benchmarks print ratios measured side by side in one run (performance.md);
+// they never fail on a timing. Run them with `make bench` (AETHER_BENCH=1).
+func benchOnly(t *testing.T) {
+	if os.Getenv("AETHER_BENCH") == "" {
+		t.Skip("benchmark: set AETHER_BENCH=1 (make bench)")
+	}
+}
+
+// instant is the in-process stand-in for Codex: it answers at once.
+type instant struct{}
+
+func (instant) Run(ctx context.Context, req codex.Request, progress func(codex.Progress)) (codex.Result, error) {
+	now := time.Now()
+	return codex.Result{Answer: "ok", Status: "completed", StartedAt: now, EndedAt: now}, nil
+}
+
+// bareExecutor is the baseline's executor: the same events, nothing else.
+type bareExecutor struct{}
+
+func (bareExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		if ec.StoredTask == nil && !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+			return
+		}
+		if !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, nil), nil) {
+			return
+		}
+		if !yield(a2a.NewArtifactEvent(ec, a2a.NewTextPart("ok")), nil) {
+			return
+		}
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, nil), nil)
+	}
+}
+
+func (bareExecutor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {}
+}
+
+// turnsPerSecond runs clients×perClient non-streaming turns and returns the rate.
+func turnsPerSecond(t *testing.T, clients, perClient int, newClient func(i int) *a2aclient.Client) float64 {
+	t.Helper()
+	cs := make([]*a2aclient.Client, clients)
+	for i := range cs {
+		cs[i] = newClient(i)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	start := time.Now()
+	for i := range cs {
+		wg.Add(1)
+		go func(c *a2aclient.Client) {
+			defer wg.Done()
+			for j := 0; j < perClient; j++ {
+				res, err := c.SendMessage(context.Background(), textMessage("bench"))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if task, ok := res.(*a2a.Task); !ok || task.Status.State != a2a.TaskStateCompleted {
+					errs <- fmt.Errorf("turn did not complete: %v", res)
+					return
+				}
+			}
+		}(cs[i])
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return float64(clients*perClient) / time.Since(start).Seconds()
+}
+
+// TestPrintB1 compares full delegated turns through the gateway (identity,
+// delegation, task persisted, receipt signed and committed) with the bare
+// a2a-go JSON-RPC handler on an in-memory store, at 1, 8, 32 and 128 clients.
+func TestPrintB1(t *testing.T) {
+	benchOnly(t)
+	e := newEnv(t)
+	e.stop()
+	e.opts.Runner = instant{}
+	e.start()
+
+	bare := a2asrv.NewHandler(bareExecutor{})
+	srv := httptest.NewServer(a2asrv.NewJSONRPCHandler(bare))
+	defer srv.Close()
+	bareCard := &a2a.AgentCard{SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(srv.URL, a2a.TransportProtocolJSONRPC)}}
+
+	agents := map[int]*agent{}
+	for _, clients := range []int{1, 8, 32, 128} {
+		per := max(2, 256/clients)
+		ours := turnsPerSecond(t, clients, per, func(i int) *a2aclient.Client {
+			a := agents[i]
+			if a == nil {
+				a = e.agent(fmt.Sprintf("bench-%d", i))
+				a.setDelegation(e.delegate(t, a, "review"))
+				agents[i] = a
+			}
+			return a.client("review", a2a.TransportProtocolJSONRPC)
+		})
+		base := turnsPerSecond(t, clients, per, func(int) *a2aclient.Client {
+			c, err := a2aclient.NewFromCard(context.Background(), bareCard, a2aclient.WithJSONRPCTransport(&http.Client{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		})
+		fmt.Printf("B1 clients=%d ours=%.0f/s baseline=%.0f/s ratio=%.2f\n", clients, ours, base, ours/base)
+	}
+}
+
+// TestPrintB3 measures the time the node adds to one turn with the fake Codex
+// (instant exit): a turn through the gateway against running the fake directly.
+func TestPrintB3(t *testing.T) {
+	benchOnly(t)
+	e := newEnv(t)
+	a := e.agent("b3")
+	a.setDelegation(e.delegate(t, a, "review"))
+	c := a.client("review", a2a.TransportProtocolJSONRPC)
+	const n = 60
+	var ours, direct []time.Duration
+	out := filepath.Join(t.TempDir(), "last.txt")
+	for i := 0; i < n; i++ {
+		start := time.Now()
+		if task := a.send(c, "", "bench"); task.Status.State != a2a.TaskStateCompleted {
+			t.Fatalf("turn: %s", task.Status.State)
+		}
+		ours = append(ours, time.Since(start))
+
+		cmd := exec.Command(e.opts.CodexPath, "exec", "--json", "--color", "never", "--sandbox", "read-only", "--cd", e.workspace, "--skip-git-repo-check", "-o", out, "--", "-")
+		cmd.Stdin = strings.NewReader("bench")
+		start = time.Now()
+		if err := cmd.Run(); err != nil {
+			t.Fatal(err)
+		}
+		direct = append(direct, time.Since(start))
+	}
+	p := func(d []time.Duration, q float64) time.Duration {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return s[int(q*float64(len(s)-1))]
+	}
+	for _, q := range []struct {
+		name string
+		v    float64
+	}{{"p50", 0.50}, {"p99", 0.99}} {
+		o, b := p(ours, q.v), p(direct, q.v)
+		fmt.Printf("B3-%s ours=%.1fms baseline=%.1fms ratio=%.2f node-added=%.1fms\n", q.name, ms(o), ms(b), float64(o)/float64(b), ms(o-b))
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,355 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+
+	"github.com/aether/aether/backend/codex/codextest"
+	"github.com/aether/aether/backend/identity/identitytest"
+	"github.com/aether/aether/backend/node"
+)
+
+// env is one running node with its policy, workspace, fake Codex and an
+// identity issuer for the personal agents of a test.
+type env struct {
+	t         *testing.T
+	n         *node.Node
+	opts      node.Options
+	dataDir   string
+	policy    string
+	workspace string
+	publicURL string
+	issuer    *identitytest.Issuer
+	record    string // the fake Codex's record of every run
+	admin     *adminClient
+}
+
+type envOption func(*envConfig)
+
+type envConfig struct {
+	brands    string // JSON of the brands array; default one read-only "review"
+	codexEnv  []string
+	codexPath string // the Codex binary; default the fake
+}
+
+func withBrands(js string) envOption { return func(c *envConfig) { c.brands = js } }
+
+func withCodexEnv(kv ...string) envOption {
+	return func(c *envConfig) { c.codexEnv = append(c.codexEnv, kv...) }
+}
+
+const reviewBrand = `[{"id":"review","name":"Code review","description":"Reviews code in my workspace.","capability":"review","workspace":"workspace","accessMode":"read_only","scope":{"id":"review:read_only","description":"Review code (read only)"}}]`
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func newEnv(t *testing.T, opts ...envOption) *env {
+	t.Helper()
+	cfg := envConfig{brands: reviewBrand}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	root := t.TempDir()
+	e := &env{t: t, dataDir: filepath.Join(root, "data"), policy: filepath.Join(root, "policy.json"),
+		workspace: filepath.Join(root, "workspace"), record: filepath.Join(root, "codex-record.jsonl")}
+	if err := os.MkdirAll(e.workspace, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(e.workspace, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644)
+	port := freePort(t)
+	e.publicURL = fmt.Sprintf("http://127.0.0.1:%d", port)
+	pol := fmt.Sprintf(`{"pact":{"publicUrl":%q,"audience":%q,"allowInsecureLocalIssuers":true,"brands":%s}}`, e.publicURL, e.publicURL, cfg.brands)
+	if err := os.WriteFile(e.policy, []byte(pol), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.issuer = identitytest.NewIssuer(t)
+	e.opts = node.Options{
+		PolicyPath: e.policy, DataDir: e.dataDir, PactListen: fmt.Sprintf("127.0.0.1:%d", port),
+		CodexPath: codextest.BuildFake(t),
+		CodexEnv:  append([]string{"FAKE_CODEX_RECORD=" + e.record, "FAKE_CODEX_LOGGED_IN=1"}, cfg.codexEnv...),
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	if cfg.codexPath != "" {
+		e.opts.CodexPath = cfg.codexPath
+	}
+	if os.Getenv("AETHER_LOG") == "debug" {
+		e.opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	e.start()
+	t.Cleanup(func() { e.stop() })
+	return e
+}
+
+func (e *env) start() {
+	e.t.Helper()
+	n, err := node.Start(context.Background(), e.opts)
+	if err != nil {
+		e.t.Fatalf("start node: %v", err)
+	}
+	e.n = n
+	e.admin = newAdminClient(e.t, n)
+}
+
+func (e *env) stop() {
+	if e.n == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := e.n.Stop(ctx); err != nil {
+		e.t.Errorf("stop node: %v", err)
+	}
+	e.n = nil
+}
+
+func (e *env) restart() {
+	e.t.Helper()
+	e.stop()
+	e.start()
+}
+
+// codexRuns is how many times the fake Codex was started.
+func (e *env) codexRuns() int {
+	data, err := os.ReadFile(e.record)
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(data), `"phase":"start"`)
+}
+
+// agent is a personal agent: an identity (iss, sub) and an a2a-go client that
+// sends its identity JWT and, once it holds one, its delegation token.
+type agent struct {
+	e          *env
+	sub        string
+	delegation string
+	mu         sync.Mutex
+}
+
+func (e *env) agent(sub string) *agent { return &agent{e: e, sub: sub} }
+
+func (a *agent) identityToken() string { return a.e.issuer.Token(a.sub, a.e.publicURL) }
+
+// RoundTrip adds the PACT credentials as HTTP headers (never as metadata).
+func (a *agent) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+a.identityToken())
+	a.mu.Lock()
+	if a.delegation != "" {
+		r.Header.Set("PACT-Delegation", a.delegation)
+	}
+	a.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func (a *agent) httpClient() *http.Client {
+	return &http.Client{Transport: a, Timeout: 60 * time.Second}
+}
+
+func (a *agent) setDelegation(tok string) {
+	a.mu.Lock()
+	a.delegation = tok
+	a.mu.Unlock()
+}
+
+// card reads a brand's agent card as any agent would, with no credentials.
+func (e *env) card(brand string) *a2a.AgentCard {
+	e.t.Helper()
+	resp, err := http.Get(e.publicURL + "/a2a/" + brand + "/.well-known/agent-card.json")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		e.t.Fatalf("card %s: %s", brand, resp.Status)
+	}
+	var c a2a.AgentCard
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
+		e.t.Fatalf("card %s: %v", brand, err)
+	}
+	return &c
+}
+
+// client is the official a2a-go client on the brand's card, preferring one binding.
+func (a *agent) client(brand string, binding a2a.TransportProtocol) *a2aclient.Client {
+	a.e.t.Helper()
+	hc := a.httpClient()
+	c, err := a2aclient.NewFromCard(context.Background(), a.e.card(brand),
+		a2aclient.WithConfig(a2aclient.Config{PreferredTransports: []a2a.TransportProtocol{binding}}),
+		a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc))
+	if err != nil {
+		a.e.t.Fatalf("a2a client: %v", err)
+	}
+	return c
+}
+
+func textMessage(text string) *a2a.SendMessageRequest {
+	return &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(text))}
+}
+
+func (a *agent) send(c *a2aclient.Client, taskID a2a.TaskID, text string) *a2a.Task {
+	a.e.t.Helper()
+	req := textMessage(text)
+	req.Message.TaskID = taskID
+	res, err := c.SendMessage(context.Background(), req)
+	if err != nil {
+		a.e.t.Fatalf("SendMessage: %v", err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok {
+		a.e.t.Fatalf("SendMessage answered %T, want a task", res)
+	}
+	return task
+}
+
+// authData is the data part of an AUTH_REQUIRED status message.
+func authData(t *testing.T, task *a2a.Task) map[string]any {
+	t.Helper()
+	if task.Status.State != a2a.TaskStateAuthRequired {
+		t.Fatalf("task state %s, want AUTH_REQUIRED", task.Status.State)
+	}
+	if task.Status.Message == nil {
+		t.Fatal("AUTH_REQUIRED without a status message")
+	}
+	for _, p := range task.Status.Message.Parts {
+		if d, ok := p.Data().(map[string]any); ok {
+			return d
+		}
+	}
+	t.Fatal("AUTH_REQUIRED status message has no data part")
+	return nil
+}
+
+// oauthForm posts a device-flow form with the agent's identity.
+func (a *agent) oauthForm(endpoint string, form url.Values) (int, map[string]any) {
+	a.e.t.Helper()
+	req, _ := http.NewRequest("POST", endpoint, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+a.identityToken())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+// adminClient is the owner in a browser-less form: signed in with the admin
+// token link, calling the admin JSON API over HTTPS with its CSRF token.
+type adminClient struct {
+	t      *testing.T
+	base   string
+	origin string
+	hc     *http.Client
+	csrf   string
+}
+
+func newAdminClient(t *testing.T, n *node.Node) *adminClient {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		Transport:     &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, // the node's self-signed admin certificate
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	a := &adminClient{t: t, base: "https://" + n.Addresses().Admin, hc: hc}
+	a.origin = a.base
+	resp, err := hc.Get(n.SignInURL())
+	if err != nil {
+		t.Fatalf("sign in: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign in: %s", resp.Status)
+	}
+	var s struct{ CSRFToken string }
+	a.do("GET", "/api/session", nil, &s)
+	a.csrf = s.CSRFToken
+	return a
+}
+
+func (a *adminClient) do(method, path string, body any, out any) int {
+	a.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, a.base+path, rd)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if method != "GET" {
+		req.Header.Set("Origin", a.origin)
+		req.Header.Set("X-CSRF-Token", a.csrf)
+	}
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		a.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		json.NewDecoder(resp.Body).Decode(out)
+	}
+	return resp.StatusCode
+}
+
+type consentRequest struct {
+	ID, UserCode string
+	Agent        struct{ Issuer, Subject string }
+	Brand        struct{ ID string }
+}
+
+// pending waits for the consent request with that user code to be listed.
+func (a *adminClient) pending(userCode string) consentRequest {
+	a.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var out struct{ Requests []consentRequest }
+		a.do("GET", "/api/consent", nil, &out)
+		for _, r := range out.Requests {
+			if r.UserCode == userCode {
+				return r
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	a.t.Fatalf("no pending consent request with code %s", userCode)
+	return consentRequest{}
+}
+
+func (a *adminClient) decide(userCode, decision string) (int, map[string]any) {
+	a.t.Helper()
+	r := a.pending(userCode)
+	var out map[string]any
+	code := a.do("POST", "/api/consent/"+r.ID+"/decision", map[string]string{"userCode": userCode, "decision": decision, "duration": "1d"}, &out)
+	return code, out
+}
+
+// withCodexPath runs the node with another Codex binary (a missing one, say).
+func withCodexPath(p string) envOption { return func(c *envConfig) { c.codexPath = p } }

@@ -1,0 +1,66 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/errordetails"
+)
+
+// binding is the A2A HTTP binding a request came in on; errors answered before
+// the SDK runs must take that binding's own shape.
+type binding int
+
+const (
+	bindingJSONRPC binding = iota
+	bindingREST
+)
+
+// wireError is an error the gateway answers itself, outside the SDK.
+type wireError struct {
+	HTTPStatus int
+	RPCCode    int    // JSON-RPC code
+	GRPCStatus string // REST status name
+	Reason     string // ErrorInfo reason
+	Message    string
+}
+
+var (
+	errUnauthenticated = wireError{http.StatusUnauthorized, -31401, "UNAUTHENTICATED", "UNAUTHENTICATED", ""}
+	errRateLimited     = wireError{http.StatusTooManyRequests, -31401, "RESOURCE_EXHAUSTED", "UNAUTHENTICATED", ""}
+	errParse           = wireError{http.StatusBadRequest, -32700, "INVALID_ARGUMENT", "PARSE_ERROR", ""}
+	errInvalidRequest  = wireError{http.StatusBadRequest, -32600, "INVALID_ARGUMENT", "INVALID_REQUEST", ""}
+	errTooLarge        = wireError{http.StatusRequestEntityTooLarge, -32600, "INVALID_ARGUMENT", "INVALID_REQUEST", ""}
+	errContentType     = wireError{http.StatusUnsupportedMediaType, -32005, "INVALID_ARGUMENT", "UNSUPPORTED_CONTENT_TYPE", ""}
+	errBrandNotFound   = wireError{http.StatusNotFound, -32601, "NOT_FOUND", "NOT_FOUND", ""}
+)
+
+func (e wireError) with(msg string) wireError { e.Message = msg; return e }
+
+// writeWireError answers in the binding's error shape. JSON-RPC errors keep a
+// real HTTP status (401, 413, 415) so that clients which only look at the
+// status see it; the body is still a JSON-RPC response with id null.
+func writeWireError(w http.ResponseWriter, b binding, e wireError, id json.RawMessage) {
+	info := errordetails.NewErrorInfo(e.Reason, a2a.ProtocolDomain, map[string]string{"timestamp": time.Now().UTC().Format(time.RFC3339)})
+	var body any
+	if b == bindingJSONRPC {
+		if id == nil {
+			id = json.RawMessage("null")
+		}
+		body = map[string]any{
+			"jsonrpc": "2.0",
+			"id":      id,
+			"error":   map[string]any{"code": e.RPCCode, "message": e.Message, "data": []any{info}},
+		}
+	} else {
+		body = map[string]any{"error": map[string]any{
+			"code": e.HTTPStatus, "status": e.GRPCStatus, "message": e.Message, "details": []any{info},
+		}}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(e.HTTPStatus)
+	json.NewEncoder(w).Encode(body)
+}

@@ -1,0 +1,411 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	"github.com/aether/aether/backend/codex"
+	"github.com/aether/aether/backend/receipts"
+)
+
+// metaThread is the task metadata key that keeps the Codex thread id, so a
+// later turn on the same task resumes the same Codex conversation.
+const metaThread = "aether.codexThreadId"
+
+// executor runs a delegated turn: Codex in the brand's workspace under its
+// access mode, then a receipt committed before the answer is sent.
+type executor struct {
+	g     *Gateway
+	brand string
+}
+
+// turn is one running turn, found by task id for CancelTask and disconnects.
+type turn struct {
+	cancel   context.CancelCauseFunc
+	done     chan struct{}
+	receipt  *receipts.Receipt // set before done closes
+	canceled error             // why the turn was canceled, if it was
+}
+
+var (
+	errCanceledByAgent = errors.New("canceled by the agent (CancelTask)")
+	errDisconnected    = errors.New("the streaming client disconnected")
+	errShutdown        = errors.New("the node stopped while the turn was running")
+)
+
+type turnTable struct {
+	mu sync.Mutex
+	m  map[a2a.TaskID]*turn
+}
+
+func newTurnTable() *turnTable { return &turnTable{m: map[a2a.TaskID]*turn{}} }
+
+func (t *turnTable) running(id a2a.TaskID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[id] != nil
+}
+
+func (t *turnTable) get(id a2a.TaskID) *turn {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[id]
+}
+
+func (t *turnTable) add(id a2a.TaskID, tr *turn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m[id] != nil {
+		return false
+	}
+	t.m[id] = tr
+	return true
+}
+
+// cancelAll stops every running turn and waits until each has ended (its
+// receipt committed) or ctx ends.
+func (t *turnTable) cancelAll(ctx context.Context, cause error) error {
+	t.mu.Lock()
+	running := make([]*turn, 0, len(t.m))
+	for _, tr := range t.m {
+		running = append(running, tr)
+	}
+	t.mu.Unlock()
+	for _, tr := range running {
+		tr.cancel(cause)
+	}
+	for _, tr := range running {
+		select {
+		case <-tr.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (t *turnTable) remove(id a2a.TaskID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.m, id)
+}
+
+func (e *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		task := ec.StoredTask
+		if task == nil {
+			task = a2a.NewSubmittedTask(ec, ec.Message)
+			if !yield(task, nil) {
+				return
+			}
+		}
+		e.run(ctx, ec, task, yield)
+	}
+}
+
+func (e *executor) run(ctx context.Context, ec *a2asrv.ExecutorContext, task *a2a.Task, yield func(a2a.Event, error) bool) {
+	attrs := ec.User.Attributes
+	rt := e.g.routes.Load() // the policy snapshot this turn runs on (P11)
+	br := rt.brands[e.brand]
+	if br == nil {
+		yield(failed(ec, "the brand "+quoteTrunc(e.brand)+" is no longer offered by this node"), nil)
+		return
+	}
+	brand := br.brand
+	iss, _ := attrs[attrIssuer].(string)
+	sub, _ := attrs[attrSubject].(string)
+	grant, _ := attrs[attrGrant].(string)
+	if grant == "" {
+		// The gate lets no turn through without a delegation; refuse loudly if one gets here.
+		yield(failed(ec, "no delegation on this turn"), nil)
+		return
+	}
+	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancel(nil)
+	tr := &turn{cancel: cancel, done: make(chan struct{})}
+	if !e.g.turns.add(ec.TaskID, tr) {
+		yield(nil, a2a.NewError(a2a.ErrUnsupportedOperation, "a turn is already running on this task"))
+		return
+	}
+	defer e.g.turns.remove(ec.TaskID)
+	defer close(tr.done)
+	if disc, ok := attrs[attrDisconnect].(<-chan struct{}); ok {
+		go func() {
+			select {
+			case <-disc:
+				cancel(errDisconnected)
+			case <-runCtx.Done():
+			}
+		}()
+	}
+
+	started := time.Now().UTC()
+	turnID := newID("t_")
+	reqHash, err := receipts.HashJSON(ec.Message)
+	if err != nil {
+		yield(nil, fmt.Errorf("hash request: %w", err))
+		return
+	}
+	base := receipts.Turn{
+		ID: turnID, TaskID: string(ec.TaskID), ContextID: ec.ContextID, Brand: brand.ID, BrandScope: brand.Scope.ID,
+		GrantID: grant, Agent: receipts.Agent{Issuer: iss, Subject: sub}, PolicyHash: rt.hash, RequestHash: reqHash, StartedAt: started,
+	}
+	if err := e.g.cfg.Ledger.Start(ctx, base); err != nil {
+		yield(nil, fmt.Errorf("record turn: %w", err))
+		return
+	}
+	// shown are the status messages sent so far: each later status update moves
+	// the previous one into the task's history.
+	var shown []*a2a.Message
+	working := func(text string) bool {
+		ev := a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, agentText(ec, text))
+		shown = append(shown, ev.Status.Message)
+		return yield(ev, nil)
+	}
+	if !working("Codex is working on it in " + brand.Name + " (" + string(brand.AccessMode) + ").") {
+		return
+	}
+
+	req := codex.Request{
+		AccessMode: string(brand.AccessMode),
+		Prompt:     codex.BuildPrompt(brand.InstructionText(), messageTexts(ec.Message)),
+		ThreadID:   threadOf(ec.StoredTask),
+	}
+	progress := make(chan string, 16)
+	resc := make(chan codex.Result, 1)
+	timeout, cancelTimeout := context.WithTimeout(runCtx, e.g.cfg.TurnTimeout)
+	defer cancelTimeout()
+	go func() {
+		// Resolve the workspace again at turn start: it must still be the folder
+		// the policy named, not a symlink swapped in since (P7).
+		dir, err := rt.policy.RecheckWorkspace(brand.ID)
+		if err != nil {
+			resc <- codex.Result{Status: "failed", Reason: err.Error()}
+			return
+		}
+		req.Workspace = dir
+		res, err := e.g.cfg.Runner.Run(timeout, req, func(p codex.Progress) {
+			select {
+			case progress <- p.Text:
+			default: // a slow consumer drops progress, never the turn
+			}
+		})
+		if err != nil && res.Reason == "" {
+			res.Status, res.Reason = "failed", err.Error()
+		}
+		resc <- res
+	}()
+	var res codex.Result
+wait:
+	for {
+		select {
+		case text := <-progress:
+			if !working(text) {
+				// The event pipe is gone; let Codex finish and keep its receipt.
+				res = <-resc
+				break wait
+			}
+		case res = <-resc:
+			break wait
+		}
+	}
+
+	status := "completed"
+	state := a2a.TaskStateCompleted
+	reason := res.Reason
+	switch {
+	case errors.Is(context.Cause(runCtx), errShutdown):
+		status, state, reason = "failed", a2a.TaskStateFailed, errShutdown.Error()
+	case context.Cause(runCtx) != nil && !errors.Is(context.Cause(runCtx), context.Canceled):
+		status, state, reason = "canceled", a2a.TaskStateCanceled, context.Cause(runCtx).Error()
+	case res.Status == "completed" && res.Answer != "":
+	case res.Status == "violation":
+		status, state = "failed", a2a.TaskStateFailed
+		if reason == "" {
+			reason = "the workspace changed during a read-only turn"
+		}
+	default:
+		status, state = "failed", a2a.TaskStateFailed
+		if reason == "" {
+			reason = "codex finished without an answer"
+		}
+	}
+	end := base
+	end.AnswerHash = receipts.HashBytes([]byte(res.Answer))
+	end.Status, end.Reason, end.ExitCode, end.EndedAt = status, reason, res.ExitCode, time.Now().UTC()
+	end.Usage = receipts.Usage{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens, OutputTokens: res.Usage.OutputTokens}
+	end.Violation = res.WorkspaceChanged
+	// A revoke during the turn lets it finish; the receipt says so (V2).
+	if g, err := e.g.cfg.Store.GrantByID(ctx, grant); err == nil && g.RevokedAt != nil {
+		end.GrantRevokedDuringTurn = true
+	}
+	rec, err := e.g.cfg.Ledger.Append(context.WithoutCancel(ctx), end)
+	if err != nil {
+		// No receipt, no answer: the turn fails rather than answer unrecorded.
+		e.g.cfg.Logger.Error("receipt not committed", "task", ec.TaskID, "err", err)
+		yield(failed(ec, "the node could not record a receipt for this turn"), nil)
+		return
+	}
+	tr.receipt = rec
+	if e.g.cfg.OnReceipt != nil {
+		e.g.cfg.OnReceipt(rec)
+	}
+	if errors.Is(context.Cause(runCtx), errCanceledByAgent) {
+		tr.canceled = errCanceledByAgent
+		return // Cancel emits the receipt and the CANCELED status on the same queue
+	}
+	var arts []*a2a.TaskArtifactUpdateEvent
+	if state == a2a.TaskStateCompleted {
+		arts = append(arts, answerArtifact(ec, res.Answer))
+	}
+	arts = append(arts, receiptArtifact(ec, rec))
+	final := a2a.NewStatusUpdateEvent(ec, state, agentText(ec, finalText(state, reason)))
+	if res.ThreadID != "" {
+		final.Metadata = map[string]any{metaThread: res.ThreadID}
+	}
+	if streaming, _ := attrs[attrStreaming].(bool); !streaming {
+		// Nobody watches the events of a plain send: store the finished task in
+		// one write instead of one per artifact and status.
+		yield(finishedTask(task, shown, arts, final), nil)
+		return
+	}
+	for _, a := range arts {
+		if !yield(a, nil) {
+			return
+		}
+	}
+	yield(final, nil)
+}
+
+// finishedTask is task as the SDK would store it after the turn's status
+// updates (shown), artifacts and final status, applied at once.
+func finishedTask(task *a2a.Task, shown []*a2a.Message, arts []*a2a.TaskArtifactUpdateEvent, final *a2a.TaskStatusUpdateEvent) *a2a.Task {
+	t := *task
+	t.History = append(slices.Clone(task.History), shown...)
+	t.Artifacts = slices.Clone(task.Artifacts)
+	for _, a := range arts {
+		t.Artifacts = append(t.Artifacts, a.Artifact)
+	}
+	t.Status = final.Status
+	if len(final.Metadata) > 0 {
+		t.Metadata = maps.Clone(task.Metadata)
+		if t.Metadata == nil {
+			t.Metadata = map[string]any{}
+		}
+		maps.Copy(t.Metadata, final.Metadata)
+	}
+	return &t
+}
+
+// Cancel stops a running turn (Codex gets SIGTERM, then SIGKILL) and ends the
+// task CANCELED with the turn's receipt; an idle task is simply canceled.
+func (e *executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		if tr := e.g.turns.get(ec.TaskID); tr != nil {
+			tr.cancel(errCanceledByAgent)
+			select {
+			case <-tr.done:
+			case <-ctx.Done():
+				yield(nil, ctx.Err())
+				return
+			}
+			if tr.receipt != nil {
+				if !yield(receiptArtifact(ec, tr.receipt), nil) {
+					return
+				}
+			}
+		}
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, agentText(ec, "Canceled at the agent's request.")), nil)
+	}
+}
+
+func failed(ec *a2asrv.ExecutorContext, reason string) a2a.Event {
+	return a2a.NewStatusUpdateEvent(ec, a2a.TaskStateFailed, agentText(ec, reason))
+}
+
+func finalText(state a2a.TaskState, reason string) string {
+	switch state {
+	case a2a.TaskStateCompleted:
+		return "Done. The answer and its signed receipt are in the task's artifacts."
+	case a2a.TaskStateCanceled:
+		return "Canceled: " + reason
+	}
+	return "The turn failed: " + reason
+}
+
+func agentText(ec *a2asrv.ExecutorContext, text string) *a2a.Message {
+	return a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart(text))
+}
+
+func answerArtifact(ec *a2asrv.ExecutorContext, answer string) *a2a.TaskArtifactUpdateEvent {
+	ev := a2a.NewArtifactEvent(ec, a2a.NewTextPart(answer))
+	ev.Artifact.Name = "answer"
+	ev.Artifact.Description = "Codex's answer"
+	return ev
+}
+
+// receiptArtifact carries the receipt twice: its claims as a data part, and the
+// compact JWS that anyone with the node JWKS can verify.
+func receiptArtifact(ec *a2asrv.ExecutorContext, rec *receipts.Receipt) *a2a.TaskArtifactUpdateEvent {
+	ev := a2a.NewArtifactEvent(ec, a2a.NewDataPart(claimsMap(rec.Claims)), a2a.NewTextPart(rec.JWS))
+	ev.Artifact.Name = "receipt"
+	ev.Artifact.Description = "Signed receipt (JWS, typ pact-receipt+jwt); verify with " + "/.well-known/jwks.json"
+	return ev
+}
+
+// messageTexts is what the agent asked: its text parts, and data parts as JSON.
+func messageTexts(m *a2a.Message) []string {
+	var out []string
+	for _, p := range m.Parts {
+		if t := p.Text(); t != "" {
+			out = append(out, t)
+		} else if d := p.Data(); d != nil {
+			out = append(out, fmt.Sprintf("%v", d))
+		}
+	}
+	return out
+}
+
+func threadOf(t *a2a.Task) string {
+	if t == nil {
+		return ""
+	}
+	// The thread id travels on the final status event's metadata, which the SDK
+	// merges into the task's metadata.
+	if s, ok := t.Metadata[metaThread].(string); ok {
+		return s
+	}
+	return ""
+}
+
+func newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// claimsMap turns the receipt claims into JSON-native values: the task store
+// copies events with gob, which cannot carry a struct inside a data part.
+func claimsMap(c receipts.Claims) map[string]any {
+	var m map[string]any
+	b, err := json.Marshal(c)
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil {
+		return map[string]any{"error": "receipt claims not encodable: " + err.Error()}
+	}
+	return m
+}

@@ -1,0 +1,235 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
+
+	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/identity"
+)
+
+// Attributes the gate puts on CallContext.User for the executor.
+const (
+	attrIssuer     = "iss"
+	attrSubject    = "sub"
+	attrGrant      = "grant"
+	attrScope      = "scope"
+	attrDisconnect = "disconnect" // <-chan struct{} of a streaming request
+	attrStreaming  = "streaming"  // the turn streams its events
+)
+
+// gate is the call interceptor of one brand. It sets the caller on the call,
+// enforces A2A-Version, task ownership and terminal states, and answers a turn
+// without a valid delegation itself with a stored TASK_STATE_AUTH_REQUIRED
+// task, so that the executor only ever runs delegated turns (an executor that
+// emits AUTH_REQUIRED locks the task in a2a-go v2.4.0).
+type gate struct {
+	a2asrv.PassthroughCallInterceptor
+	g     *Gateway
+	brand string
+	urls  urls
+}
+
+func (gt *gate) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2asrv.Request) (context.Context, any, error) {
+	id, ok := agentFrom(ctx)
+	if !ok {
+		return ctx, nil, a2a.ErrUnauthenticated
+	}
+	cc.User = a2asrv.NewAuthenticatedUser(id.Key(), map[string]any{attrIssuer: id.Issuer, attrSubject: id.Subject})
+	if vals, ok := cc.ServiceParams().Get("a2a-version"); ok {
+		for _, v := range vals {
+			if v = strings.TrimSpace(v); v != "" && v != "1" && !strings.HasPrefix(v, "1.") {
+				return ctx, nil, a2a.NewError(a2a.ErrVersionNotSupported, "this node speaks A2A 1.x; got "+quoteTrunc(v))
+			}
+		}
+	}
+	switch p := req.Payload.(type) {
+	case *a2a.SendMessageRequest:
+		return gt.beforeTurn(ctx, cc, id, p)
+	case *a2a.SubscribeToTaskRequest:
+		return gt.beforeSubscribe(ctx, id, p)
+	case *a2a.CancelTaskRequest:
+		if _, err := gt.ownTask(ctx, id, p.ID); err != nil {
+			return ctx, nil, err
+		}
+	}
+	return ctx, nil, nil
+}
+
+// ownTask loads a task the caller owns on this brand; anything else is
+// TaskNotFound, so task ids are no existence oracle.
+func (gt *gate) ownTask(ctx context.Context, id identity.Identity, tid a2a.TaskID) (a2a.TaskState, error) {
+	owner, brand, state, err := gt.g.cfg.Store.TaskOwner(ctx, tid)
+	if err != nil || owner != id.Key() || brand != gt.brand {
+		return "", a2a.ErrTaskNotFound
+	}
+	return state, nil
+}
+
+func (gt *gate) beforeSubscribe(ctx context.Context, id identity.Identity, p *a2a.SubscribeToTaskRequest) (context.Context, any, error) {
+	state, err := gt.ownTask(ctx, id, p.ID)
+	if err != nil {
+		return ctx, nil, err
+	}
+	if state.Terminal() {
+		return ctx, nil, a2a.NewError(a2a.ErrUnsupportedOperation, "the task is "+state.String()+": read it with GetTask")
+	}
+	if state == a2a.TaskStateAuthRequired && !gt.g.turns.running(p.ID) {
+		// Nothing runs for an idle AUTH_REQUIRED task: answer its snapshot
+		// rather than the SDK's TaskNotFound (or a stream that never ends).
+		st, err := gt.g.cfg.Store.TaskStore(gt.brand, ownerFromContext).Get(ctx, p.ID)
+		if err != nil {
+			return ctx, nil, a2a.ErrTaskNotFound
+		}
+		return ctx, st.Task, nil
+	}
+	return ctx, nil, nil
+}
+
+func (gt *gate) beforeTurn(ctx context.Context, cc *a2asrv.CallContext, id identity.Identity, p *a2a.SendMessageRequest) (context.Context, any, error) {
+	if p.Message == nil || p.Message.ID == "" || len(p.Message.Parts) == 0 {
+		return ctx, nil, a2a.NewError(a2a.ErrInvalidParams, "a turn needs a message with an id and at least one part")
+	}
+	var existing *a2a.Task
+	if p.Message.TaskID != "" {
+		state, err := gt.ownTask(ctx, id, p.Message.TaskID)
+		if err != nil {
+			return ctx, nil, err
+		}
+		if state.Terminal() {
+			return ctx, nil, a2a.NewError(a2a.ErrUnsupportedOperation, "the task is "+state.String()+" and takes no more messages; start a new task")
+		}
+		if gt.g.turns.running(p.Message.TaskID) {
+			return ctx, nil, a2a.NewError(a2a.ErrUnsupportedOperation, "a turn is already running on this task; wait for it or cancel it")
+		}
+		st, err := gt.g.cfg.Store.TaskStore(gt.brand, ownerFromContext).Get(ctx, p.Message.TaskID)
+		if err != nil {
+			return ctx, nil, a2a.ErrTaskNotFound
+		}
+		existing = st.Task
+	}
+	token := firstParam(cc, DelegationHeader)
+	var d *consent.Delegation
+	var derr error
+	if token == "" {
+		derr = &consent.DelegationError{Reason: "missing", Detail: "no " + DelegationHeader + " header"}
+	} else {
+		d, derr = gt.g.cfg.Consent.CheckDelegation(ctx, token, consent.Agent{Issuer: id.Issuer, Subject: id.Subject}, gt.brand)
+	}
+	if derr != nil {
+		task, err := gt.authRequired(ctx, cc, id, p.Message, existing, derr)
+		if err != nil {
+			return ctx, nil, err
+		}
+		return ctx, task, nil
+	}
+	cc.User.Attributes[attrGrant] = d.GrantID
+	cc.User.Attributes[attrScope] = d.Scope
+	if cc.Method() == "SendStreamingMessage" {
+		cc.User.Attributes[attrDisconnect] = ctx.Done()
+		cc.User.Attributes[attrStreaming] = true
+	}
+	return ctx, nil, nil
+}
+
+// authRequired stores (or updates) the task in TASK_STATE_AUTH_REQUIRED with
+// the status message of pact-wire.md and returns it. No work runs.
+func (gt *gate) authRequired(ctx context.Context, cc *a2asrv.CallContext, id identity.Identity, msg *a2a.Message, existing *a2a.Task, derr error) (*a2a.Task, error) {
+	reason, detail := "invalid", "the delegation token is not valid"
+	var de *consent.DelegationError
+	if errors.As(derr, &de) {
+		reason, detail = de.Reason, de.Detail
+	} else {
+		gt.g.cfg.Logger.Warn("delegation check failed", "brand", gt.brand, "err", derr)
+	}
+	gt.g.cfg.Logger.Info("turn needs consent", "brand", gt.brand, "reason", reason, "agent_iss", id.Issuer)
+	br := gt.g.routes.Load().brands[gt.brand]
+	scope := br.brand.Scope.ID
+	now := time.Now().UTC()
+	tasks := gt.g.cfg.Store.TaskStore(gt.brand, ownerFromContext)
+
+	var task *a2a.Task
+	if existing == nil {
+		m := *msg
+		m.TaskID = a2a.NewTaskID()
+		if m.ContextID == "" {
+			m.ContextID = a2a.NewContextID()
+		}
+		task = &a2a.Task{ID: m.TaskID, ContextID: m.ContextID, History: []*a2a.Message{&m}}
+	} else {
+		task = existing
+		if msg.ContextID != "" && msg.ContextID != task.ContextID {
+			return nil, a2a.NewError(a2a.ErrInvalidParams, "the message's contextId is not the task's")
+		}
+		m := *msg
+		m.ContextID = task.ContextID
+		task.History = append(task.History, &m)
+	}
+	text := fmt.Sprintf("The owner of this node has not allowed this agent to use %q (%s). "+
+		"Run the OAuth device flow at %s with scope %q, ask the owner to approve user code on %s, "+
+		"then send the turn again with the token in the %s header (taskId %s).",
+		br.brand.Name, reasonText(reason, detail), gt.urls.deviceAuthorization(), scope, gt.g.cfg.ConsentURL, DelegationHeader, task.ID)
+	status := a2a.NewMessageForTask(a2a.MessageRoleAgent, task,
+		a2a.NewTextPart(text),
+		a2a.NewDataPart(map[string]any{
+			"reason":                 reason,
+			"consentUrl":             gt.g.cfg.ConsentURL,
+			"deviceAuthorizationUrl": gt.urls.deviceAuthorization(),
+			"tokenUrl":               gt.urls.token(),
+			"scope":                  scope,
+			"credentialHeader":       DelegationHeader,
+			"resumeTaskId":           string(task.ID),
+			"brand":                  gt.brand,
+		}))
+	task.Status = a2a.TaskStatus{State: a2a.TaskStateAuthRequired, Message: status, Timestamp: &now}
+	var err error
+	if existing == nil {
+		_, err = tasks.Create(ctx, task)
+	} else {
+		st, gerr := tasks.Get(ctx, task.ID)
+		if gerr != nil {
+			return nil, a2a.ErrTaskNotFound
+		}
+		_, err = tasks.Update(ctx, &taskstore.UpdateRequest{Task: task, Event: msg, PrevTask: st.Task, PrevVersion: st.Version})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store auth-required task: %w", err)
+	}
+	return task, nil
+}
+
+func reasonText(reason, detail string) string {
+	switch reason {
+	case "missing":
+		return "no delegation token was sent"
+	case "expired":
+		return "the delegation token or its grant has expired"
+	case "revoked":
+		return "the owner revoked the grant behind the delegation token"
+	case "wrong_brand":
+		return "the delegation token is for another brand"
+	case "wrong_agent":
+		return "the delegation token was issued to another agent"
+	}
+	if detail != "" {
+		return "the delegation token is not valid: " + detail
+	}
+	return "the delegation token is not valid"
+}
+
+func firstParam(cc *a2asrv.CallContext, key string) string {
+	vals, _ := cc.ServiceParams().Get(key)
+	for _, v := range vals {
+		if v = strings.TrimSpace(v); v != "" {
+			return v
+		}
+	}
+	return ""
+}

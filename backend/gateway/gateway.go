@@ -1,0 +1,178 @@
+// Package gateway is the PACT provider on the wire: per-brand agent cards, A2A
+// 1.0 on both HTTP bindings through a2a-go, the identity and delegation gates,
+// the executor that runs a turn, and the device-flow, metadata and JWKS endpoints.
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	"github.com/aether/aether/backend/codex"
+	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/identity"
+	"github.com/aether/aether/backend/keys"
+	"github.com/aether/aether/backend/policy"
+	"github.com/aether/aether/backend/receipts"
+	"github.com/aether/aether/backend/store"
+)
+
+// Runner runs one coding-agent turn (codex.Runner in production).
+type Runner interface {
+	Run(ctx context.Context, req codex.Request, progress func(codex.Progress)) (codex.Result, error)
+}
+
+// Identities verifies identity JWTs (identity.Verifier in production).
+type Identities interface {
+	Verify(ctx context.Context, raw, clientIP string) (identity.Identity, error)
+}
+
+// Config is everything the gateway needs; the node builds it.
+type Config struct {
+	ConsentURL  string // https://127.0.0.1:<admin-port>/pact/consent
+	Identity    Identities
+	Consent     *consent.Service
+	Store       *store.DB
+	Ledger      *receipts.Ledger
+	Runner      Runner
+	Keys        keys.Set
+	TurnTimeout time.Duration
+	OnReceipt   func(*receipts.Receipt) // told after each receipt is committed
+	Logger      *slog.Logger
+}
+
+// Gateway serves the PACT provider. It swaps its brand routes atomically when
+// the policy changes; in-flight turns finish on the policy they started with.
+type Gateway struct {
+	cfg    Config
+	routes atomic.Pointer[routes]
+	paused atomic.Bool
+	turns  *turnTable
+
+	mu     sync.Mutex // serialises Reload
+	brands map[string]*brandRoute
+}
+
+// New builds a gateway serving p (which must have a pact section).
+func New(cfg Config, p *policy.Policy) (*Gateway, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.TurnTimeout == 0 {
+		cfg.TurnTimeout = 10 * time.Minute
+	}
+	g := &Gateway{cfg: cfg, turns: newTurnTable(), brands: map[string]*brandRoute{}}
+	if err := g.Reload(p); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Pause makes every A2A call and device-flow request answer 503 until Resume.
+func (g *Gateway) Pause()  { g.paused.Store(true) }
+func (g *Gateway) Resume() { g.paused.Store(false) }
+
+// Shutdown stops the running turns (Codex is interrupted; each turn ends
+// FAILED with a receipt) and waits for them up to ctx. The node calls it when
+// it stops, after the listeners stopped taking requests.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	return g.turns.cancelAll(ctx, errShutdown)
+}
+
+// Paused reports whether the gateway is paused.
+func (g *Gateway) Paused() bool { return g.paused.Load() }
+
+// Handler is the gateway listener's root handler.
+func (g *Gateway) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /.well-known/jwks.json", func(w http.ResponseWriter, r *http.Request) { g.routes.Load().jwks.ServeHTTP(w, r) })
+	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) { g.routes.Load().metadata.ServeHTTP(w, r) })
+	mux.HandleFunc("GET /.well-known/agent-card.json", func(w http.ResponseWriter, r *http.Request) {
+		rt := g.routes.Load()
+		if rt.single == nil {
+			http.Error(w, "this node serves several brands: read /a2a/<brand>/.well-known/agent-card.json", http.StatusNotFound)
+			return
+		}
+		rt.single.card.ServeHTTP(w, r)
+	})
+	mux.Handle("POST /pact/device_authorization", g.unlessPaused(http.HandlerFunc(g.deviceAuthorization)))
+	mux.Handle("POST /pact/token", g.unlessPaused(http.HandlerFunc(g.token)))
+	mux.Handle("/a2a/", http.HandlerFunc(g.serveA2A))
+	return mux
+}
+
+func (g *Gateway) unlessPaused(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.paused.Load() {
+			w.Header().Set("Retry-After", "30")
+			http.Error(w, "the node owner has paused this gateway", http.StatusServiceUnavailable)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// serveA2A routes /a2a/<brand>[/...]: the card, JSON-RPC on the path itself (or
+// with a trailing slash), REST below it.
+func (g *Gateway) serveA2A(w http.ResponseWriter, r *http.Request) {
+	rest := strings.TrimPrefix(r.URL.Path, "/a2a/")
+	id, sub, _ := strings.Cut(rest, "/")
+	br := g.routes.Load().brands[id]
+	if br == nil {
+		b := bindingREST
+		if sub == "" {
+			b = bindingJSONRPC
+		}
+		writeWireError(w, b, errBrandNotFound.with("no brand "+quoteTrunc(id)+" on this node"), nil)
+		return
+	}
+	if sub == ".well-known/agent-card.json" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		br.card.ServeHTTP(w, r)
+		return
+	}
+	if sub == "" { // "/a2a/<brand>" and "/a2a/<brand>/" alike: several clients append the slash
+		g.guard(br, bindingJSONRPC, br.jsonrpc).ServeHTTP(w, r)
+		return
+	}
+	r2 := r.Clone(r.Context())
+	r2.URL.Path = "/" + sub
+	r2.URL.RawPath = ""
+	g.guard(br, bindingREST, br.rest).ServeHTTP(w, r2)
+}
+
+func quoteTrunc(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return `"` + s + `"`
+}
+
+// routes is one immutable snapshot of what the gateway serves.
+type routes struct {
+	policy   *policy.Policy
+	hash     string
+	brands   map[string]*brandRoute
+	single   *brandRoute // set when exactly one brand is configured
+	jwks     http.Handler
+	metadata http.Handler
+}
+
+// brandRoute is one brand's card and A2A handlers.
+type brandRoute struct {
+	brand    policy.Brand
+	brandURL string
+	card     http.Handler
+	jsonrpc  http.Handler
+	rest     http.Handler
+	handler  a2asrv.RequestHandler
+}

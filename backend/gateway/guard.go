@@ -1,0 +1,175 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	"github.com/aether/aether/backend/identity"
+)
+
+// maxTokenBytes bounds an Authorization header before any parsing (J26).
+const maxTokenBytes = 8 << 10
+
+type agentKey struct{}
+
+// withAgent and agentFrom carry the verified identity from the HTTP layer to
+// the call interceptor: the transports build a fresh CallContext, but keep the
+// request's context.
+func withAgent(ctx context.Context, id identity.Identity) context.Context {
+	return context.WithValue(ctx, agentKey{}, id)
+}
+
+func agentFrom(ctx context.Context) (identity.Identity, bool) {
+	id, ok := ctx.Value(agentKey{}).(identity.Identity)
+	return id, ok
+}
+
+// ownerFromContext names a task's owner for the task store: the agent identity
+// pair the interceptor put on the call.
+func ownerFromContext(ctx context.Context) (string, error) {
+	if cc, ok := a2asrv.CallContextFrom(ctx); ok && cc.User != nil && cc.User.Authenticated {
+		return cc.User.Name, nil
+	}
+	if id, ok := agentFrom(ctx); ok {
+		return id.Key(), nil
+	}
+	return "", errors.New("no authenticated agent on the call")
+}
+
+// guard checks everything that must hold before the SDK sees a request: the
+// gateway is not paused, the identity JWT is valid (a real 401 on both
+// bindings; the SDK would answer JSON-RPC auth errors inside a 200), and the
+// body is one bounded, strict JSON value.
+func (g *Gateway) guard(br *brandRoute, b binding, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.paused.Load() {
+			w.Header().Set("Retry-After", "30")
+			writeWireError(w, b, wireError{http.StatusServiceUnavailable, -32000, "UNAVAILABLE", "SERVER_ERROR", "the node owner has paused this gateway"}, nil)
+			return
+		}
+		id, werr := g.authenticate(r)
+		if werr != nil {
+			if werr.HTTPStatus == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="pact", error="invalid_token", error_description="`+headerSafe(werr.Message)+`"`)
+			}
+			writeWireError(w, b, *werr, nil)
+			return
+		}
+		if r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
+			body, id2, werr := checkBody(r, b)
+			if werr != nil {
+				writeWireError(w, b, *werr, id2)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.ContentLength = int64(len(body))
+		}
+		next.ServeHTTP(w, r.WithContext(withAgent(r.Context(), id)))
+	})
+}
+
+func (g *Gateway) authenticate(r *http.Request) (identity.Identity, *wireError) {
+	raw := r.Header.Get("Authorization")
+	if raw == "" {
+		e := errUnauthenticated.with("an identity JWT is required: Authorization: Bearer <JWT>")
+		return identity.Identity{}, &e
+	}
+	if len(raw) > maxTokenBytes+len("Bearer ") {
+		e := errUnauthenticated.with("the identity token is too large")
+		return identity.Identity{}, &e
+	}
+	scheme, tok, ok := strings.Cut(raw, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+		e := errUnauthenticated.with("use the Bearer scheme for the identity JWT")
+		return identity.Identity{}, &e
+	}
+	id, err := g.cfg.Identity.Verify(r.Context(), strings.TrimSpace(tok), clientIP(r))
+	if err != nil {
+		if errors.Is(err, identity.ErrRateLimited) {
+			e := errRateLimited.with("too many new issuers from this client; retry later")
+			return identity.Identity{}, &e
+		}
+		var ie *identity.Error
+		desc := "the identity token is not valid"
+		code := "invalid"
+		if errors.As(err, &ie) {
+			desc, code = ie.Description, ie.Code
+		}
+		g.cfg.Logger.Info("identity rejected", "reason", code, "client", clientIP(r))
+		e := errUnauthenticated.with(desc)
+		return identity.Identity{}, &e
+	}
+	return id, nil
+}
+
+// checkBody reads and validates a request body for the binding.
+func checkBody(r *http.Request, b binding) ([]byte, []byte, *wireError) {
+	if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+		e := errContentType.with("Content-Encoding " + quoteTrunc(enc) + " is not accepted; send the body uncompressed")
+		return nil, nil, &e
+	}
+	body, err := readBody(r.Body)
+	if err != nil {
+		return nil, nil, toWire(err)
+	}
+	if len(body) == 0 && b == bindingREST {
+		return body, nil, nil // e.g. POST /tasks/{id}:cancel carries nothing
+	}
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		e := errContentType.with("Content-Type must be application/json")
+		return nil, nil, &e
+	}
+	if err := checkJSON(body); err != nil {
+		return nil, nil, toWire(err)
+	}
+	if b == bindingJSONRPC {
+		id, err := checkEnvelope(body)
+		if err != nil {
+			return nil, id, toWire(err)
+		}
+	}
+	return body, nil, nil
+}
+
+func toWire(err error) *wireError {
+	var be *bodyError
+	e := errParse.with(err.Error())
+	if errors.As(err, &be) {
+		switch be.kind {
+		case kindInvalid:
+			e = errInvalidRequest.with(be.detail)
+		case kindTooLarge:
+			e = errTooLarge.with(be.detail)
+		}
+	}
+	return &e
+}
+
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// headerSafe keeps a description inside a quoted header parameter.
+func headerSafe(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		if c == '"' || c == '\\' || c < 0x20 || c > 0x7e {
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}

@@ -1,0 +1,169 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// Limits on request bodies. The SDK decodes with encoding/json, which accepts
+// trailing data, duplicate keys, invalid UTF-8 (silently U+FFFD) and nesting up
+// to 10,000 levels, so every body is checked here before the SDK sees it.
+const (
+	maxBodyBytes = 4 << 20
+	maxDepth     = 64
+	maxIDLen     = 256
+)
+
+// bodyError says which standard error a bad body gets.
+type bodyError struct {
+	kind   bodyErrorKind
+	detail string
+}
+
+type bodyErrorKind int
+
+const (
+	kindParse    bodyErrorKind = iota // -32700
+	kindInvalid                       // -32600
+	kindTooLarge                      // 413
+)
+
+func (e *bodyError) Error() string { return e.detail }
+
+// checkJSON validates a whole body: valid UTF-8, one JSON value and nothing
+// after it, bounded depth, no duplicate or case-variant keys in any object.
+func checkJSON(body []byte) error {
+	if !utf8.Valid(body) {
+		return &bodyError{kindParse, "body is not valid UTF-8"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := walk(dec, 0); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &bodyError{kindParse, "unexpected data after the JSON value"}
+	}
+	return nil
+}
+
+func walk(dec *json.Decoder, depth int) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return &bodyError{kindParse, "malformed JSON: " + err.Error()}
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return nil
+	}
+	if depth+1 > maxDepth {
+		return &bodyError{kindInvalid, fmt.Sprintf("JSON nested deeper than %d levels", maxDepth)}
+	}
+	switch d {
+	case '{':
+		seen := map[string]bool{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return &bodyError{kindParse, "malformed JSON: " + err.Error()}
+			}
+			key, _ := kt.(string)
+			folded := strings.ToLower(key)
+			if seen[folded] {
+				return &bodyError{kindInvalid, fmt.Sprintf("duplicate key %q", key)}
+			}
+			seen[folded] = true
+			if err := walk(dec, depth+1); err != nil {
+				return err
+			}
+		}
+	case '[':
+		for dec.More() {
+			if err := walk(dec, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing delimiter
+		return &bodyError{kindParse, "malformed JSON: " + err.Error()}
+	}
+	return nil
+}
+
+// envelope is the part of a JSON-RPC request checked before dispatch.
+type envelope struct {
+	JSONRPC *string          `json:"jsonrpc"`
+	ID      json.RawMessage  `json:"id"`
+	Method  *string          `json:"method"`
+	Params  *json.RawMessage `json:"params"`
+}
+
+// checkEnvelope applies JSON-RPC 2.0 rules the SDK is lax about: batches are
+// not supported, ids are strings or integers of bounded size, notifications
+// (no id) are refused rather than run silently. It returns the id to echo.
+func checkEnvelope(body []byte) (json.RawMessage, error) {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		return nil, &bodyError{kindInvalid, "batch requests are not supported"}
+	}
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return nil, &bodyError{kindInvalid, "the request must be a JSON object"}
+	}
+	var env envelope
+	if err := json.Unmarshal(body, &env); err != nil {
+		return nil, &bodyError{kindInvalid, "invalid request: " + err.Error()}
+	}
+	id, err := checkID(env.ID)
+	if err != nil {
+		return nil, err
+	}
+	if env.JSONRPC == nil || *env.JSONRPC != "2.0" {
+		return id, &bodyError{kindInvalid, `"jsonrpc" must be "2.0"`}
+	}
+	if env.Method == nil {
+		return id, &bodyError{kindInvalid, `"method" is required`}
+	}
+	if id == nil {
+		return nil, &bodyError{kindInvalid, "notifications (requests without an id) are not supported"}
+	}
+	return id, nil
+}
+
+func checkID(raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if len(raw) > maxIDLen {
+		return nil, &bodyError{kindInvalid, "id is too long"}
+	}
+	switch raw[0] {
+	case '"':
+		return raw, nil
+	case '{', '[':
+		return nil, &bodyError{kindInvalid, "id must be a string or an integer"}
+	}
+	var n json.Number
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return nil, &bodyError{kindInvalid, "id must be a string or an integer"}
+	}
+	if _, err := n.Int64(); err != nil {
+		return nil, &bodyError{kindInvalid, "id must be a string or an integer"}
+	}
+	return raw, nil
+}
+
+// readBody reads at most maxBodyBytes; a larger body is an error without reading on.
+func readBody(r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxBodyBytes+1))
+	if err != nil {
+		return nil, &bodyError{kindParse, "reading body: " + err.Error()}
+	}
+	if len(data) > maxBodyBytes {
+		return nil, &bodyError{kindTooLarge, fmt.Sprintf("request body larger than %d bytes", maxBodyBytes)}
+	}
+	return data, nil
+}

@@ -1,0 +1,97 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	"github.com/aether/aether/backend/policy"
+)
+
+// Reload serves p from the next request on. Brands whose configuration did not
+// change keep their A2A handler, so their running turns and streams go on.
+func (g *Gateway) Reload(p *policy.Policy) error {
+	if p == nil || p.Pact == nil {
+		return errors.New("gateway: the policy has no pact section")
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	u := newURLs(p.Pact.PublicURL)
+	next := &routes{policy: p, hash: p.Hash(), brands: map[string]*brandRoute{}}
+	for _, b := range p.Pact.Brands {
+		if old := g.brands[b.ID]; old != nil && reflect.DeepEqual(old.brand, b) && old.brandURL == u.brand(b.ID) {
+			next.brands[b.ID] = old
+			continue
+		}
+		br, err := g.newBrandRoute(u, b)
+		if err != nil {
+			return err
+		}
+		next.brands[b.ID] = br
+	}
+	if len(p.Pact.Brands) == 1 {
+		next.single = next.brands[p.Pact.Brands[0].ID]
+	}
+	jwks, err := newStaticJSON(g.cfg.Keys.JWKS(), "300")
+	if err != nil {
+		return fmt.Errorf("gateway: jwks: %w", err)
+	}
+	next.jwks = jwks
+	meta, err := newStaticJSON(authorizationServerMetadata(u, p), "300")
+	if err != nil {
+		return fmt.Errorf("gateway: metadata: %w", err)
+	}
+	next.metadata = meta
+	g.brands = next.brands
+	g.routes.Store(next)
+	return nil
+}
+
+func (g *Gateway) newBrandRoute(u urls, b policy.Brand) (*brandRoute, error) {
+	card := buildCard(u, b)
+	cardHandler, err := newStaticJSON(card, "300")
+	if err != nil {
+		return nil, fmt.Errorf("gateway: card for %s: %w", b.ID, err)
+	}
+	tasks := g.cfg.Store.TaskStore(b.ID, ownerFromContext)
+	gate := &gate{g: g, brand: b.ID, urls: u}
+	exec := &executor{g: g, brand: b.ID}
+	h := a2asrv.NewHandler(exec,
+		a2asrv.WithTaskStore(tasks),
+		a2asrv.WithCallInterceptors(gate),
+		a2asrv.WithCapabilityChecks(&card.Capabilities),
+		a2asrv.WithLogger(g.cfg.Logger),
+	)
+	keepAlive := a2asrv.WithTransportKeepAlive(15 * time.Second)
+	return &brandRoute{
+		brand:    b,
+		brandURL: u.brand(b.ID),
+		card:     cardHandler,
+		jsonrpc:  a2asrv.NewJSONRPCHandler(h, keepAlive),
+		rest:     a2asrv.NewRESTHandler(h, keepAlive),
+		handler:  h,
+	}, nil
+}
+
+// authorizationServerMetadata is the RFC 8414 document of the node's device flow.
+func authorizationServerMetadata(u urls, p *policy.Policy) map[string]any {
+	scopes := []string{}
+	for _, b := range p.Pact.Brands {
+		scopes = append(scopes, b.Scope.ID)
+	}
+	return map[string]any{
+		"issuer":                                u.base,
+		"device_authorization_endpoint":         u.deviceAuthorization(),
+		"token_endpoint":                        u.token(),
+		"jwks_uri":                              u.jwks(),
+		"grant_types_supported":                 []string{deviceCodeGrant, grantRefreshGrant},
+		"scopes_supported":                      scopes,
+		"response_types_supported":              []string{},
+		"token_endpoint_auth_methods_supported": []string{"none"},
+		"pact_identity":                         "Authorization: Bearer <identity JWT> on every request",
+		"pact_delegation_header":                DelegationHeader,
+	}
+}

@@ -1,0 +1,96 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/aether/aether/backend/codex"
+	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/identity"
+)
+
+// sweep expires device flows past their time (consent emits the events).
+func (n *Node) sweep(ctx context.Context) {
+	defer n.bg.Done()
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := n.consent.Sweep(ctx); err != nil && ctx.Err() == nil {
+				n.log.Warn("consent sweep failed", "err", err)
+			}
+		}
+	}
+}
+
+// rejectOnFlowEnd ends an agent's waiting AUTH_REQUIRED tasks on a brand as
+// REJECTED when the owner denies its request or the request expires.
+func (n *Node) rejectOnFlowEnd(ctx context.Context) {
+	defer n.bg.Done()
+	events, stop := n.consent.Subscribe()
+	defer stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			var reason string
+			switch {
+			case ev.Kind == consent.EventRequestDecided && ev.Outcome == consent.OutcomeDenied:
+				reason = "The node owner denied this agent's request."
+			case ev.Kind == consent.EventRequestExpired:
+				reason = "The consent request expired before the owner decided (" + ev.Outcome + ")."
+			default:
+				continue
+			}
+			owner := identity.Identity{Issuer: ev.Agent.Issuer, Subject: ev.Agent.Subject}.Key()
+			ids, err := n.db.RejectAuthRequired(ctx, owner, ev.Brand, reason)
+			if err != nil {
+				n.log.Warn("could not end waiting tasks", "brand", ev.Brand, "err", err)
+			} else if len(ids) > 0 {
+				n.log.Info("waiting tasks rejected", "brand", ev.Brand, "tasks", len(ids), "outcome", ev.Outcome)
+			}
+		}
+	}
+}
+
+// refreshHealth checks Codex (found, version, signed in) at start and every few minutes.
+func (n *Node) refreshHealth(ctx context.Context) {
+	defer n.bg.Done()
+	check := func() {
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		h := n.runner.Check(cctx)
+		cancel()
+		n.healthMu.Lock()
+		changed := h != n.health
+		n.health = h
+		n.healthMu.Unlock()
+		if changed {
+			n.log.Info("codex", "found", h.Found, "path", h.Path, "version", h.Version, "versionOk", h.VersionOK, "signedIn", h.LoggedIn, "problem", h.Error)
+		}
+	}
+	check()
+	t := time.NewTicker(5 * time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			check()
+		}
+	}
+}
+
+// Codex is the last Codex health check.
+func (n *Node) Codex() codex.Health {
+	n.healthMu.Lock()
+	defer n.healthMu.Unlock()
+	return n.health
+}

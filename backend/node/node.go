@@ -1,0 +1,320 @@
+// Package node is the composition root: it builds the gateway, the admin UI,
+// the node API and the services under them from flags and policy.json, and
+// starts and stops them. The CLI and the desktop app are thin shells over it.
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aether/aether/backend/admin"
+	"github.com/aether/aether/backend/codex"
+	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/fsutil"
+	"github.com/aether/aether/backend/gateway"
+	"github.com/aether/aether/backend/keys"
+	"github.com/aether/aether/backend/policy"
+	"github.com/aether/aether/backend/receipts"
+	"github.com/aether/aether/backend/store"
+)
+
+// Options are the flags of `aether node serve`.
+type Options struct {
+	PolicyPath string // policy.json; "" = the desktop default (last used, else <data>/policy.json)
+	DataDir    string // "" = DefaultDataDir()
+	Port       int    // node API on 127.0.0.1; 0 = a free port
+	AdminPort  int    // admin UI on 127.0.0.1; 0 = a free port
+	PactListen string // gateway address, e.g. 127.0.0.1:8080
+	CodexPath  string // codex binary; "" = codex on PATH
+	// CodexArgs and CodexEnv are passed to every codex run (tests point codex at a local model).
+	CodexArgs []string
+	CodexEnv  []string
+	// Runner replaces Codex with another coding agent (benchmarks use an instant stand-in).
+	Runner gateway.Runner
+	UI     fs.FS // frontend/dist
+	Logger *slog.Logger
+	// Desktop keeps the node running on a broken policy (the window shows the
+	// error on the Brands page, gateway stopped) instead of failing to start.
+	Desktop bool
+	// StarterPolicy writes a starter policy (no brands) when PolicyPath does not exist.
+	StarterPolicy bool
+	// OnConsentLink is called when a browser opens a consent link (the desktop brings its window forward).
+	OnConsentLink func(userCode string)
+}
+
+// Node is a running node.
+type Node struct {
+	opts    Options
+	log     *slog.Logger
+	dataDir string
+	lock    *os.File
+	key     *keys.Key
+	db      *store.DB
+	token   string
+	consent *consent.Service
+	ledger  *receipts.Ledger
+	runner  *codex.Runner
+	turns   gateway.Runner
+	admin   *admin.Server
+	hub     *hub
+
+	mu         sync.Mutex
+	pol        *policy.Policy // last good policy; nil when none loaded yet
+	polErr     error          // the current file's problem, if any
+	polPath    string
+	polModTime time.Time
+	gw         *gateway.Gateway
+
+	servers  []*http.Server
+	addrs    Addresses
+	stop     context.CancelFunc
+	bg       sync.WaitGroup
+	health   codex.Health
+	healthMu sync.Mutex
+}
+
+// Addresses are the listeners as bound, written to <data-dir>/node.json for local tools.
+type Addresses struct {
+	Gateway   string `json:"gateway"`
+	Admin     string `json:"admin"`
+	API       string `json:"api"`
+	PublicURL string `json:"publicUrl"`
+	PID       int    `json:"pid"`
+}
+
+// Start opens the data dir, loads the policy and starts every listener.
+func Start(ctx context.Context, o Options) (n *Node, err error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	n = &Node{opts: o, log: o.Logger, hub: newHub()}
+	defer func() {
+		if err != nil {
+			n.close()
+		}
+	}()
+	if n.dataDir = o.DataDir; n.dataDir == "" {
+		if n.dataDir, err = DefaultDataDir(); err != nil {
+			return nil, err
+		}
+	}
+	if n.dataDir, err = filepath.Abs(n.dataDir); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	if err = prepareDataDir(n.dataDir); err != nil {
+		return nil, err
+	}
+	if n.lock, err = lockDataDir(n.path(fileLock)); err != nil {
+		return nil, err
+	}
+	if n.key, err = keys.LoadOrCreate(n.path(fileKey)); err != nil {
+		return nil, err
+	}
+	if n.token, err = admin.LoadOrCreateToken(n.path(fileToken)); err != nil {
+		return nil, err
+	}
+	cert, err := keys.LoadOrCreateTLS(n.path(fileTLSCert), n.path(fileTLSKey), time.Now())
+	if err != nil {
+		return nil, err
+	}
+	if n.db, err = store.Open(n.path(fileDB)); err != nil {
+		return nil, err
+	}
+	if err = n.loadPolicy(); err != nil && !o.Desktop {
+		return nil, err
+	}
+	n.runner = &codex.Runner{Path: o.CodexPath, ExtraArgs: o.CodexArgs, Env: o.CodexEnv, Logger: n.log}
+	n.turns = n.runner
+	if o.Runner != nil {
+		n.turns = o.Runner
+	}
+
+	// Listeners first: the consent URL and the node API address are only known once bound.
+	adminLn, err := listenLoopback(o.AdminPort, "admin")
+	if err != nil {
+		return nil, err
+	}
+	apiLn, err := listenLoopback(o.Port, "node API")
+	if err != nil {
+		adminLn.Close()
+		return nil, err
+	}
+	gwAddr := o.PactListen
+	if gwAddr == "" {
+		gwAddr = "127.0.0.1:8080"
+	}
+	gwLn, err := net.Listen("tcp", gwAddr)
+	if err != nil {
+		adminLn.Close()
+		apiLn.Close()
+		return nil, fmt.Errorf("gateway: listen on %s: %w (is another program using it? choose another with --pact-listen)", gwAddr, err)
+	}
+	n.addrs = Addresses{Gateway: gwLn.Addr().String(), Admin: adminLn.Addr().String(), API: apiLn.Addr().String(), PID: os.Getpid()}
+	consentURL := "https://" + n.addrs.Admin + "/pact/consent"
+
+	publicURL := "http://" + n.addrs.Gateway
+	if n.pol != nil && n.pol.Pact != nil {
+		publicURL = n.pol.Pact.PublicURL
+	}
+	n.addrs.PublicURL = publicURL
+	n.consent = consent.New(n.db, n.key, consent.Config{
+		PublicURL: publicURL, ConsentURL: consentURL, Brands: n.consentBrands, Logger: n.log,
+	})
+	n.ledger = receipts.NewLedger(n.db, n.key, publicURL, time.Now)
+	if err = n.recover(ctx); err != nil {
+		return nil, err
+	}
+	if err = n.startGateway(publicURL, consentURL); err != nil && !o.Desktop {
+		return nil, err
+	}
+
+	n.admin = admin.New(admin.Config{Token: n.token, Addr: n.addrs.Admin, UI: o.UI, Log: n.log, OnConsentLink: o.OnConsentLink}, &backend{n: n})
+	gwSrv := &http.Server{Handler: http.HandlerFunc(n.serveGateway), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, IdleTimeout: 2 * time.Minute}
+	adminSrv := &http.Server{Handler: n.admin.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}
+	apiSrv := &http.Server{Handler: n.apiHandler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	n.servers = []*http.Server{gwSrv, adminSrv, apiSrv}
+	go n.serve(gwSrv, gwLn, false)
+	go n.serve(adminSrv, adminLn, true)
+	go n.serve(apiSrv, apiLn, false)
+
+	if err = n.writeAddresses(); err != nil {
+		return nil, err
+	}
+	bgCtx, cancel := context.WithCancel(context.Background())
+	n.stop = cancel
+	n.bg.Add(5)
+	go n.sweep(bgCtx)
+	go n.watchPolicy(bgCtx)
+	go n.rejectOnFlowEnd(bgCtx)
+	go n.refreshHealth(bgCtx)
+	go n.bridgeConsent(bgCtx)
+
+	n.log.Info("gateway listening", "addr", n.addrs.Gateway, "publicUrl", publicURL)
+	n.log.Info("admin UI listening", "addr", "https://"+n.addrs.Admin)
+	n.log.Info("node API listening", "addr", "http://"+n.addrs.API)
+	n.log.Info("sign in to the admin UI", "link", n.SignInURL())
+	return n, nil
+}
+
+func (n *Node) path(name string) string { return filepath.Join(n.dataDir, name) }
+
+// DataDir is the folder everything is kept in.
+func (n *Node) DataDir() string { return n.dataDir }
+
+// Addresses are the bound listeners.
+func (n *Node) Addresses() Addresses { return n.addrs }
+
+// SignInURL is the admin sign-in link (it carries the admin token).
+func (n *Node) SignInURL() string {
+	return "https://" + n.addrs.Admin + "/login?token=" + n.token
+}
+
+// Admin is the admin UI server (the desktop serves its DesktopHandler in the window).
+func (n *Node) Admin() *admin.Server { return n.admin }
+
+// Consent is the device-flow and grant service (desktop notifications decide through it).
+func (n *Node) Consent() *consent.Service { return n.consent }
+
+func listenLoopback(port int, what string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return nil, fmt.Errorf("%s: listen on 127.0.0.1:%d: %w", what, port, err)
+	}
+	return ln, nil
+}
+
+func (n *Node) serve(srv *http.Server, ln net.Listener, useTLS bool) {
+	var err error
+	if useTLS {
+		err = srv.ServeTLS(ln, "", "")
+	} else {
+		err = srv.Serve(ln)
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		n.log.Error("listener stopped", "addr", ln.Addr().String(), "err", err)
+	}
+}
+
+func (n *Node) writeAddresses() error {
+	data, err := json.MarshalIndent(n.addrs, "", "  ")
+	if err != nil {
+		return err
+	}
+	return fsutil.WriteFileAtomic(n.path(fileAddresses), append(data, '\n'), 0o600)
+}
+
+// recover ends what a crash left running: turns get a failed receipt, tasks end FAILED.
+func (n *Node) recover(ctx context.Context) error {
+	const why = "the node stopped while the turn was running"
+	turns, err := n.ledger.Recover(ctx)
+	if err != nil {
+		return fmt.Errorf("recover interrupted turns: %w", err)
+	}
+	tasks, err := n.db.FailInterrupted(ctx, why)
+	if err != nil {
+		return fmt.Errorf("recover interrupted tasks: %w", err)
+	}
+	if turns+tasks > 0 {
+		n.log.Warn("ended work interrupted by the last stop", "turns", turns, "tasks", tasks)
+	}
+	return nil
+}
+
+// Stop shuts down gracefully: listeners stop accepting, in-flight requests
+// finish (up to ctx), the receipt ledger drains, the database closes.
+func (n *Node) Stop(ctx context.Context) error {
+	if n.stop != nil {
+		n.stop()
+	}
+	if n.admin != nil {
+		n.admin.Close()
+	}
+	var errs []error
+	// Turns first: a streaming request stays open until its turn ends.
+	n.mu.Lock()
+	gw := n.gw
+	n.mu.Unlock()
+	if gw != nil {
+		gw.Pause() // no new turns while the running ones end
+		if err := gw.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop running turns: %w", err))
+		}
+	}
+	for _, s := range n.servers {
+		if err := s.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+			s.Close()
+		}
+	}
+	n.bg.Wait()
+	errs = append(errs, n.close())
+	return errors.Join(errs...)
+}
+
+func (n *Node) close() error {
+	var errs []error
+	if n.ledger != nil {
+		errs = append(errs, n.ledger.Close())
+	}
+	if n.db != nil {
+		errs = append(errs, n.db.Close())
+	}
+	if n.lock != nil {
+		n.lock.Close()
+		os.Remove(n.path(fileAddresses))
+	}
+	return errors.Join(errs...)
+}
