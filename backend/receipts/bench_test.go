@@ -118,10 +118,10 @@ func timeIt(runs int, f func()) time.Duration {
 	return d[runs/2]
 }
 
-// TestB4ReceiptsScale measures performance.md B4: the first receipts page
+// TestPrintB4 measures performance.md B4: the first receipts page
 // filtered by agent, and a full verify, at 1k / 10k / 100k receipts against the
 // 1k time. It reports; it never fails on timing.
-func TestB4ReceiptsScale(t *testing.T) {
+func TestPrintB4(t *testing.T) {
 	if os.Getenv("AETHER_BENCH") != "1" {
 		t.Skip("set AETHER_BENCH=1 to run B4")
 	}
