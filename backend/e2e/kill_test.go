@@ -1,0 +1,358 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"net/http"
+	"net/http/cookiejar"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/aether/aether/backend/codex/codextest"
+	"github.com/aether/aether/backend/identity/identitytest"
+	"github.com/aether/aether/backend/node"
+	"github.com/aether/aether/backend/receipts"
+)
+
+// buildAether builds the headless aether binary from the module root.
+func buildAether(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "aether")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/aether/aether")
+	cmd.Dir = filepath.Dir(strings.TrimSpace(string(out)))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build aether: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// adminClientAt signs in to a node's admin UI that runs in another process,
+// with the address it recorded in the data dir and its admin token.
+func adminClientAt(t *testing.T, addr, token string) *adminClient {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		Transport:     &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, // the node's self-signed admin certificate
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	a := &adminClient{t: t, base: "https://" + addr, hc: hc}
+	a.origin = a.base
+	resp, err := hc.Get(a.base + "/login?token=" + token)
+	if err != nil {
+		t.Fatalf("sign in: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign in: %s", resp.Status)
+	}
+	var s struct{ CSRFToken string }
+	a.do("GET", "/api/session", nil, &s)
+	a.csrf = s.CSRFToken
+	return a
+}
+
+// served is `aether node serve` running as a subprocess on an env's files.
+type served struct {
+	e    *env
+	bin  string
+	fake string
+	log  string
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// newServedEnv prepares an env (policy, workspace, issuer) for a node that
+// runs as a subprocess; e.n stays nil.
+func newServedEnv(t *testing.T) *served {
+	root := t.TempDir()
+	e := &env{t: t, dataDir: filepath.Join(root, "data"), policy: filepath.Join(root, "policy.json"),
+		workspace: filepath.Join(root, "workspace"), record: filepath.Join(root, "codex-record.jsonl")}
+	if err := os.MkdirAll(e.workspace, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(e.workspace, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644)
+	e.publicURL = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	pol := fmt.Sprintf(`{"pact":{"publicUrl":%q,"audience":%q,"allowInsecureLocalIssuers":true,"brands":%s}}`, e.publicURL, e.publicURL, reviewBrand)
+	if err := os.WriteFile(e.policy, []byte(pol), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.issuer = identitytest.NewIssuer(t)
+	s := &served{e: e, bin: buildAether(t), fake: codextest.BuildFake(t), log: filepath.Join(root, "node.log")}
+	t.Cleanup(func() {
+		if s.cmd != nil {
+			s.cmd.Process.Kill()
+			<-s.done
+		}
+		if t.Failed() {
+			data, _ := os.ReadFile(s.log)
+			t.Logf("node log:\n%s", data)
+		}
+	})
+	return s
+}
+
+// serve starts the node and waits until it has recorded its addresses and
+// the gateway answers.
+func (s *served) serve() {
+	s.e.t.Helper()
+	s.spawn()
+	s.ready()
+}
+
+// spawn starts `aether node serve` without waiting for it.
+func (s *served) spawn() {
+	t := s.e.t
+	t.Helper()
+	logf, err := os.OpenFile(s.log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(s.bin, "node", "serve", "--policy", s.e.policy, "--data-dir", s.e.dataDir, "--port", "0", "--admin-port", "0",
+		"--pact-listen", strings.TrimPrefix(s.e.publicURL, "http://"), "--codex", s.fake)
+	// The fake Codex keeps its sessions under CODEX_HOME: keep them in the test's folder.
+	cmd.Env = append(os.Environ(), "CODEX_HOME="+filepath.Join(filepath.Dir(s.e.dataDir), "codex-home"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start aether: %v", err)
+	}
+	s.cmd, s.done = cmd, make(chan error, 1)
+	go func() { s.done <- cmd.Wait() }()
+}
+
+// ready waits until the node has recorded its addresses and the gateway answers.
+func (s *served) ready() {
+	t := s.e.t
+	t.Helper()
+	cmd := s.cmd
+	deadline := time.Now().Add(waitLimit)
+	for {
+		if time.Now().After(deadline) {
+			t.Fatalf("aether node serve was not ready within %s", waitLimit)
+		}
+		select {
+		case err := <-s.done:
+			s.cmd = nil
+			t.Fatalf("aether node serve exited: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		var addrs node.Addresses
+		data, err := os.ReadFile(filepath.Join(s.e.dataDir, "node.json"))
+		if err != nil || json.Unmarshal(data, &addrs) != nil || addrs.PID != cmd.Process.Pid {
+			continue // not written yet, or a killed node's leftover
+		}
+		resp, err := http.Get(s.e.publicURL + "/healthz")
+		if err != nil {
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			continue
+		}
+		token, err := os.ReadFile(filepath.Join(s.e.dataDir, "admin.token"))
+		if err != nil {
+			t.Fatalf("admin token: %v", err)
+		}
+		s.e.admin = adminClientAt(t, addrs.Admin, strings.TrimSpace(string(token)))
+		return
+	}
+}
+
+// kill9 kills the node with SIGKILL: no shutdown code runs.
+func (s *served) kill9() {
+	s.e.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		s.e.t.Fatalf("kill -9: %v", err)
+	}
+	<-s.done
+	s.cmd = nil
+}
+
+// stop stops the node with SIGTERM and wants a clean exit.
+func (s *served) stop() {
+	t := s.e.t
+	t.Helper()
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		s.cmd = nil
+		if err != nil {
+			t.Fatalf("aether node serve on SIGTERM: %v", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatalf("aether node serve did not stop within %s of SIGTERM", waitLimit)
+	}
+}
+
+// codexChild waits for the node's `codex exec` child and returns its pid.
+func (s *served) codexChild() int {
+	t := s.e.t
+	t.Helper()
+	parent := s.cmd.Process.Pid
+	deadline := time.Now().Add(waitLimit)
+	for time.Now().Before(deadline) {
+		dirs, _ := filepath.Glob("/proc/[0-9]*")
+		for _, d := range dirs {
+			stat, err := os.ReadFile(d + "/stat")
+			if err != nil {
+				continue
+			}
+			// pid (comm) state ppid …: comm may hold spaces, so split after its ')'.
+			f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+			if len(f) < 2 || f[1] != strconv.Itoa(parent) {
+				continue
+			}
+			cmdline, _ := os.ReadFile(d + "/cmdline")
+			args := strings.Split(string(cmdline), "\x00")
+			if len(args) > 1 && args[0] == s.fake && args[1] == "exec" {
+				pid, _ := strconv.Atoi(filepath.Base(d))
+				return pid
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the node started no codex within %s", waitLimit)
+	return 0
+}
+
+var verifiedCount = regexp.MustCompile(`OK: (\d+) receipt`)
+
+// verifyReceipts runs `aether receipts verify --data-dir D` and returns how
+// many receipts it verified.
+func (s *served) verifyReceipts() int {
+	t := s.e.t
+	t.Helper()
+	out, err := exec.Command(s.bin, "receipts", "verify", "--data-dir", s.e.dataDir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("aether receipts verify: %v\n%s", err, out)
+	}
+	m := verifiedCount.FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("aether receipts verify said: %s", out)
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
+
+// TestKill9 kills `aether node serve` with SIGKILL right after start, while
+// idle and in the middle of a turn; each time the next start opens the data
+// dir with every grant, task and receipt, and the receipt chain verifies.
+func TestKill9(t *testing.T) {
+	s := newServedEnv(t)
+	e := s.e
+	ctx := context.Background()
+
+	t.Run("kill -9 during start-up", func(t *testing.T) {
+		for range 3 {
+			s.spawn()
+			s.kill9()
+		}
+		s.serve()
+	})
+	t.Run("kill -9 right after start", func(t *testing.T) {
+		s.kill9()
+		s.serve()
+	})
+
+	alice := e.agent("alice")
+	grant := alice.allow()
+	c := alice.client("review", a2a.TransportProtocolJSONRPC)
+	done := alice.send(c, "", "Review main.go please")
+	if done.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("turn ended %s: %q", done.Status.State, statusText(done))
+	}
+	bob := e.agent("bob")
+	cb := bob.client("review", a2a.TransportProtocolJSONRPC)
+	waiting := bob.send(cb, "", "Review main.go please")
+
+	t.Run("kill -9 while idle loses nothing", func(t *testing.T) {
+		s.kill9()
+		s.serve()
+		if g := e.grant(grant); g == nil || g["status"] != "active" {
+			t.Errorf("grant after kill -9: %v", g)
+		}
+		if r := e.receiptFor(done.ID); r == nil || r["status"] != "completed" {
+			t.Errorf("receipt after kill -9: %v", r)
+		}
+		got, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: done.ID})
+		if err != nil || got.Status.State != a2a.TaskStateCompleted {
+			t.Fatalf("completed task after kill -9: %v %v", got, err)
+		}
+		if claims := receiptClaims(t, e, got); claims.Status != "completed" {
+			t.Errorf("receipt status %s", claims.Status)
+		}
+		if w, err := cb.GetTask(ctx, &a2a.GetTaskRequest{ID: waiting.ID}); err != nil || w.Status.State != a2a.TaskStateAuthRequired {
+			t.Errorf("waiting task after kill -9: %v %v", w, err)
+		}
+		if again := alice.send(c, "", "Review main.go again"); again.Status.State != a2a.TaskStateCompleted {
+			t.Errorf("the delegation token after kill -9: turn ended %s: %q", again.Status.State, statusText(again))
+		}
+	})
+
+	t.Run("T8 kill -9 during a running turn", func(t *testing.T) {
+		before := s.verifyReceipts()
+		sctx, cancel := context.WithTimeout(ctx, waitLimit)
+		defer cancel()
+		next, stop := iter.Pull2(c.SendStreamingMessage(sctx, textMessage("crash under me [fake:hang]")))
+		defer stop()
+		ev, err, ok := next()
+		if !ok || err != nil {
+			t.Fatalf("first event: %v %v", ok, err)
+		}
+		task, isTask := ev.(*a2a.Task)
+		if !isTask {
+			t.Fatalf("first event %s, want the submitted task", describe(ev))
+		}
+		codex := s.codexChild()
+		s.kill9()
+		stop()
+		// The codex of the killed node is orphaned (its own process group);
+		// end it here so it does not outlive the test.
+		if !processGone(codex) {
+			t.Logf("codex (pid %d) outlived the killed node", codex)
+			syscall.Kill(codex, syscall.SIGKILL)
+		}
+
+		if n := s.verifyReceipts(); n != before {
+			t.Errorf("after kill -9 the data dir verifies %d receipts, want the %d from before", n, before)
+		}
+		s.serve()
+		got := waitState(t, c, task.ID, a2a.TaskStateFailed)
+		if !strings.Contains(statusText(got), "stopped") {
+			t.Errorf("the interrupted task's reason %q does not say the node stopped", statusText(got))
+		}
+		r := e.receiptFor(task.ID)
+		if r == nil || r["status"] != "failed" {
+			t.Fatalf("the interrupted turn's receipt: %v", r)
+		}
+		var detail struct {
+			Claims receipts.Claims
+			Verify struct{ OK bool }
+		}
+		if code := e.admin.do("GET", "/api/receipts/"+r["id"].(string), nil, &detail); code != 200 || !detail.Verify.OK || detail.Claims.Reason == "" {
+			t.Errorf("the interrupted turn's receipt: %d %+v", code, detail)
+		}
+		s.stop()
+		if n := s.verifyReceipts(); n != before+1 {
+			t.Errorf("after the restart %d receipts verify, want %d", n, before+1)
+		}
+	})
+}
