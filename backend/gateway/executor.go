@@ -17,6 +17,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/aether/aether/backend/codex"
+	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/receipts"
 )
 
@@ -33,10 +34,9 @@ type executor struct {
 
 // turn is one running turn, found by task id for CancelTask and disconnects.
 type turn struct {
-	cancel   context.CancelCauseFunc
-	done     chan struct{}
-	receipt  *receipts.Receipt // set before done closes
-	canceled error             // why the turn was canceled, if it was
+	cancel  context.CancelCauseFunc
+	done    chan struct{}
+	receipt *receipts.Receipt // set before done closes
 }
 
 var (
@@ -104,23 +104,69 @@ func (t *turnTable) remove(id a2a.TaskID) {
 
 func (e *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
-		task := ec.StoredTask
-		if task == nil {
-			task = a2a.NewSubmittedTask(ec, ec.Message)
-			if !yield(task, nil) {
-				return
+		streaming, _ := ec.User.Attributes[attrStreaming].(bool)
+		t := &turnRun{ec: ec, yield: yield, task: ec.StoredTask, created: ec.StoredTask != nil, streaming: streaming}
+		if t.task == nil {
+			t.task = a2a.NewSubmittedTask(ec, ec.Message)
+			// A stream shows "submitted" first; a plain send creates the task
+			// directly in its first real state, one write fewer.
+			if streaming {
+				if !yield(t.task, nil) {
+					return
+				}
+				t.created = true
 			}
 		}
-		e.run(ctx, ec, task, yield)
+		e.run(ctx, t)
 	}
 }
 
-func (e *executor) run(ctx context.Context, ec *a2asrv.ExecutorContext, task *a2a.Task, yield func(a2a.Event, error) bool) {
+// turnRun is one delegated turn's events.
+type turnRun struct {
+	ec        *a2asrv.ExecutorContext
+	yield     func(a2a.Event, error) bool
+	task      *a2a.Task // the task as it was before this turn
+	created   bool      // the task is in the store
+	streaming bool
+	shown     []*a2a.Message // status messages sent: each next status moves the last into history
+}
+
+// status sends a status; the first event of a task not yet stored is the task itself.
+func (t *turnRun) status(state a2a.TaskState, text string) bool {
+	msg := agentText(t.ec, text)
+	t.shown = append(t.shown, msg)
+	if !t.created {
+		t.created = true
+		task := *t.task
+		now := time.Now().UTC()
+		task.Status = a2a.TaskStatus{State: state, Message: msg, Timestamp: &now}
+		return t.yield(&task, nil)
+	}
+	return t.yield(a2a.NewStatusUpdateEvent(t.ec, state, msg), nil)
+}
+
+// finish sends the artifacts and the final status: as events on a stream, as
+// the finished task in one write on a plain send (nobody watches its events).
+func (t *turnRun) finish(arts []*a2a.TaskArtifactUpdateEvent, final *a2a.TaskStatusUpdateEvent) {
+	if !t.streaming {
+		t.yield(finishedTask(t.task, t.shown, arts, final), nil)
+		return
+	}
+	for _, a := range arts {
+		if !t.yield(a, nil) {
+			return
+		}
+	}
+	t.yield(final, nil)
+}
+
+func (e *executor) run(ctx context.Context, t *turnRun) {
+	ec := t.ec
 	attrs := ec.User.Attributes
 	rt := e.g.routes.Load() // the policy snapshot this turn runs on (P11)
 	br := rt.brands[e.brand]
 	if br == nil {
-		yield(failed(ec, "the brand "+quoteTrunc(e.brand)+" is no longer offered by this node"), nil)
+		t.status(a2a.TaskStateFailed, "the brand "+quoteTrunc(e.brand)+" is no longer offered by this node")
 		return
 	}
 	brand := br.brand
@@ -129,14 +175,14 @@ func (e *executor) run(ctx context.Context, ec *a2asrv.ExecutorContext, task *a2
 	grant, _ := attrs[attrGrant].(string)
 	if grant == "" {
 		// The gate lets no turn through without a delegation; refuse loudly if one gets here.
-		yield(failed(ec, "no delegation on this turn"), nil)
+		t.status(a2a.TaskStateFailed, "no delegation on this turn")
 		return
 	}
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
 	tr := &turn{cancel: cancel, done: make(chan struct{})}
 	if !e.g.turns.add(ec.TaskID, tr) {
-		yield(nil, a2a.NewError(a2a.ErrUnsupportedOperation, "a turn is already running on this task"))
+		t.yield(nil, a2a.NewError(a2a.ErrUnsupportedOperation, "a turn is already running on this task"))
 		return
 	}
 	defer e.g.turns.remove(ec.TaskID)
@@ -151,41 +197,84 @@ func (e *executor) run(ctx context.Context, ec *a2asrv.ExecutorContext, task *a2
 		}()
 	}
 
-	started := time.Now().UTC()
-	turnID := newID("t_")
 	reqHash, err := receipts.HashJSON(ec.Message)
 	if err != nil {
-		yield(nil, fmt.Errorf("hash request: %w", err))
+		t.yield(nil, fmt.Errorf("hash request: %w", err))
 		return
 	}
 	base := receipts.Turn{
-		ID: turnID, TaskID: string(ec.TaskID), ContextID: ec.ContextID, Brand: brand.ID, BrandScope: brand.Scope.ID,
-		GrantID: grant, Agent: receipts.Agent{Issuer: iss, Subject: sub}, PolicyHash: rt.hash, RequestHash: reqHash, StartedAt: started,
+		ID: newID("t_"), TaskID: string(ec.TaskID), ContextID: ec.ContextID, Brand: brand.ID, BrandScope: brand.Scope.ID,
+		GrantID: grant, Agent: receipts.Agent{Issuer: iss, Subject: sub}, PolicyHash: rt.hash, RequestHash: reqHash,
+		StartedAt: time.Now().UTC(),
 	}
-	if err := e.g.cfg.Ledger.Start(ctx, base); err != nil {
-		yield(nil, fmt.Errorf("record turn: %w", err))
+	// The turn record and the WORKING state are written side by side (one
+	// group commit); Codex starts only once both are durable.
+	started := make(chan error, 1)
+	go func() { started <- e.g.cfg.Ledger.Start(ctx, base) }()
+	visible := t.status(a2a.TaskStateWorking, "Codex is working on it in "+brand.Name+" ("+string(brand.AccessMode)+").")
+	if err := <-started; err != nil {
+		t.yield(nil, fmt.Errorf("record turn: %w", err))
 		return
 	}
-	// shown are the status messages sent so far: each later status update moves
-	// the previous one into the task's history.
-	var shown []*a2a.Message
-	working := func(text string) bool {
-		ev := a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, agentText(ec, text))
-		shown = append(shown, ev.Status.Message)
-		return yield(ev, nil)
-	}
-	if !working("Codex is working on it in " + brand.Name + " (" + string(brand.AccessMode) + ").") {
+	if !visible {
+		// The task could not be updated (the SDK stopped the execution): close
+		// the turn with a receipt rather than leave it running until a restart.
+		end := base
+		end.Status, end.Reason, end.ExitCode, end.EndedAt = "failed", "the task could not be updated; codex did not run", -1, time.Now().UTC()
+		end.AnswerHash = receipts.HashBytes(nil)
+		if _, err := e.g.cfg.Ledger.Append(context.WithoutCancel(ctx), end); err != nil {
+			e.g.cfg.Logger.Error("receipt not committed", "task", ec.TaskID, "err", err)
+		}
 		return
 	}
 
+	res := e.runCodex(runCtx, rt, brand, t)
+	status, state, reason := outcome(runCtx, res)
+	end := base
+	end.AnswerHash = receipts.HashBytes([]byte(res.Answer))
+	end.Status, end.Reason, end.ExitCode, end.EndedAt = status, reason, res.ExitCode, time.Now().UTC()
+	end.Usage = receipts.Usage{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens, OutputTokens: res.Usage.OutputTokens}
+	end.Violation = res.WorkspaceChanged
+	// A revoke during the turn lets it finish; the receipt says so (V2).
+	if g, err := e.g.cfg.Store.GrantByID(ctx, grant); err == nil && g.RevokedAt != nil {
+		end.GrantRevokedDuringTurn = true
+	}
+	rec, err := e.g.cfg.Ledger.Append(context.WithoutCancel(ctx), end)
+	if err != nil {
+		// No receipt, no answer: the turn fails rather than answer unrecorded.
+		e.g.cfg.Logger.Error("receipt not committed", "task", ec.TaskID, "err", err)
+		t.status(a2a.TaskStateFailed, "the node could not record a receipt for this turn")
+		return
+	}
+	tr.receipt = rec
+	if e.g.cfg.OnReceipt != nil {
+		e.g.cfg.OnReceipt(rec)
+	}
+	if errors.Is(context.Cause(runCtx), errCanceledByAgent) {
+		return // Cancel emits the receipt and the CANCELED status on the same queue
+	}
+	var arts []*a2a.TaskArtifactUpdateEvent
+	if state == a2a.TaskStateCompleted {
+		arts = append(arts, answerArtifact(ec, res.Answer))
+	}
+	arts = append(arts, receiptArtifact(ec, rec))
+	final := a2a.NewStatusUpdateEvent(ec, state, agentText(ec, finalText(state, reason)))
+	if res.ThreadID != "" {
+		final.Metadata = map[string]any{metaThread: res.ThreadID}
+	}
+	t.finish(arts, final)
+}
+
+// runCodex runs the coding agent, relaying its progress as WORKING updates.
+func (e *executor) runCodex(ctx context.Context, rt *routes, brand policy.Brand, t *turnRun) codex.Result {
 	req := codex.Request{
 		AccessMode: string(brand.AccessMode),
-		Prompt:     codex.BuildPrompt(brand.InstructionText(), messageTexts(ec.Message)),
-		ThreadID:   threadOf(ec.StoredTask),
+		Prompt:     codex.BuildPrompt(brand.InstructionText(), messageTexts(t.ec.Message)),
+		ThreadID:   threadOf(t.ec.StoredTask),
 	}
 	progress := make(chan string, 16)
 	resc := make(chan codex.Result, 1)
-	timeout, cancelTimeout := context.WithTimeout(runCtx, e.g.cfg.TurnTimeout)
+	timeout, cancelTimeout := context.WithTimeout(ctx, e.g.cfg.TurnTimeout)
 	defer cancelTimeout()
 	go func() {
 		// Resolve the workspace again at turn start: it must still be the folder
@@ -207,86 +296,37 @@ func (e *executor) run(ctx context.Context, ec *a2asrv.ExecutorContext, task *a2
 		}
 		resc <- res
 	}()
-	var res codex.Result
-wait:
 	for {
 		select {
 		case text := <-progress:
-			if !working(text) {
+			if !t.status(a2a.TaskStateWorking, text) {
 				// The event pipe is gone; let Codex finish and keep its receipt.
-				res = <-resc
-				break wait
+				return <-resc
 			}
-		case res = <-resc:
-			break wait
+		case res := <-resc:
+			return res
 		}
 	}
+}
 
-	status := "completed"
-	state := a2a.TaskStateCompleted
-	reason := res.Reason
+// outcome maps how the turn ended onto the receipt status and the task state.
+func outcome(runCtx context.Context, res codex.Result) (status string, state a2a.TaskState, reason string) {
+	cause := context.Cause(runCtx)
 	switch {
-	case errors.Is(context.Cause(runCtx), errShutdown):
-		status, state, reason = "failed", a2a.TaskStateFailed, errShutdown.Error()
-	case context.Cause(runCtx) != nil && !errors.Is(context.Cause(runCtx), context.Canceled):
-		status, state, reason = "canceled", a2a.TaskStateCanceled, context.Cause(runCtx).Error()
+	case errors.Is(cause, errShutdown):
+		return "failed", a2a.TaskStateFailed, errShutdown.Error()
+	case cause != nil && !errors.Is(cause, context.Canceled):
+		return "canceled", a2a.TaskStateCanceled, cause.Error()
 	case res.Status == "completed" && res.Answer != "":
+		return "completed", a2a.TaskStateCompleted, ""
 	case res.Status == "violation":
-		status, state = "failed", a2a.TaskStateFailed
-		if reason == "" {
-			reason = "the workspace changed during a read-only turn"
+		if res.Reason == "" {
+			res.Reason = "the workspace changed during a read-only turn"
 		}
-	default:
-		status, state = "failed", a2a.TaskStateFailed
-		if reason == "" {
-			reason = "codex finished without an answer"
-		}
+	case res.Reason == "":
+		res.Reason = "codex finished without an answer"
 	}
-	end := base
-	end.AnswerHash = receipts.HashBytes([]byte(res.Answer))
-	end.Status, end.Reason, end.ExitCode, end.EndedAt = status, reason, res.ExitCode, time.Now().UTC()
-	end.Usage = receipts.Usage{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens, OutputTokens: res.Usage.OutputTokens}
-	end.Violation = res.WorkspaceChanged
-	// A revoke during the turn lets it finish; the receipt says so (V2).
-	if g, err := e.g.cfg.Store.GrantByID(ctx, grant); err == nil && g.RevokedAt != nil {
-		end.GrantRevokedDuringTurn = true
-	}
-	rec, err := e.g.cfg.Ledger.Append(context.WithoutCancel(ctx), end)
-	if err != nil {
-		// No receipt, no answer: the turn fails rather than answer unrecorded.
-		e.g.cfg.Logger.Error("receipt not committed", "task", ec.TaskID, "err", err)
-		yield(failed(ec, "the node could not record a receipt for this turn"), nil)
-		return
-	}
-	tr.receipt = rec
-	if e.g.cfg.OnReceipt != nil {
-		e.g.cfg.OnReceipt(rec)
-	}
-	if errors.Is(context.Cause(runCtx), errCanceledByAgent) {
-		tr.canceled = errCanceledByAgent
-		return // Cancel emits the receipt and the CANCELED status on the same queue
-	}
-	var arts []*a2a.TaskArtifactUpdateEvent
-	if state == a2a.TaskStateCompleted {
-		arts = append(arts, answerArtifact(ec, res.Answer))
-	}
-	arts = append(arts, receiptArtifact(ec, rec))
-	final := a2a.NewStatusUpdateEvent(ec, state, agentText(ec, finalText(state, reason)))
-	if res.ThreadID != "" {
-		final.Metadata = map[string]any{metaThread: res.ThreadID}
-	}
-	if streaming, _ := attrs[attrStreaming].(bool); !streaming {
-		// Nobody watches the events of a plain send: store the finished task in
-		// one write instead of one per artifact and status.
-		yield(finishedTask(task, shown, arts, final), nil)
-		return
-	}
-	for _, a := range arts {
-		if !yield(a, nil) {
-			return
-		}
-	}
-	yield(final, nil)
+	return "failed", a2a.TaskStateFailed, res.Reason
 }
 
 // finishedTask is task as the SDK would store it after the turn's status
@@ -329,10 +369,6 @@ func (e *executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 		}
 		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, agentText(ec, "Canceled at the agent's request.")), nil)
 	}
-}
-
-func failed(ec *a2asrv.ExecutorContext, reason string) a2a.Event {
-	return a2a.NewStatusUpdateEvent(ec, a2a.TaskStateFailed, agentText(ec, reason))
 }
 
 func finalText(state a2a.TaskState, reason string) string {

@@ -1,0 +1,164 @@
+// Package mockmodel is a scripted stand-in for the OpenAI Responses API (streaming
+// `POST /v1/responses`), enough for the real `codex exec` to run a whole turn with no
+// network: point codex at it with ProviderArgs (as codex.Runner.ExtraArgs) and
+// CODEX_API_KEY=dummy. Each request is answered by the next Step; the last one repeats.
+package mockmodel
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+)
+
+// Step is the model's reply to one request.
+type Step struct {
+	text    string
+	command string
+	status  int
+	body    string
+}
+
+// Message replies with a final assistant message.
+func Message(text string) Step { return Step{text: text} }
+
+// Shell replies with a call of codex's code-mode `exec` tool that runs cmd through
+// exec_command; codex runs it in its sandbox and sends the output in the next request.
+func Shell(cmd string) Step { return Step{command: cmd} }
+
+// HTTPError replies with an HTTP error and a JSON body, as the API does for a bad key (401)
+// or an exhausted quota (429 insufficient_quota).
+func HTTPError(status int, body string) Step { return Step{status: status, body: body} }
+
+// QuotaExceeded is the API's answer when the account has no quota left.
+func QuotaExceeded() Step {
+	return HTTPError(http.StatusTooManyRequests, `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`)
+}
+
+// Request is what the mock received.
+type Request struct {
+	Path   string
+	Header http.Header
+	Body   []byte
+	// ToolOutput holds the outputs of earlier tool calls that codex sent back, as JSON.
+	ToolOutput []string
+}
+
+// TurnMetadata decodes codex's X-Codex-Turn-Metadata header (it carries e.g. sandbox_mode).
+func (r Request) TurnMetadata() map[string]any {
+	var m map[string]any
+	_ = json.Unmarshal([]byte(r.Header.Get("X-Codex-Turn-Metadata")), &m)
+	return m
+}
+
+// Server serves the script on a loopback port.
+type Server struct {
+	srv      *httptest.Server
+	mu       sync.Mutex
+	steps    []Step
+	next     int
+	requests []Request
+}
+
+// New starts a server that plays steps in order.
+func New(steps ...Step) *Server {
+	if len(steps) == 0 {
+		steps = []Step{Message("ok")}
+	}
+	s := &Server{steps: steps}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// Close stops the server.
+func (s *Server) Close() { s.srv.Close() }
+
+// BaseURL is the provider's base_url (ends in /v1).
+func (s *Server) BaseURL() string { return s.srv.URL + "/v1" }
+
+// ProviderArgs are the codex options that select this server as the model provider.
+func (s *Server) ProviderArgs() []string {
+	return []string{
+		"-c", "model_provider=mock",
+		"-c", fmt.Sprintf(`model_providers.mock={name="mock",base_url=%q,wire_api="responses"}`, s.BaseURL()),
+	}
+}
+
+// Requests returns the requests received so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/responses" {
+		http.NotFound(w, r)
+		return
+	}
+	req := Request{Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
+	var in struct {
+		Input []json.RawMessage `json:"input"`
+	}
+	_ = json.Unmarshal(body, &in)
+	for _, raw := range in.Input {
+		var it struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(raw, &it) == nil && strings.HasSuffix(it.Type, "_call_output") {
+			req.ToolOutput = append(req.ToolOutput, string(raw))
+		}
+	}
+	s.mu.Lock()
+	step := s.steps[min(s.next, len(s.steps)-1)]
+	s.next++
+	n := s.next
+	s.requests = append(s.requests, req)
+	s.mu.Unlock()
+
+	if step.status != 0 {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(step.status)
+		io.WriteString(w, step.body)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	respID := fmt.Sprintf("resp_%d", n)
+	send(w, "response.created", map[string]any{"type": "response.created", "response": map[string]any{"id": respID}})
+	var item map[string]any
+	if step.command != "" {
+		cmd, _ := json.Marshal(step.command)
+		item = map[string]any{
+			"type": "custom_tool_call", "id": fmt.Sprintf("ctc_%d", n), "call_id": fmt.Sprintf("call_%d", n),
+			"name": "exec", "status": "completed",
+			"input": fmt.Sprintf("const r = await tools.exec_command({cmd: %s, login: false});\ntext(JSON.stringify(r));", cmd),
+		}
+	} else {
+		item = map[string]any{
+			"type": "message", "role": "assistant", "id": fmt.Sprintf("msg_%d", n),
+			"content": []any{map[string]any{"type": "output_text", "text": step.text}},
+		}
+	}
+	send(w, "response.output_item.done", map[string]any{"type": "response.output_item.done", "item": item})
+	send(w, "response.completed", map[string]any{"type": "response.completed", "response": map[string]any{
+		"id": respID,
+		"usage": map[string]any{"input_tokens": 10, "input_tokens_details": nil, "output_tokens": 5,
+			"output_tokens_details": nil, "total_tokens": 15},
+	}})
+}
+
+func send(w http.ResponseWriter, name string, data any) {
+	b, _ := json.Marshal(data)
+	fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, b)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}

@@ -1,0 +1,37 @@
+//go:build linux
+
+package codex
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// liveInGroup scans /proc for a process of group pgid that is not a zombie.
+func liveInGroup(pgid int) (alive, ok bool) {
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil || len(stats) == 0 {
+		return false, false
+	}
+	for _, path := range stats {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// pid (comm) state ppid pgrp …; comm may contain spaces and parentheses.
+		i := bytes.LastIndexByte(data, ')')
+		if i < 0 {
+			continue
+		}
+		fields := bytes.Fields(data[i+1:])
+		if len(fields) < 3 || string(fields[0]) == "Z" || string(fields[0]) == "X" {
+			continue
+		}
+		if g, err := strconv.Atoi(string(fields[2])); err == nil && g == pgid {
+			return true, true
+		}
+	}
+	return false, true
+}

@@ -1,0 +1,22 @@
+//go:build !unix
+
+package codex
+
+import (
+	"os"
+	"os/exec"
+)
+
+const openNoBlock = 0
+
+// Without process groups only the leader can be stopped; a Windows job object would be
+// needed to take its children down too.
+func setProcessGroup(*exec.Cmd) {}
+
+func interruptGroup(p *os.Process) error { return p.Kill() }
+
+func killGroup(p *os.Process) error { return p.Kill() }
+
+func groupAlive(*os.Process) bool { return false }
+
+func exitSignal(*os.ProcessState) (int, bool) { return 0, false }

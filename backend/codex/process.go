@@ -1,0 +1,114 @@
+package codex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// procOutcome is how one codex process ended.
+type procOutcome struct {
+	startErr  error
+	state     *os.ProcessState // nil when it did not start
+	stoppedBy error            // why the runner stopped it (timeout, cancel, output cap); nil if it ended by itself
+	leftovers bool
+	stderr    string
+}
+
+// runProcess runs codex in its own process group with stdin = prompt and calls onLine for
+// each stdout line. When ctx ends, or stdout goes over the cap, the group gets SIGINT and,
+// after the grace period, SIGKILL (S1). Whatever of the group outlives codex is killed (S2).
+// stdout and stderr are pipes of our own rather than exec's copying goroutines, so a
+// grandchild that keeps them open cannot hold Run: after codex exits they get a read
+// deadline; cmd.WaitDelay bounds the stdin copy the same way.
+func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string, dir, stdin string, onLine func([]byte)) procOutcome {
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	grace := r.grace()
+
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return procOutcome{startErr: fmt.Errorf("stdout pipe: %w", err)}
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return procOutcome{startErr: fmt.Errorf("stderr pipe: %w", err)}
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.Stdin = strings.NewReader(stdin) // closed by exec once written: codex waits for EOF
+	cmd.Stdout = outW
+	cmd.Stderr = errW
+	cmd.WaitDelay = grace
+	setProcessGroup(cmd)
+	startErr := cmd.Start()
+	outW.Close()
+	errW.Close()
+	if startErr != nil {
+		outR.Close()
+		errR.Close()
+		return procOutcome{startErr: startErr}
+	}
+
+	outDone := make(chan struct{})
+	go func() {
+		defer close(outDone)
+		defer outR.Close() // after the cap, codex's writes fail instead of blocking
+		if err := readLines(outR, r.maxOutput(), onLine); errors.Is(err, errOutputCap) {
+			stop(errOutputCap)
+		}
+	}()
+	tail := &tailBuffer{max: stderrTailBytes}
+	errDone := make(chan struct{})
+	go func() {
+		defer close(errDone)
+		_, _ = io.Copy(tail, errR)
+	}()
+
+	exited := make(chan struct{})
+	stopped := make(chan error, 1)
+	go func() {
+		select {
+		case <-exited:
+			stopped <- nil
+			return
+		case <-ctx.Done():
+		}
+		stopped <- context.Cause(ctx)
+		_ = interruptGroup(cmd.Process)
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-exited:
+		case <-t.C:
+			_ = killGroup(cmd.Process)
+		}
+	}()
+
+	_ = cmd.Wait() // the exit status is in ProcessState; ErrWaitDelay only means stdin was held
+	close(exited)
+	out := procOutcome{state: cmd.ProcessState, stoppedBy: <-stopped}
+	if groupAlive(cmd.Process) {
+		out.leftovers = true
+		_ = killGroup(cmd.Process)
+	}
+	deadline := time.Now().Add(grace)
+	_ = outR.SetReadDeadline(deadline)
+	_ = errR.SetReadDeadline(deadline)
+	<-outDone
+	<-errDone
+	errR.Close()
+	out.stderr = tail.String()
+	if out.leftovers {
+		r.logger().Warn("codex left processes behind; killed its process group", "pid", cmd.Process.Pid)
+	}
+	return out
+}

@@ -1,0 +1,613 @@
+// Package codex runs the Codex CLI (`codex exec`) for one turn: in its own process group,
+// with a minimal environment, the sandbox that matches the brand's access mode, a deadline,
+// capped output and a before/after digest of read-only workspaces. See spec/codex.md.
+package codex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Access modes of a brand (Request.AccessMode).
+const (
+	AccessReadOnly  = "read_only"
+	AccessReadWrite = "read_write"
+)
+
+// Outcomes of a turn (Result.Status).
+const (
+	StatusCompleted = "completed"
+	StatusFailed    = "failed"
+	StatusTimeout   = "timeout"
+	StatusCanceled  = "canceled"
+	StatusViolation = "violation" // a read_only workspace changed during the turn
+)
+
+// Defaults for the zero values of Runner's fields.
+const (
+	DefaultMaxConcurrent = 2
+	DefaultTimeout       = 10 * time.Minute
+	DefaultGrace         = 5 * time.Second
+	DefaultMaxOutput     = 16 << 20
+)
+
+const (
+	stderrTailBytes  = 8 << 10
+	progressInterval = 250 * time.Millisecond
+	maxProgressRunes = 200
+	maxReasonRunes   = 300
+	maxChangedPaths  = 20
+)
+
+var (
+	// ErrInvalidRequest: the Request is unusable (relative workspace, unknown access mode…).
+	ErrInvalidRequest = errors.New("invalid codex request")
+	// ErrUnsafeArgs: Runner.ExtraArgs holds an option that is not allowed.
+	ErrUnsafeArgs = errors.New("codex option not allowed")
+	// ErrNotInstalled: no codex binary at Runner.Path or on PATH, or it is not executable.
+	ErrNotInstalled = errors.New("codex is not installed")
+	// ErrUnsupportedVersion: codex is older than MinVersion or its version is unreadable.
+	ErrUnsupportedVersion = errors.New("unsupported codex version")
+
+	errTurnTimeout = errors.New("turn timeout")
+)
+
+// Runner runs `codex exec` turns. The zero value is usable; a node keeps one Runner so that
+// MaxConcurrent and the per-workspace lock hold node-wide. Fields must not change after the
+// first Run.
+type Runner struct {
+	Path          string        // codex binary; default "codex" looked up on PATH
+	Home          string        // CODEX_HOME for codex; default $CODEX_HOME, else ~/.codex
+	MaxConcurrent int           // turns running at once, node-wide; default 2
+	Timeout       time.Duration // per turn, not counting time queued; default 10m
+	Grace         time.Duration // SIGINT → SIGKILL, and pipe drain after exit; default 5s
+	// ExtraArgs are added before the prompt, e.g. -c model_provider=…; only an allow-list
+	// of options is accepted (ErrUnsafeArgs otherwise).
+	ExtraArgs []string
+	// Env adds variables to codex's minimal environment: "NAME=value" sets one, a bare
+	// "NAME" copies it from the node's environment when set (e.g. "CODEX_API_KEY").
+	Env            []string
+	MaxOutputBytes int64            // cap on codex's stdout per turn; default 16 MiB
+	Logger         *slog.Logger     // default slog.Default()
+	Now            func() time.Time // default time.Now
+
+	mu       sync.Mutex
+	sem      chan struct{}
+	locks    map[string]*workspaceLock
+	versions map[string]versionEntry
+	onQueue  func(kind, workspace string) // test hook: a turn starts waiting
+}
+
+// Request is one turn.
+type Request struct {
+	Workspace  string // absolute path of the brand's workspace
+	AccessMode string // AccessReadOnly or AccessReadWrite
+	Prompt     string // sent on stdin; see BuildPrompt
+	ThreadID   string // resume this codex thread when set
+	Model      string // optional -m
+}
+
+// Usage is codex's token count for the turn.
+type Usage struct {
+	InputTokens           int64 `json:"input_tokens"`
+	CachedInputTokens     int64 `json:"cached_input_tokens"`
+	CacheWriteInputTokens int64 `json:"cache_write_input_tokens"`
+	OutputTokens          int64 `json:"output_tokens"`
+	ReasoningOutputTokens int64 `json:"reasoning_output_tokens"`
+}
+
+// Progress is a short, sanitized status line such as "running: ls".
+type Progress struct {
+	Text string
+}
+
+// Result describes a turn whether or not it succeeded; Status and Reason are always set.
+type Result struct {
+	Answer            string
+	ThreadID          string
+	ExitCode          int // -1 when codex did not start or was ended by a signal
+	Status            string
+	Reason            string // clear and redacted; empty when completed
+	Usage             Usage
+	OutputTruncated   bool     // stdout went over MaxOutputBytes; codex was stopped
+	WorkspaceChanged  bool     // read_only only: the workspace digest changed
+	ChangedPaths      []string // read_only only: up to 20 changed paths, slash-separated
+	LeftoverProcesses bool     // processes of codex's group outlived it and were killed
+	StderrTail        string   // last few KiB of stderr, redacted
+	StartedAt         time.Time
+	EndedAt           time.Time
+}
+
+type workspaceLock struct {
+	ch   chan struct{}
+	refs int
+}
+
+// Run runs one turn and blocks until codex has ended (its whole process group included).
+// A turn on a workspace that is busy waits for it, as does a turn over MaxConcurrent, as long
+// as ctx allows. progress, if set, is called from Run's goroutines, at most every 250ms; it
+// must not block.
+//
+// The error is non-nil only when codex was not started (bad request or configuration,
+// binary missing or too old, ctx ended while queued); Result.Status and Reason describe the
+// outcome either way, so a receipt can always be written.
+func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) (Result, error) {
+	res := Result{ExitCode: -1, StartedAt: r.now()}
+	finish := func(status, reason string, err error) (Result, error) {
+		res.Status, res.Reason, res.EndedAt = status, reason, r.now()
+		return res, err
+	}
+	if err := checkRequest(req); err != nil {
+		return finish(StatusFailed, "invalid request: "+err.Error(), fmt.Errorf("%w: %v", ErrInvalidRequest, err))
+	}
+	if err := checkExtraArgs(r.ExtraArgs); err != nil {
+		return finish(StatusFailed, "codex is misconfigured: "+err.Error(), err)
+	}
+	bin, err := r.binary()
+	if err != nil {
+		return finish(StatusFailed, err.Error(), err)
+	}
+	if err := r.checkVersion(ctx, bin); err != nil {
+		return finish(StatusFailed, err.Error(), err)
+	}
+	workspace := filepath.Clean(req.Workspace)
+	release, err := r.acquire(ctx, workspace)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return finish(StatusTimeout, "timed out waiting for another turn to finish", err)
+		}
+		return finish(StatusCanceled, "canceled while waiting for another turn to finish", err)
+	}
+	defer release()
+
+	res.StartedAt = r.now()
+	var before workspaceDigest
+	if req.AccessMode == AccessReadOnly {
+		if before, err = digestWorkspace(workspace); err != nil {
+			return finish(StatusFailed, "workspace: "+err.Error(), fmt.Errorf("%w: %v", ErrInvalidRequest, err))
+		}
+	}
+	private, err := os.MkdirTemp("", "aether-codex-")
+	if err != nil {
+		return finish(StatusFailed, "cannot create a private directory for codex", fmt.Errorf("codex private dir: %w", err))
+	}
+	defer os.RemoveAll(private)
+	home := filepath.Join(private, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		return finish(StatusFailed, "cannot create a private directory for codex", fmt.Errorf("codex home: %w", err))
+	}
+	outFile := filepath.Join(private, "last-message.txt")
+	args, err := buildArgs(Request{Workspace: workspace, AccessMode: req.AccessMode, ThreadID: req.ThreadID, Model: req.Model}, outFile, r.ExtraArgs)
+	if err != nil {
+		return finish(StatusFailed, "invalid request: "+err.Error(), fmt.Errorf("%w: %v", ErrInvalidRequest, err))
+	}
+	env := r.environ(home)
+	red := newRedactor(r.extraEnv())
+	gate := progressGate{fn: progress, now: r.now, red: red}
+	var tr transcript
+
+	timeout := r.timeout()
+	tctx, cancel := context.WithTimeoutCause(ctx, timeout, errTurnTimeout)
+	defer cancel()
+	out := r.runProcess(tctx, bin, args, env, workspace, req.Prompt, func(line []byte) {
+		gate.emit(tr.handle(line))
+	})
+
+	res.ThreadID = tr.threadID
+	if res.ThreadID == "" {
+		res.ThreadID = req.ThreadID
+	}
+	res.Usage = tr.usage
+	res.Answer = tr.answer
+	res.StderrTail = red.redact(cleanLines(out.stderr))
+	res.LeftoverProcesses = out.leftovers
+	if out.state != nil {
+		res.ExitCode = out.state.ExitCode()
+	}
+	if res.Answer == "" && out.state != nil && out.state.Success() {
+		res.Answer = readCapped(outFile, r.maxOutput())
+	}
+	status, reason := r.judge(out, &tr, res, timeout)
+	res.OutputTruncated = errors.Is(out.stoppedBy, errOutputCap)
+
+	if req.AccessMode == AccessReadOnly {
+		after, err := digestWorkspace(workspace)
+		if before.partial || after.partial {
+			r.logger().Warn("read-only workspace too large for a full digest; checked the first entries only",
+				"workspace", workspace, "entries", maxDigestEntries)
+		}
+		changed := changedPaths(before, after)
+		if err != nil {
+			changed = append(changed, "(workspace unreadable after the turn: "+err.Error()+")")
+		}
+		if len(changed) > 0 {
+			res.WorkspaceChanged = true
+			res.ChangedPaths = changed[:min(len(changed), maxChangedPaths)]
+			status = StatusViolation
+			example := changed[len(changed)-1] // "." (the root's mtime) sorts first; a file says more
+			reason = fmt.Sprintf("the read-only workspace changed during the turn (%d paths, e.g. %s)", len(changed), example)
+		}
+	}
+	if status != StatusCompleted {
+		res.Answer = "" // never hand out a partial or unvetted answer
+	}
+	res.Status, res.Reason, res.EndedAt = status, oneLine(red.redact(reason), maxReasonRunes), r.now()
+	r.logger().Info("codex turn", "status", res.Status, "reason", res.Reason, "exit_code", res.ExitCode,
+		"thread_id", res.ThreadID, "workspace", workspace, "access", req.AccessMode,
+		"duration", res.EndedAt.Sub(res.StartedAt), "events", tr.events, "skipped_lines", tr.skipped,
+		"leftovers", res.LeftoverProcesses)
+	return res, nil
+}
+
+// judge maps how codex ended to a status and a reason (S4, S5).
+func (r *Runner) judge(out procOutcome, tr *transcript, res Result, timeout time.Duration) (string, string) {
+	switch {
+	case out.startErr != nil:
+		return StatusFailed, "codex could not be started: " + out.startErr.Error()
+	case errors.Is(out.stoppedBy, errOutputCap):
+		return StatusFailed, fmt.Sprintf("codex's output went over %s and was stopped", sizeText(r.maxOutput()))
+	case errors.Is(out.stoppedBy, errTurnTimeout), errors.Is(out.stoppedBy, context.DeadlineExceeded):
+		after := "after " + shortDuration(timeout)
+		if !errors.Is(out.stoppedBy, errTurnTimeout) {
+			after = "at the request's deadline"
+		}
+		if tr.networkRetry {
+			return StatusTimeout, "offline or timed out " + after
+		}
+		return StatusTimeout, "timed out " + after
+	case out.stoppedBy != nil:
+		return StatusCanceled, "canceled"
+	case tr.turnFailed:
+		msg := tr.failMessage
+		if msg == "" {
+			msg = tr.lastError
+		}
+		if msg == "" {
+			msg = "codex reported a failed turn"
+		}
+		return StatusFailed, explain(msg)
+	}
+	if sig, ok := exitSignal(out.state); ok {
+		return StatusFailed, fmt.Sprintf("codex crashed (signal %d)", sig)
+	}
+	if res.ExitCode != 0 {
+		msg := lastErrorLine(out.stderr)
+		if msg == "" {
+			msg = tr.lastError
+		}
+		reason := fmt.Sprintf("codex exited with code %d", res.ExitCode)
+		if msg != "" {
+			reason = explain(msg) + " (" + reason + ")"
+		}
+		return StatusFailed, reason
+	}
+	if !tr.turnCompleted {
+		return StatusFailed, "codex exited without completing the turn"
+	}
+	if strings.TrimSpace(res.Answer) == "" {
+		return StatusFailed, "codex finished without an answer"
+	}
+	return StatusCompleted, ""
+}
+
+// explain turns codex's failure texts into what a user can act on.
+func explain(msg string) string {
+	m := strings.ToLower(msg)
+	switch {
+	case strings.Contains(m, "401 unauthorized"), strings.Contains(m, "not logged in"),
+		strings.Contains(m, "invalid_api_key"), strings.Contains(m, "incorrect api key"):
+		return "codex is not signed in (run `codex login`)"
+	case strings.Contains(m, "quota exceeded"), strings.Contains(m, "insufficient_quota"),
+		strings.Contains(m, "usage limit"):
+		return "quota exceeded"
+	case strings.Contains(m, "model") && strings.Contains(m, "does not exist"):
+		return "model not available: " + msg
+	case strings.Contains(m, "not inside a trusted directory"):
+		return "codex does not trust the workspace: " + msg
+	case strings.Contains(m, "no rollout found"):
+		return "the codex thread to resume was not found"
+	case strings.Contains(m, "no prompt provided"):
+		return "codex received no prompt"
+	}
+	return msg
+}
+
+// lastErrorLine picks codex's "Error: …" line from stderr, else its last line.
+func lastErrorLine(stderr string) string {
+	lines := strings.Split(strings.TrimSpace(cleanLines(stderr)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); strings.HasPrefix(l, "Error:") || strings.HasPrefix(l, "error:") {
+			return l
+		}
+	}
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+func checkRequest(req Request) error {
+	if req.Workspace == "" || !filepath.IsAbs(req.Workspace) {
+		return fmt.Errorf("workspace %q is not an absolute path", req.Workspace)
+	}
+	if _, err := sandboxFor(req.AccessMode); err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.Prompt) == "" {
+		return errors.New("empty prompt")
+	}
+	if req.ThreadID != "" && !threadIDPattern.MatchString(req.ThreadID) {
+		return fmt.Errorf("bad thread id %q", req.ThreadID)
+	}
+	if req.Model != "" {
+		if err := checkModel(req.Model); err != nil {
+			return err
+		}
+	}
+	st, err := os.Stat(req.Workspace)
+	if err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("workspace %q is not a directory", req.Workspace)
+	}
+	return nil
+}
+
+// binary finds codex: Runner.Path (a name is looked up on PATH), else "codex" on PATH.
+func (r *Runner) binary() (string, error) {
+	name := r.Path
+	if name == "" {
+		name = "codex"
+	}
+	bin, err := exec.LookPath(name)
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("%w (no %q found)", ErrNotInstalled, name)
+		}
+		return "", fmt.Errorf("%w: %s is not executable: %v", ErrNotInstalled, name, err)
+	}
+	if abs, err := filepath.Abs(bin); err == nil {
+		bin = abs
+	}
+	return bin, nil
+}
+
+// acquire takes the workspace's lock, then a node-wide slot (S11), waiting as long as ctx
+// allows. The workspace comes first so that a turn queued behind its own workspace does not
+// hold a slot that another workspace could use.
+func (r *Runner) acquire(ctx context.Context, workspace string) (func(), error) {
+	r.mu.Lock()
+	if r.sem == nil {
+		r.sem = make(chan struct{}, r.maxConcurrent())
+		r.locks = map[string]*workspaceLock{}
+	}
+	l := r.locks[workspace]
+	if l == nil {
+		l = &workspaceLock{ch: make(chan struct{}, 1)}
+		r.locks[workspace] = l
+	}
+	l.refs++
+	hook := r.onQueue
+	r.mu.Unlock()
+	unref := func() {
+		r.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(r.locks, workspace)
+		}
+		r.mu.Unlock()
+	}
+	if err := take(ctx, l.ch, hook, "workspace", workspace); err != nil {
+		unref()
+		return nil, err
+	}
+	if err := take(ctx, r.sem, hook, "slot", workspace); err != nil {
+		<-l.ch
+		unref()
+		return nil, err
+	}
+	return func() {
+		<-r.sem
+		<-l.ch
+		unref()
+	}, nil
+}
+
+func take(ctx context.Context, ch chan struct{}, hook func(string, string), kind, workspace string) error {
+	select {
+	case ch <- struct{}{}:
+		return nil
+	default:
+	}
+	if hook != nil {
+		hook(kind, workspace)
+	}
+	select {
+	case ch <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// environ is codex's whole environment: PATH, a private HOME, LANG, CODEX_HOME and the
+// variables named in Runner.Env; nothing else of the node's (S7).
+func (r *Runner) environ(home string) []string {
+	env := newEnvList()
+	env.set("PATH", os.Getenv("PATH"))
+	env.set("HOME", home)
+	if runtime.GOOS == "windows" {
+		env.set("USERPROFILE", home)
+		for _, k := range []string{"SystemRoot", "ComSpec", "PATHEXT", "TEMP", "TMP"} {
+			if v, ok := os.LookupEnv(k); ok {
+				env.set(k, v)
+			}
+		}
+	}
+	if v, ok := os.LookupEnv("LANG"); ok {
+		env.set("LANG", v)
+	}
+	if h := r.codexHome(); h != "" {
+		env.set("CODEX_HOME", h)
+	}
+	for _, kv := range r.extraEnv() {
+		k, v, _ := strings.Cut(kv, "=")
+		env.set(k, v)
+	}
+	return env.list()
+}
+
+// extraEnv resolves Runner.Env to NAME=value pairs.
+func (r *Runner) extraEnv() []string {
+	var out []string
+	for _, e := range r.Env {
+		if strings.Contains(e, "=") {
+			out = append(out, e)
+		} else if v, ok := os.LookupEnv(e); ok {
+			out = append(out, e+"="+v)
+		}
+	}
+	return out
+}
+
+func (r *Runner) codexHome() string {
+	if r.Home != "" {
+		return r.Home
+	}
+	if h := os.Getenv("CODEX_HOME"); h != "" {
+		return h
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".codex")
+	}
+	return ""
+}
+
+type envList struct {
+	keys []string
+	vals map[string]string
+}
+
+func newEnvList() *envList { return &envList{vals: map[string]string{}} }
+
+func (e *envList) set(k, v string) {
+	if _, ok := e.vals[k]; !ok {
+		e.keys = append(e.keys, k)
+	}
+	e.vals[k] = v
+}
+
+func (e *envList) list() []string {
+	out := make([]string, 0, len(e.keys))
+	for _, k := range e.keys {
+		out = append(out, k+"="+e.vals[k])
+	}
+	return out
+}
+
+// progressGate sanitizes progress lines and drops those that come too fast.
+type progressGate struct {
+	fn   func(Progress)
+	now  func() time.Time
+	red  redactor
+	last time.Time
+}
+
+func (g *progressGate) emit(text string) {
+	if g.fn == nil || text == "" {
+		return
+	}
+	t := g.now()
+	if !g.last.IsZero() && t.Sub(g.last) < progressInterval {
+		return
+	}
+	g.last = t
+	if len(text) > 4*maxProgressRunes {
+		text = text[:4*maxProgressRunes]
+	}
+	if text = oneLine(g.red.redact(text), maxProgressRunes); text != "" {
+		g.fn(Progress{Text: text})
+	}
+}
+
+func readCapped(path string, max int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, max))
+	return string(b)
+}
+
+// sizeText prints 16 MiB or 512 KiB.
+func sizeText(n int64) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	if n >= 1<<10 && n%(1<<10) == 0 {
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// shortDuration prints 10m rather than 10m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Runner) logger() *slog.Logger {
+	if r.Logger != nil {
+		return r.Logger
+	}
+	return slog.Default()
+}
+
+func (r *Runner) maxConcurrent() int {
+	if r.MaxConcurrent > 0 {
+		return r.MaxConcurrent
+	}
+	return DefaultMaxConcurrent
+}
+
+func (r *Runner) timeout() time.Duration {
+	if r.Timeout > 0 {
+		return r.Timeout
+	}
+	return DefaultTimeout
+}
+
+func (r *Runner) grace() time.Duration {
+	if r.Grace > 0 {
+		return r.Grace
+	}
+	return DefaultGrace
+}
+
+func (r *Runner) maxOutput() int64 {
+	if r.MaxOutputBytes > 0 {
+		return r.MaxOutputBytes
+	}
+	return DefaultMaxOutput
+}
