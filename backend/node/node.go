@@ -38,6 +38,7 @@ type Options struct {
 	AdminPort  int    // admin UI on 127.0.0.1; 0 = a free port
 	PactListen string // gateway address, e.g. 127.0.0.1:8080
 	CodexPath  string // codex binary; "" = codex on PATH
+	CodexHome  string // CODEX_HOME for codex; "" = $CODEX_HOME, else ~/.codex
 	// CodexArgs and CodexEnv are passed to every codex run (tests point codex at a local model).
 	CodexArgs []string
 	CodexEnv  []string
@@ -135,7 +136,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	if err = n.loadPolicy(); err != nil && !o.Desktop {
 		return nil, err
 	}
-	n.runner = &codex.Runner{Path: o.CodexPath, ExtraArgs: o.CodexArgs, Env: o.CodexEnv, Logger: n.log}
+	n.runner = &codex.Runner{Path: o.CodexPath, Home: o.CodexHome, ExtraArgs: o.CodexArgs, Env: o.CodexEnv, Logger: n.log}
 	n.turns = n.runner
 	if o.Runner != nil {
 		n.turns = o.Runner

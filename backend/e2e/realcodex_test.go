@@ -1,0 +1,71 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/aether/aether/backend/codex/mockmodel"
+	"github.com/aether/aether/backend/receipts"
+)
+
+// TestPactRealCodex runs a whole PACT turn through the real `codex exec`
+// against a local mock of the OpenAI Responses API: the answer the mock
+// scripts comes back through the gateway with a receipt, under the read-only
+// sandbox. It keeps the fake Codex honest. CI installs the real CLI
+// (scripts/install-codex.sh) and sets AETHER_REAL_CODEX.
+func TestPactRealCodex(t *testing.T) {
+	bin := os.Getenv("AETHER_REAL_CODEX")
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath("codex"); err != nil {
+			t.Skip("no real codex: set AETHER_REAL_CODEX=$(scripts/install-codex.sh)")
+		}
+	}
+	model := mockmodel.New(
+		mockmodel.Shell("echo pwned > pwned.txt; cat main.go"),
+		mockmodel.Message("main.go declares an empty main; nothing to fix."),
+	)
+	defer model.Close()
+	// CODEX_HOME must not be under /tmp: codex's Linux sandbox cannot start from there.
+	if err := os.MkdirAll(".cache", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home, err := os.MkdirTemp(".cache", "codex-home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	home, _ = filepath.Abs(home)
+
+	e := newEnv(t, withCodexPath(bin), withCodexEnv("CODEX_API_KEY=dummy"))
+	e.stop()
+	e.opts.CodexHome = home
+	e.opts.CodexArgs = model.ProviderArgs()
+	e.start()
+
+	alice := e.agent("alice")
+	alice.setDelegation(e.delegate(t, alice, "review"))
+	c := alice.client("review", a2a.TransportProtocolJSONRPC)
+	task := alice.send(c, "", "Review main.go please")
+	if task.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("turn ended %s: %s", task.Status.State, statusText(task))
+	}
+	answer, rec := artifacts(t, task)
+	if answer != "main.go declares an empty main; nothing to fix." {
+		t.Fatalf("answer %q", answer)
+	}
+	if _, err := receipts.VerifyOne(rec, nodeJWKS(t, e)); err != nil {
+		t.Fatalf("receipt: %v", err)
+	}
+	reqs := model.Requests()
+	if len(reqs) == 0 || reqs[0].TurnMetadata()["sandbox_mode"] != "read-only" {
+		t.Fatalf("codex did not run read-only: %d requests", len(reqs))
+	}
+	if _, err := os.Stat(filepath.Join(e.workspace, "pwned.txt")); !os.IsNotExist(err) {
+		t.Fatal("the read-only sandbox let a write into the workspace")
+	}
+}
