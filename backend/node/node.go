@@ -79,11 +79,14 @@ type Node struct {
 	gw         *gateway.Gateway
 
 	servers  []*http.Server
+	lns      []net.Listener
 	addrs    Addresses
 	stop     context.CancelFunc
 	bg       sync.WaitGroup
 	health   codex.Health
 	healthMu sync.Mutex
+	headMu   sync.Mutex
+	head     store.Checkpoint
 }
 
 // Addresses are the listeners as bound, written to <data-dir>/node.json for local tools.
@@ -101,9 +104,10 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 		o.Logger = slog.Default()
 	}
 	n = &Node{opts: o, log: o.Logger, hub: newHub()}
+	started := n // the named result is nil by the time a failure is returned
 	defer func() {
 		if err != nil {
-			n.close()
+			started.close()
 		}
 	}()
 	if n.dataDir = o.DataDir; n.dataDir == "" {
@@ -162,6 +166,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 		apiLn.Close()
 		return nil, fmt.Errorf("gateway: listen on %s: %w (is another program using it? choose another with --pact-listen)", gwAddr, err)
 	}
+	n.lns = []net.Listener{gwLn, adminLn, apiLn}
 	n.addrs = Addresses{Gateway: gwLn.Addr().String(), Admin: adminLn.Addr().String(), API: apiLn.Addr().String(), PID: os.Getpid()}
 	consentURL := "https://" + n.addrs.Admin + "/pact/consent"
 
@@ -174,7 +179,13 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 		PublicURL: publicURL, ConsentURL: consentURL, Brands: n.consentBrands, Logger: n.log,
 	})
 	n.ledger = receipts.NewLedger(n.db, n.key, publicURL, time.Now)
+	if err = n.checkHead(ctx); err != nil {
+		return nil, err
+	}
 	if err = n.recover(ctx); err != nil {
+		return nil, err
+	}
+	if err = n.saveHead(ctx); err != nil {
 		return nil, err
 	}
 	if err = n.startGateway(publicURL, consentURL); err != nil && !o.Desktop {
@@ -196,12 +207,13 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	}
 	bgCtx, cancel := context.WithCancel(context.Background())
 	n.stop = cancel
-	n.bg.Add(5)
+	n.bg.Add(6)
 	go n.sweep(bgCtx)
 	go n.watchPolicy(bgCtx)
 	go n.rejectOnFlowEnd(bgCtx)
 	go n.refreshHealth(bgCtx)
 	go n.bridgeConsent(bgCtx)
+	go n.keepHead(bgCtx)
 
 	n.log.Info("gateway listening", "addr", n.addrs.Gateway, "publicUrl", publicURL)
 	n.log.Info("admin UI listening", "addr", "https://"+n.addrs.Admin)
@@ -301,12 +313,23 @@ func (n *Node) Stop(ctx context.Context) error {
 		}
 	}
 	n.bg.Wait()
+	if n.ledger != nil {
+		// Drain the last receipts, then record the head they reached.
+		errs = append(errs, n.ledger.Close(), n.saveHead(context.Background()))
+		n.ledger = nil
+	}
 	errs = append(errs, n.close())
 	return errors.Join(errs...)
 }
 
 func (n *Node) close() error {
 	var errs []error
+	for _, srv := range n.servers {
+		srv.Close() // after Shutdown this is a no-op; after a failed start it stops serving
+	}
+	for _, ln := range n.lns {
+		ln.Close()
+	}
 	if n.ledger != nil {
 		errs = append(errs, n.ledger.Close())
 	}

@@ -1,0 +1,80 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/aether/aether/backend/fsutil"
+	"github.com/aether/aether/backend/store"
+)
+
+// fileHead keeps the receipt chain's head outside pact.sqlite: a store
+// replaced by an older backup, or with its tail cut together with its own
+// mark, no longer holds the receipt named here (T4, T6).
+const fileHead = "receipts.head"
+
+// checkHead refuses a receipt store that lost receipts the node once wrote.
+func (n *Node) checkHead(ctx context.Context) error {
+	data, err := os.ReadFile(n.path(fileHead))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", fileHead, err)
+	}
+	var c store.Checkpoint
+	if err := json.Unmarshal(data, &c); err != nil {
+		return fmt.Errorf("%s is unreadable (%v): move it aside to start without the check", n.path(fileHead), err)
+	}
+	if c.Seq == 0 {
+		return nil
+	}
+	if err := n.ledger.Confirm(ctx, c); err != nil {
+		return fmt.Errorf("pact.sqlite lost receipts this node wrote: %w. "+
+			"Restore the newest pact.sqlite; to accept the loss and go on, move %s aside", err, n.path(fileHead))
+	}
+	return nil
+}
+
+// saveHead records the chain's head (after start, every few seconds while
+// receipts are written, and at stop).
+func (n *Node) saveHead(ctx context.Context) error {
+	c, err := n.ledger.Head(ctx)
+	if err != nil {
+		return err
+	}
+	n.headMu.Lock()
+	defer n.headMu.Unlock()
+	if c == n.head {
+		return nil
+	}
+	data, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	if err := fsutil.WriteFileAtomic(n.path(fileHead), data, 0o600); err != nil {
+		return err
+	}
+	n.head = c
+	return nil
+}
+
+func (n *Node) keepHead(ctx context.Context) {
+	defer n.bg.Done()
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := n.saveHead(ctx); err != nil && ctx.Err() == nil {
+				n.log.Warn("could not record the receipts head", "err", err)
+			}
+		}
+	}
+}
