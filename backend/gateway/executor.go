@@ -270,7 +270,7 @@ func (e *executor) runCodex(ctx context.Context, rt *routes, brand policy.Brand,
 	req := codex.Request{
 		AccessMode: string(brand.AccessMode),
 		Prompt:     codex.BuildPrompt(brand.InstructionText(), messageTexts(t.ec.Message)),
-		ThreadID:   threadOf(t.ec.StoredTask),
+		ThreadID:   e.threadFor(ctx, t.ec),
 	}
 	progress := make(chan string, 16)
 	resc := make(chan codex.Result, 1)
@@ -412,6 +412,29 @@ func messageTexts(m *a2a.Message) []string {
 		}
 	}
 	return out
+}
+
+// threadFor is the Codex thread a turn continues: its task's own, else the
+// newest one in the same context (the caller's tasks on this brand only, in
+// the same workspace), so a conversation keeps Codex's memory across tasks.
+func (e *executor) threadFor(ctx context.Context, ec *a2asrv.ExecutorContext) string {
+	if id := threadOf(ec.StoredTask); id != "" {
+		return id
+	}
+	if ec.ContextID == "" {
+		return ""
+	}
+	none := 0
+	page, err := e.g.cfg.Store.TaskStore(e.brand, ownerFromContext).List(ctx, &a2a.ListTasksRequest{ContextID: ec.ContextID, PageSize: 10, HistoryLength: &none})
+	if err != nil {
+		return ""
+	}
+	for _, t := range page.Tasks {
+		if id := threadOf(t); id != "" {
+			return id
+		}
+	}
+	return ""
 }
 
 func threadOf(t *a2a.Task) string {
