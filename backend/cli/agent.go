@@ -31,7 +31,7 @@ func agent(args []string, env Env) int {
 	brand := fs.String("brand", "", "the brand id (needed when --card is a publicUrl serving several brands)")
 	subject := fs.String("subject", "", `the agent's subject (sub) at the local issuer (default "`+agentpkg.DefaultSubject+`")`)
 	dir := fs.String("issuer-dir", "", "the agent's folder: issuer key and address, saved delegation tokens (default $XDG_CONFIG_HOME/aether/agent)")
-	issuerAddr := fs.String("issuer-addr", "", "the local issuer's loopback address (default: the one used last time, else a free port)")
+	issuerAddr := fs.String("issuer-addr", "", "the local issuer's loopback address, kept for later runs (default: the one used last time, else a free port); a new address is a new agent identity")
 	idToken := fs.String("identity-token", "", "an identity JWT from a real issuer, sent instead of running the local one (default $PACT_IDENTITY_TOKEN)")
 	audience := fs.String("audience", "", "aud of the local issuer's tokens (default: the node's publicUrl)")
 	stream := fs.Bool("stream", false, "stream the turn and print status updates as they arrive")

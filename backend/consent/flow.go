@@ -125,7 +125,7 @@ func (s *Service) Poll(ctx context.Context, agent Agent, deviceCode, clientIP st
 		case store.FlowPending:
 			last := f.LastPollAt
 			f.LastPollAt = &now
-			if last != nil && now.Sub(*last) < f.Interval {
+			if last != nil && now.Sub(*last) < f.Interval-pollSlack(f.Interval) {
 				f.Interval += slowDownStep // sticky: every later poll is held to it (D5)
 				return nil, oauthError(CodeSlowDown, fmt.Sprintf("poll at most every %d seconds", int(f.Interval/time.Second)))
 			}
@@ -170,7 +170,7 @@ func (s *Service) Poll(ctx context.Context, agent Agent, deviceCode, clientIP st
 // Refresh mints a fresh delegation token for an agent that holds a live grant
 // for brand, so an agent whose short token expired need not ask the owner
 // again. It is a token request like Poll (the gateway answers it on the token
-// endpoint with grant_type urn:aether:params:oauth:grant-type:grant and a
+// endpoint with grant_type urn:aether:params:oauth:grant-type:pact-grant and a
 // brand parameter) and needs the agent's identity, never a token: a token
 // cannot be turned into another token, nor into more than its grant — the new
 // token carries the grant's scope and expires no later than the grant (G6).
@@ -268,4 +268,10 @@ func (l *ipLimiter) pruneLocked(now time.Time) {
 			delete(l.seen, k)
 		}
 	}
+}
+
+// pollSlack forgives a poll that arrives a little early: clients poll on a
+// timer, and network jitter must not earn them a sticky slow_down.
+func pollSlack(interval time.Duration) time.Duration {
+	return min(time.Second, interval/5)
 }

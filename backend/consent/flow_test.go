@@ -155,6 +155,16 @@ func TestDeviceFlow(t *testing.T) {
 		wantOAuth(t, err, CodeSlowDown, 400) // 10 s < 15 s
 	})
 
+	t.Run("D5 a poll a few milliseconds early is not too fast", func(t *testing.T) {
+		f := newFixture(t)
+		fs := f.start(alice, "review:read_only", "")
+		_, err := f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+		wantOAuth(t, err, CodeAuthorizationPending, 400)
+		f.clock.Advance(5*time.Second - 20*time.Millisecond) // a client's timer, jittered
+		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+		wantOAuth(t, err, CodeAuthorizationPending, 400)
+	})
+
 	t.Run("D6 poll while pending", func(t *testing.T) {
 		f := newFixture(t)
 		fs := f.start(alice, "review:read_only", "")

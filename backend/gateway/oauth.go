@@ -55,7 +55,7 @@ func (g *Gateway) token(w http.ResponseWriter, r *http.Request) {
 	case "":
 		err = &consent.OAuthError{Code: "invalid_request", Description: "grant_type is required", Status: http.StatusBadRequest}
 	default:
-		err = &consent.OAuthError{Code: "unsupported_grant_type", Description: "this node accepts " + deviceCodeGrant, Status: http.StatusBadRequest}
+		err = &consent.OAuthError{Code: "unsupported_grant_type", Description: "this node accepts " + deviceCodeGrant + " and " + grantRefreshGrant, Status: http.StatusBadRequest}
 	}
 	if err != nil {
 		writeOAuthError(w, err)

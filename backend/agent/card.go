@@ -1,0 +1,248 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+)
+
+// Names a PACT node uses on the wire (pact-wire.md).
+const (
+	DelegationHeader = "PACT-Delegation"
+	SchemeDelegation = "pactDelegation"
+	cardWellKnown    = "/.well-known/agent-card.json"
+	maxDocumentBytes = 1 << 20
+)
+
+// Card is an agent card with what a PACT agent needs from it.
+type Card struct {
+	*a2a.AgentCard
+	// URL is where the card was read.
+	URL string
+	// Brand is the brand id: the path segment after /a2a/ of the card's
+	// interfaces, else of the card URL, else its only skill's id.
+	Brand string
+	// PublicURL is the node's publicUrl: an interface URL without
+	// /a2a/<brand> (else the first interface's origin).
+	PublicURL string
+	// Scope, DeviceAuthorizationURL and TokenURL come from the card's OAuth2
+	// device-code security scheme (pactDelegation).
+	Scope                  string
+	DeviceAuthorizationURL string
+	TokenURL               string
+}
+
+// CardURL turns what a user gives into a card URL: a URL ending in
+// agent-card.json is used as it is; anything else is taken as the node's
+// publicUrl, with the brand's card below it (or the node's single-brand card
+// at the root when brand is empty).
+func CardURL(target, brand string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(target))
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return "", fmt.Errorf("card %q: want an http(s) URL (the card's URL or the node's publicUrl)", target)
+	}
+	if strings.HasSuffix(u.Path, "/agent-card.json") {
+		return u.String(), nil
+	}
+	u.RawQuery, u.Fragment = "", ""
+	base := strings.TrimRight(u.String(), "/")
+	if brand == "" {
+		return base + cardWellKnown, nil
+	}
+	if strings.ContainsAny(brand, "/?#") {
+		return "", fmt.Errorf("brand %q: a brand id has no /, ? or #", brand)
+	}
+	return base + "/a2a/" + url.PathEscape(brand) + cardWellKnown, nil
+}
+
+// FetchCard reads and parses the agent card at cardURL. No credentials are sent.
+func (c *Client) FetchCard(ctx context.Context, cardURL string) (*Card, error) {
+	body, err := c.get(ctx, cardURL, "the agent card")
+	if err != nil {
+		return nil, err
+	}
+	return ParseCard(body, cardURL)
+}
+
+// get reads a public JSON document (card, JWKS) of at most maxDocumentBytes.
+func (c *Client) get(ctx context.Context, u, what string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.fetchClient().Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetch %s: %w", what, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("fetch %s at %s: HTTP %d %s", what, u, resp.StatusCode, strings.TrimSpace(string(msg)))
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDocumentBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", what, err)
+	}
+	if len(body) > maxDocumentBytes {
+		return nil, fmt.Errorf("%s at %s is larger than %d bytes", what, u, maxDocumentBytes)
+	}
+	return body, nil
+}
+
+// ParseCard parses an agent card read from cardURL and works out the brand,
+// the node's publicUrl and the delegation endpoints.
+func ParseCard(data []byte, cardURL string) (*Card, error) {
+	var ac a2a.AgentCard
+	if err := json.Unmarshal(data, &ac); err != nil {
+		return nil, fmt.Errorf("agent card %s: %w", cardURL, err)
+	}
+	var ifaces []*a2a.AgentInterface
+	for _, in := range ac.SupportedInterfaces {
+		if in != nil && in.URL != "" {
+			ifaces = append(ifaces, in)
+		}
+	}
+	if len(ifaces) == 0 {
+		return nil, fmt.Errorf("agent card %s lists no supportedInterfaces", cardURL)
+	}
+	ac.SupportedInterfaces = ifaces
+	card := &Card{AgentCard: &ac, URL: cardURL}
+
+	for _, in := range ifaces {
+		if pub, brand, ok := splitBrandURL(in.URL); ok {
+			card.PublicURL, card.Brand = pub, brand
+			break
+		}
+	}
+	if card.PublicURL == "" {
+		// Not an Aether-shaped endpoint: credentials go to the first
+		// interface, so its origin is the node's; the brand may still be in
+		// the card URL.
+		u, err := url.Parse(ifaces[0].URL)
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("agent card %s: interface URL %q is not absolute", cardURL, ifaces[0].URL)
+		}
+		card.PublicURL = u.Scheme + "://" + u.Host
+		if cu, err := url.Parse(cardURL); err == nil {
+			cu.Path, cu.RawPath = strings.TrimSuffix(cu.Path, cardWellKnown), ""
+			if _, brand, ok := splitBrandURL(cu.String()); ok {
+				card.Brand = brand
+			}
+		}
+	}
+	if card.Brand == "" && len(ac.Skills) == 1 {
+		card.Brand = ac.Skills[0].ID
+	}
+
+	name, flow := deviceScheme(ac.SecuritySchemes)
+	if flow != nil {
+		card.DeviceAuthorizationURL, card.TokenURL = flow.DeviceAuthorizationURL, flow.TokenURL
+		card.Scope = skillScope(ac.Skills, card.Brand, name)
+		if card.Scope == "" && len(flow.Scopes) == 1 {
+			for s := range flow.Scopes {
+				card.Scope = s
+			}
+		}
+	}
+	if card.Scope == "" {
+		for _, ext := range ac.Capabilities.Extensions {
+			if s, ok := ext.Params["scope"].(string); ok && s != "" {
+				card.Scope = s
+				break
+			}
+		}
+	}
+	return card, nil
+}
+
+// splitBrandURL splits <publicUrl>/a2a/<brand>[/] into its parts.
+func splitBrandURL(raw string) (publicURL, brand string, ok bool) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "", "", false
+	}
+	p := strings.TrimSuffix(u.Path, "/")
+	i := strings.LastIndex(p, "/a2a/")
+	if i < 0 {
+		return "", "", false
+	}
+	brand = p[i+len("/a2a/"):]
+	if brand == "" || strings.Contains(brand, "/") {
+		return "", "", false
+	}
+	if b, err := url.PathUnescape(brand); err == nil {
+		brand = b
+	}
+	u.Path, u.RawPath, u.RawQuery, u.Fragment = p[:i], "", "", ""
+	return strings.TrimRight(u.String(), "/"), brand, true
+}
+
+// deviceScheme finds the OAuth2 device-code scheme: pactDelegation if it is
+// one, else the first such scheme by name.
+func deviceScheme(schemes a2a.NamedSecuritySchemes) (a2a.SecuritySchemeName, *a2a.DeviceCodeOAuthFlow) {
+	names := make([]string, 0, len(schemes))
+	for n := range schemes {
+		names = append(names, string(n))
+	}
+	sort.Slice(names, func(i, j int) bool {
+		return names[i] == SchemeDelegation || (names[j] != SchemeDelegation && names[i] < names[j])
+	})
+	for _, n := range names {
+		if o, ok := schemes[a2a.SecuritySchemeName(n)].(a2a.OAuth2SecurityScheme); ok {
+			if f, ok := o.Flows.(a2a.DeviceCodeOAuthFlow); ok {
+				return a2a.SecuritySchemeName(n), &f
+			}
+		}
+	}
+	return "", nil
+}
+
+// skillScope is the scope the brand's skill requires of the device scheme.
+func skillScope(skills []a2a.AgentSkill, brand string, scheme a2a.SecuritySchemeName) string {
+	for _, sk := range skills {
+		if brand != "" && sk.ID != brand && len(skills) > 1 {
+			continue
+		}
+		for _, req := range sk.SecurityRequirements {
+			if scopes := req[scheme]; len(scopes) > 0 {
+				return scopes[0]
+			}
+		}
+	}
+	return ""
+}
+
+// Interface picks the card's interface for binding (a2a.TransportProtocolJSONRPC
+// or a2a.TransportProtocolHTTPJSON) that speaks A2A 1.x.
+func (c *Card) Interface(binding a2a.TransportProtocol) (*a2a.AgentInterface, error) {
+	var seen []string
+	for _, in := range c.SupportedInterfaces {
+		v := strings.TrimPrefix(string(in.ProtocolVersion), "v")
+		if strings.EqualFold(string(in.ProtocolBinding), string(binding)) && (v == "1" || strings.HasPrefix(v, "1.")) {
+			return in, nil
+		}
+		seen = append(seen, fmt.Sprintf("%s %s", in.ProtocolBinding, in.ProtocolVersion))
+	}
+	return nil, fmt.Errorf("the card offers no %s interface for A2A 1.x (it offers: %s)", binding, strings.Join(seen, ", "))
+}
+
+// ParseBinding reads a binding name as users type it: jsonrpc, rest,
+// http+json (any case). Empty is JSON-RPC.
+func ParseBinding(s string) (a2a.TransportProtocol, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "jsonrpc", "json-rpc":
+		return a2a.TransportProtocolJSONRPC, nil
+	case "rest", "http+json", "http-json", "httpjson":
+		return a2a.TransportProtocolHTTPJSON, nil
+	}
+	return "", errors.New("binding " + s + ": use jsonrpc or rest (HTTP+JSON)")
+}

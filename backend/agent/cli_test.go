@@ -1,0 +1,75 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/aether/aether/backend/agent"
+	"github.com/aether/aether/backend/cli"
+)
+
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = cli.Main(append([]string{"agent"}, args...), cli.Env{Stdout: &out, Stderr: &errb})
+	return code, out.String(), errb.String()
+}
+
+func TestAgentVerb(t *testing.T) {
+	t.Parallel()
+	pub, decide := agent.StartNodeForCLITest(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	owner := make(chan error, 1)
+	go func() { owner <- decide(ctx, true) }()
+	// Flags may follow the message words.
+	code, out, errOut := runCLI("--card", pub, "--brand", "review", "--issuer-dir", dir, "--subject", "alice", "Review", "main.go", "--stream")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if err := <-owner; err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Card: Code review (brand review)", "AUTH_REQUIRED (reason: missing)", "Ask the node owner to approve code ",
+		"Waiting for the owner", "[working]", "Answer:\nReviewed (read_only): looks good.", "signature verified with the node JWKS"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+
+	// Same folder, same agent: the saved token is used, nobody is asked.
+	code, out, errOut = runCLI("--card", pub+"/a2a/review/.well-known/agent-card.json", "--issuer-dir", dir, "--subject", "alice", "Again")
+	if code != 0 || strings.Contains(out, "Ask the node owner") || !strings.Contains(out, "saved from an earlier run") {
+		t.Fatalf("second run: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+
+	t.Run("D7 denied", func(t *testing.T) {
+		go func() { owner <- decide(ctx, false) }()
+		code, _, errOut := runCLI("--card", pub, "--brand", "review", "--issuer-dir", t.TempDir(), "Review it")
+		<-owner
+		if code != 1 || !strings.Contains(errOut, "denied") {
+			t.Fatalf("exit %d, stderr %q", code, errOut)
+		}
+	})
+	t.Run("usage", func(t *testing.T) {
+		for _, args := range [][]string{
+			{"--card", pub}, // no message
+			{"just words"},  // no card
+			{"--card", pub, "--binding", "grpc", "hi"},
+			{"--no-such-flag", "--card", pub, "hi"},
+		} {
+			if code, _, _ := runCLI(args...); code != 2 {
+				t.Errorf("%q: exit %d, want 2", args, code)
+			}
+		}
+	})
+	t.Run("wrong brand", func(t *testing.T) {
+		code, _, errOut := runCLI("--card", pub, "--brand", "deploy", "--issuer-dir", t.TempDir(), "hi")
+		if code != 1 || !strings.Contains(errOut, "404") {
+			t.Fatalf("exit %d, stderr %q", code, errOut)
+		}
+	})
+}

@@ -1,0 +1,62 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/aether/aether/backend/keys"
+	"github.com/aether/aether/backend/receipts"
+)
+
+// NodeKeys fetches and parses the node JWKS at <publicUrl>/.well-known/jwks.json.
+func (c *Client) NodeKeys(ctx context.Context, publicURL string) (keys.Set, error) {
+	body, err := c.get(ctx, strings.TrimRight(publicURL, "/")+jwksPath, "the node JWKS")
+	if err != nil {
+		return nil, err
+	}
+	set, err := keys.ParseJWKS(body)
+	if err != nil {
+		return nil, fmt.Errorf("the node JWKS: %w", err)
+	}
+	return set, nil
+}
+
+// ReceiptExpect is what a receipt must say about the turn it is for. Empty
+// fields are not checked.
+type ReceiptExpect struct {
+	Issuer string // the node's publicUrl
+	TaskID string
+	Brand  string
+	Agent  receipts.Agent
+	// Answer, when set, must hash to the receipt's answer hash.
+	Answer *string
+}
+
+// VerifyReceipt checks a receipt JWS with the node keys (receipts.VerifyOne:
+// alg, typ, kid, signature, well-formed claims) and that it is the receipt of
+// the expected turn.
+func VerifyReceipt(jws string, set keys.Set, want ReceiptExpect) (*receipts.Claims, error) {
+	c, err := receipts.VerifyOne(jws, set)
+	if err != nil {
+		return nil, fmt.Errorf("receipt: %w", err)
+	}
+	mismatch := func(what, got, exp string) error {
+		return fmt.Errorf("receipt %s: %s is %q, want %q", c.RID, what, got, exp)
+	}
+	switch {
+	case want.Issuer != "" && strings.TrimRight(c.Issuer, "/") != strings.TrimRight(want.Issuer, "/"):
+		return nil, mismatch("issuer", c.Issuer, want.Issuer)
+	case want.TaskID != "" && c.Task != want.TaskID:
+		return nil, mismatch("task", c.Task, want.TaskID)
+	case want.Brand != "" && c.Brand != want.Brand:
+		return nil, mismatch("brand", c.Brand, want.Brand)
+	case want.Agent.Issuer != "" && c.Agent.Issuer != want.Agent.Issuer:
+		return nil, mismatch("agent issuer", c.Agent.Issuer, want.Agent.Issuer)
+	case want.Agent.Subject != "" && c.Agent.Subject != want.Agent.Subject:
+		return nil, mismatch("agent subject", c.Agent.Subject, want.Agent.Subject)
+	case want.Answer != nil && receipts.HashBytes([]byte(*want.Answer)) != c.Ans:
+		return nil, fmt.Errorf("receipt %s: the answer received does not hash to the receipt's answer hash", c.RID)
+	}
+	return c, nil
+}

@@ -1,0 +1,142 @@
+package agent
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/aether/aether/backend/keys"
+	"github.com/aether/aether/backend/receipts"
+	"github.com/aether/aether/backend/store"
+)
+
+func newNodeKey(t *testing.T) *keys.Key {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys.FromPrivate(priv)
+}
+
+const testAnswer = "Looks good."
+
+func signedReceipt(t *testing.T, k *keys.Key, edit func(*receipts.Claims)) string {
+	t.Helper()
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	c := receipts.Claims{
+		RID: "r_1", Seq: 7, Prev: strings.Repeat("0", 64), Turn: "t_1", Task: "task-1", Ctx: "ctx-1",
+		Brand: "review", Scope: "review:read_only", PactScope: store.PactScope, Grant: "g_1",
+		Agent: receipts.Agent{Issuer: "http://127.0.0.1:4000", Subject: "alice"},
+		Ans:   receipts.HashBytes([]byte(testAnswer)), Status: store.TurnCompleted,
+		Started: now.Format("2006-01-02T15:04:05.000Z07:00"), Ended: now.Add(time.Second).Format("2006-01-02T15:04:05.000Z07:00"),
+		Kid:              k.ID(),
+		RegisteredClaims: jwt.RegisteredClaims{Issuer: "https://node.example", ID: "r_1", IssuedAt: jwt.NewNumericDate(now)},
+	}
+	if edit != nil {
+		edit(&c)
+	}
+	jws, err := k.Sign(receipts.Typ, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jws
+}
+
+func expectAll() ReceiptExpect {
+	a := testAnswer
+	return ReceiptExpect{Issuer: "https://node.example/", TaskID: "task-1", Brand: "review",
+		Agent: receipts.Agent{Issuer: "http://127.0.0.1:4000", Subject: "alice"}, Answer: &a}
+}
+
+func TestVerifyReceipt(t *testing.T) {
+	k := newNodeKey(t)
+	c, err := VerifyReceipt(signedReceipt(t, k, nil), k.Set(), expectAll())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RID != "r_1" || c.Seq != 7 {
+		t.Fatalf("claims = %+v", c)
+	}
+}
+
+func TestVerifyReceiptRefuses(t *testing.T) {
+	k := newNodeKey(t)
+	good := signedReceipt(t, k, nil)
+	other := newNodeKey(t)
+	tampered := func() string {
+		parts := strings.Split(good, ".")
+		var m map[string]any
+		raw, _ := jwtSegment(parts[1])
+		json.Unmarshal(raw, &m)
+		m["seq"] = 8
+		parts[1] = b64(string(mustJSON(t, m)))
+		return strings.Join(parts, ".")
+	}()
+	wrongAnswer := "Looks bad."
+	cases := map[string]struct {
+		jws  string
+		set  keys.Set
+		want func(*ReceiptExpect)
+	}{
+		"T7 signed by another key": {signedReceipt(t, other, func(c *receipts.Claims) { c.Kid = other.ID() }), k.Set(), nil},
+		"T1 edited claims":         {tampered, k.Set(), nil},
+		"other task":               {good, k.Set(), func(e *ReceiptExpect) { e.TaskID = "task-2" }},
+		"other brand":              {good, k.Set(), func(e *ReceiptExpect) { e.Brand = "deploy" }},
+		"other agent":              {good, k.Set(), func(e *ReceiptExpect) { e.Agent.Subject = "bob" }},
+		"other agent issuer":       {good, k.Set(), func(e *ReceiptExpect) { e.Agent.Issuer = "https://idp.example" }},
+		"other node":               {good, k.Set(), func(e *ReceiptExpect) { e.Issuer = "https://evil.example" }},
+		"answer not receipted":     {good, k.Set(), func(e *ReceiptExpect) { e.Answer = &wrongAnswer }},
+		"not a receipt typ": {func() string {
+			s, _ := k.Sign("JWT", jwt.RegisteredClaims{Issuer: "https://node.example"})
+			return s
+		}(), k.Set(), nil},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			want := expectAll()
+			if c.want != nil {
+				c.want(&want)
+			}
+			if _, err := VerifyReceipt(c.jws, c.set, want); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}
+
+func jwtSegment(s string) ([]byte, error) {
+	return jwt.NewParser().DecodeSegment(s)
+}
+
+func TestNodeKeys(t *testing.T) {
+	k := newNodeKey(t)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/jwks.json", func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(k.Set().JWKS())
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	set, err := (&Client{}).NodeKeys(context.Background(), srv.URL+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VerifyReceipt(signedReceipt(t, k, nil), set, ReceiptExpect{TaskID: "task-1"}); err != nil {
+		t.Fatalf("receipt with fetched keys: %v", err)
+	}
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}`))
+	}))
+	defer bad.Close()
+	if _, err := (&Client{}).NodeKeys(context.Background(), bad.URL); err == nil {
+		t.Fatal("a JWKS with no Ed25519 key was accepted")
+	}
+}
