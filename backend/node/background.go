@@ -9,20 +9,29 @@ import (
 	"github.com/aether/aether/backend/identity"
 )
 
-// sweep expires device flows past their time (consent emits the events).
-func (n *Node) sweep(ctx context.Context) {
-	defer n.bg.Done()
-	t := time.NewTicker(2 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := n.consent.Sweep(ctx); err != nil && ctx.Err() == nil {
-				n.log.Warn("consent sweep failed", "err", err)
+// every runs fn now and then every d until ctx ends (a background job of the node).
+func (n *Node) every(ctx context.Context, d time.Duration, fn func(context.Context)) {
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		fn(ctx)
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				fn(ctx)
 			}
 		}
+	}()
+}
+
+// sweep expires device flows past their time (consent emits the events).
+func (n *Node) sweep(ctx context.Context) {
+	if err := n.consent.Sweep(ctx); err != nil && ctx.Err() == nil {
+		n.log.Warn("consent sweep failed", "err", err)
 	}
 }
 
@@ -60,31 +69,17 @@ func (n *Node) rejectOnFlowEnd(ctx context.Context) {
 	}
 }
 
-// refreshHealth checks Codex (found, version, signed in) at start and every few minutes.
-func (n *Node) refreshHealth(ctx context.Context) {
-	defer n.bg.Done()
-	check := func() {
-		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		h := n.runner.Check(cctx)
-		cancel()
-		n.healthMu.Lock()
-		changed := h != n.health
-		n.health = h
-		n.healthMu.Unlock()
-		if changed {
-			n.log.Info("codex", "found", h.Found, "path", h.Path, "version", h.Version, "versionOk", h.VersionOK, "signedIn", h.LoggedIn, "problem", h.Error)
-		}
-	}
-	check()
-	t := time.NewTicker(5 * time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			check()
-		}
+// checkCodex reads Codex's health (found, version, signed in) for the status page.
+func (n *Node) checkCodex(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	h := n.runner.Check(cctx)
+	cancel()
+	n.healthMu.Lock()
+	changed := h != n.health
+	n.health = h
+	n.healthMu.Unlock()
+	if changed {
+		n.log.Info("codex", "found", h.Found, "path", h.Path, "version", h.Version, "versionOk", h.VersionOK, "signedIn", h.LoggedIn, "problem", h.Error)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/aether/aether/backend/fsutil"
 	"github.com/aether/aether/backend/store"
@@ -64,17 +63,7 @@ func (n *Node) saveHead(ctx context.Context) error {
 }
 
 func (n *Node) keepHead(ctx context.Context) {
-	defer n.bg.Done()
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := n.saveHead(ctx); err != nil && ctx.Err() == nil {
-				n.log.Warn("could not record the receipts head", "err", err)
-			}
-		}
+	if err := n.saveHead(ctx); err != nil && ctx.Err() == nil {
+		n.log.Warn("could not record the receipts head", "err", err)
 	}
 }

@@ -207,13 +207,13 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	}
 	bgCtx, cancel := context.WithCancel(context.Background())
 	n.stop = cancel
-	n.bg.Add(6)
-	go n.sweep(bgCtx)
-	go n.watchPolicy(bgCtx)
+	n.bg.Add(2)
 	go n.rejectOnFlowEnd(bgCtx)
-	go n.refreshHealth(bgCtx)
 	go n.bridgeConsent(bgCtx)
-	go n.keepHead(bgCtx)
+	n.every(bgCtx, 2*time.Second, n.sweep)
+	n.every(bgCtx, 2*time.Second, n.watchPolicy)
+	n.every(bgCtx, 5*time.Second, n.keepHead)
+	n.every(bgCtx, 5*time.Minute, n.checkCodex)
 
 	n.log.Info("gateway listening", "addr", n.addrs.Gateway, "publicUrl", publicURL)
 	n.log.Info("admin UI listening", "addr", "https://"+n.addrs.Admin)

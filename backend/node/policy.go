@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/aether/aether/backend/consent"
 	"github.com/aether/aether/backend/fsutil"
@@ -146,22 +145,11 @@ func (n *Node) applyPolicy(p *policy.Policy) error {
 
 // watchPolicy notices hand edits of policy.json (a cheap stat every 2 s).
 func (n *Node) watchPolicy(ctx context.Context) {
-	defer n.bg.Done()
-	t := time.NewTicker(2 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		fi, err := os.Stat(n.polPath)
-		n.mu.Lock()
-		changed := err == nil && !fi.ModTime().Equal(n.polModTime)
-		n.mu.Unlock()
-		if !changed {
-			continue
-		}
+	fi, err := os.Stat(n.polPath)
+	n.mu.Lock()
+	changed := err == nil && !fi.ModTime().Equal(n.polModTime)
+	n.mu.Unlock()
+	if changed {
 		n.reloadFromFile()
 	}
 }
