@@ -1,0 +1,114 @@
+package e2e
+
+import (
+	"bytes"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	_ "github.com/glebarez/go-sqlite" // to tamper with pact.sqlite the way an attacker with the file would
+
+	"github.com/aether/aether/backend/cli"
+)
+
+func verifyCLI(t *testing.T, dataDir string) (int, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := cli.Main([]string{"receipts", "verify", "--data-dir", dataDir}, cli.Env{Stdout: &out, Stderr: &errb})
+	return code, out.String() + errb.String()
+}
+
+// TestReceiptsVerifyCLI: `aether receipts verify` passes on a data dir after
+// 1,000 turns and fails, naming the receipt, after one field of one receipt is
+// edited, two are swapped, or one is deleted in the middle.
+func TestReceiptsVerifyCLI(t *testing.T) {
+	e := newEnv(t)
+	e.stop()
+	e.opts.Runner = instant{}
+	e.start()
+	const clients, perClient = 8, 125
+	var wg sync.WaitGroup
+	for i := range clients {
+		a := e.agent(fmt.Sprintf("agent-%d", i))
+		a.setDelegation(e.delegate(t, a, "review"))
+		c := a.client("review", a2a.TransportProtocolJSONRPC)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range perClient {
+				res, err := c.SendMessage(t.Context(), textMessage("turn"))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if task := res.(*a2a.Task); task.Status.State != a2a.TaskStateCompleted {
+					t.Errorf("turn ended %s", task.Status.State)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	e.stop()
+
+	if code, out := verifyCLI(t, e.dataDir); code != 0 || !strings.Contains(out, "OK: 1000 receipt(s)") {
+		t.Fatalf("verify after 1,000 turns: exit %d\n%s", code, out)
+	}
+	path := filepath.Join(e.dataDir, "pact.sqlite")
+	saved := copyFile(t, path)
+	tamper := func(t *testing.T, stmts ...string) {
+		t.Helper()
+		restoreFile(t, saved, path)
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		// The store's own guard against edits is a trigger; whoever holds the file can drop it.
+		for _, s := range append([]string{"PRAGMA foreign_keys=OFF"}, stmts...) {
+			if _, err := db.Exec(s); err != nil {
+				t.Fatalf("%s: %v", s, err)
+			}
+		}
+	}
+	dropGuards := func() []string {
+		db, _ := sql.Open("sqlite", saved)
+		defer db.Close()
+		rows, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'receipts'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var n string
+			rows.Scan(&n)
+			out = append(out, "DROP TRIGGER "+n)
+		}
+		return out
+	}()
+	cases := []struct {
+		name  string
+		stmts []string
+		want  string
+	}{
+		{"T1 one field of one receipt edited", []string{"UPDATE receipts SET brand = 'other' WHERE seq = 500"}, "receipt 500"},
+		{"T1 the status of the last receipt edited", []string{"UPDATE receipts SET status = 'failed' WHERE seq = 1000"}, "receipt 1000"},
+		{"T2 two receipts swapped", []string{
+			"UPDATE receipts SET seq = 100000 WHERE seq = 300", "UPDATE receipts SET seq = 300 WHERE seq = 301", "UPDATE receipts SET seq = 301 WHERE seq = 100000"}, "receipt 300"},
+		{"T3 a receipt deleted in the middle", []string{"DELETE FROM receipts WHERE seq = 700"}, "701"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tamper(t, append(dropGuards, c.stmts...)...)
+			code, out := verifyCLI(t, e.dataDir)
+			if code == 0 || !strings.Contains(out, "FAILED") || !strings.Contains(out, c.want) {
+				t.Fatalf("exit %d, want a failure naming %q:\n%s", code, c.want, out)
+			}
+		})
+	}
+}
