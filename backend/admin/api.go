@@ -72,6 +72,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, desktop bool) 
 		s.reject(w, r, http.StatusUnauthorized, "no-session", "sign in required")
 		return
 	}
+	if !desktop && s.originRequired(r) {
+		s.reject(w, r, http.StatusForbidden, "origin", "cross-origin request refused")
+		return
+	}
 	if !safeMethod(r.Method) && !validCSRF(r, x) {
 		s.reject(w, r, http.StatusForbidden, "csrf", "missing or invalid CSRF token")
 		return

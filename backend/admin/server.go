@@ -183,12 +183,19 @@ func (s *Server) crossOrigin(r *http.Request) string {
 	if err := s.cop.Check(r); err != nil {
 		return "cross-origin"
 	}
-	// CrossOriginProtection compares only hosts and lets requests without Origin pass; every
-	// browser sends Origin on non-GET requests, and only https on our port is ours (C2).
-	if !s.origins[r.Header.Get("Origin")] {
+	// CrossOriginProtection compares only hosts and lets requests without Origin pass; only
+	// https on our port is ours (C2). A request with no Origin at all is no browser's (every
+	// browser sends one on non-GET requests): the API answers it 401 without a session (C4)
+	// and refuses it after the session check (originRequired).
+	if o := r.Header.Get("Origin"); o != "" && !s.origins[o] {
 		return "origin"
 	}
 	return ""
+}
+
+// originRequired refuses a non-GET call with a session but without our Origin.
+func (s *Server) originRequired(r *http.Request) bool {
+	return !safeMethod(r.Method) && !s.origins[r.Header.Get("Origin")]
 }
 
 func safeMethod(m string) bool { return m == http.MethodGet || m == http.MethodHead }

@@ -211,22 +211,32 @@ func durationOf(s string) (consent.Duration, error) {
 	return "", fmt.Errorf("%w: duration must be 1d, 30d or forever", admin.ErrInvalid)
 }
 
-// consentErr maps consent's errors onto the admin API's statuses.
+// consentErr maps consent's errors onto the admin API's statuses, keeping
+// consent's own words for the owner.
 func consentErr(err error) error {
-	switch {
-	case errors.Is(err, consent.ErrNotFound):
-		return fmt.Errorf("%w: %v", admin.ErrNotFound, err)
-	case errors.Is(err, consent.ErrAlreadyDecided):
-		return fmt.Errorf("%w: %v", admin.ErrAlreadyDecided, err)
-	case errors.Is(err, consent.ErrExpired), errors.Is(err, consent.ErrLocked), errors.Is(err, consent.ErrBrandChanged):
-		return fmt.Errorf("%w: %v", admin.ErrExpired, err)
-	case errors.Is(err, consent.ErrWrongCode), errors.Is(err, consent.ErrBadUserCode):
-		return fmt.Errorf("%w: %v", admin.ErrCodeMismatch, err)
-	case errors.Is(err, consent.ErrBadDuration):
-		return fmt.Errorf("%w: %v", admin.ErrInvalid, err)
+	for _, m := range []struct{ from, to error }{
+		{consent.ErrNotFound, admin.ErrNotFound},
+		{consent.ErrAlreadyDecided, admin.ErrAlreadyDecided},
+		{consent.ErrExpired, admin.ErrExpired},
+		{consent.ErrLocked, admin.ErrExpired},
+		{consent.ErrBrandChanged, admin.ErrExpired},
+		{consent.ErrWrongCode, admin.ErrCodeMismatch},
+		{consent.ErrBadUserCode, admin.ErrCodeMismatch},
+		{consent.ErrBadDuration, admin.ErrInvalid},
+	} {
+		if errors.Is(err, m.from) {
+			return kindError{err, m.to}
+		}
 	}
 	return err
 }
+
+// kindError is err, classified as kind for the API's status.
+type kindError struct{ err, kind error }
+
+func (e kindError) Error() string        { return e.err.Error() }
+func (e kindError) Is(target error) bool { return target == e.kind }
+func (e kindError) Unwrap() error        { return e.err }
 
 func (b *backend) Grants(ctx context.Context) ([]admin.Grant, error) {
 	gs, err := b.n.consent.Grants(ctx)

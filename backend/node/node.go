@@ -194,7 +194,9 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 
 	n.admin = admin.New(admin.Config{Token: n.token, Addr: n.addrs.Admin, UI: o.UI, Log: n.log, OnConsentLink: o.OnConsentLink}, &backend{n: n})
 	gwSrv := &http.Server{Handler: http.HandlerFunc(n.serveGateway), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, IdleTimeout: 2 * time.Minute}
-	adminSrv := &http.Server{Handler: n.admin.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10,
+	// Browsers that do not trust the self-signed certificate yet fail handshakes: debug noise.
+	quiet := slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)
+	adminSrv := &http.Server{Handler: n.admin.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: quiet,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}
 	apiSrv := &http.Server{Handler: n.apiHandler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
 	n.servers = []*http.Server{gwSrv, adminSrv, apiSrv}

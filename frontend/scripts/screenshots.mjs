@@ -74,7 +74,7 @@ await run([], async (page, base) => {
   const card = page.locator("article", { hasText: "BCDF-GHJK" });
   await card.getByRole("combobox").selectOption("1d");
   await card.getByRole("button", { name: "Allow", exact: true }).click();
-  await page.getByText(/Allowed — grant g_\w+ for 1 day/).waitFor();
+  await page.getByText("Allowed for 1 day", { exact: true }).waitFor();
   await shot(page, "04-consent-allowed", false);
 
   await page.goto("/pact/consent?user_code=ZZZZ-ZZZZ");

@@ -115,7 +115,7 @@ export function agentView(agent: { issuer: string; subject: string; issuerOrigin
       untrusted(origin, AGENT_MAX, "mono"),
       idn ? h("span", { class: "badge badge-warn", title: "The host uses internationalised (punycode) characters. Check it is the agent you expect." }, "IDN") : null,
     ),
-    h("div", { class: "agent-subject" }, h("span", { class: "label-inline" }, "subject"), untrusted(agent.subject)),
+    h("div", { class: "agent-subject" }, h("span", { class: "label-inline" }, "subject"), untrusted(agent.subject, compact ? 80 : AGENT_MAX)),
     extraPath && !compact ? h("div", { class: "agent-issuer muted" }, h("span", { class: "label-inline" }, "issuer"), untrusted(issuer, AGENT_MAX, "mono")) : null,
   );
 }

@@ -97,6 +97,18 @@ export function navigate(href: string, opts: { replace?: boolean } = {}): void {
   render(!samePage);
 }
 
+// The desktop app shows a page (a consent request from a notification, the tray or a
+// consent link) by dispatching "aether:navigate" with the path; before the router runs the
+// last such path waits here. Only this UI's own pages are followed.
+let shellTarget: string | null = null;
+window.addEventListener("aether:navigate", (ev) => {
+  const detail = (ev as CustomEvent<unknown>).detail;
+  if (typeof detail !== "string") return;
+  const url = new URL(detail, location.href);
+  if (routes.length === 0) shellTarget = url.href;
+  else if (isInternal(url)) navigate(url.href);
+});
+
 export function startRouter(rs: Route[], mainEl: HTMLElement, navEl: HTMLElement, isStopped: () => boolean): void {
   routes = rs;
   main = mainEl;
@@ -113,5 +125,7 @@ export function startRouter(rs: Route[], mainEl: HTMLElement, navEl: HTMLElement
     navigate(url.href);
   });
   window.addEventListener("popstate", () => render(false));
+  if (shellTarget && isInternal(new URL(shellTarget))) history.replaceState(null, "", shellTarget);
+  shellTarget = null;
   render(false);
 }

@@ -28,6 +28,10 @@ export function normalizeCode(raw: string): string {
 
 const DEFAULT_DURATION: Duration = "30d";
 
+// What this window saw happen to requests, by normalized user code. It outlives the page, so that
+// coming Back to a consent link after deciding says "already decided", not "no such request".
+const known = new Map<string, Known>();
+
 function durationPhrase(d: Duration): string {
   return d === "forever" ? "until revoked" : "for " + durationLabel(d);
 }
@@ -36,7 +40,6 @@ export const consentPage: PageDef = {
   title: "Consent",
   mount(root, url) {
     const cards = new Map<string, Card>();
-    const known = new Map<string, Known>(); // by normalized user code, for ?user_code= lookups
     const notice = h("div", { class: "notice-slot" });
     const list = h("div", { class: "consent-list", "aria-live": "polite" });
     const empty = emptyState();
@@ -103,7 +106,7 @@ export const consentPage: PageDef = {
       }
     }
 
-    function setOutcome(c: Card, tone: "ok" | "bad" | "neutral" | "warn", title: string, detail: (Node | string)[]): void {
+    function setOutcome(c: Card, tone: "ok" | "bad" | "neutral" | "warn", title: string, detail: (Node | string)[], grantId = ""): void {
       c.state = "done";
       c.el.classList.remove("expiring", "highlight");
       c.el.classList.add("consent-done", "consent-done-" + tone);
@@ -119,7 +122,17 @@ export const consentPage: PageDef = {
             null,
             titleEl,
             h("div", { class: "outcome-detail" }, ...detail),
-            h("div", { class: "outcome-who muted small" }, "Request ", h("code", null, clean(c.req.userCode)), " from ", untrusted(agentOrigin(c.req.agent), 80, "mono"), " · ", untrusted(c.req.agent.subject, 80)),
+            h(
+              "div",
+              { class: "outcome-who muted small" },
+              "Request ",
+              h("code", null, clean(c.req.userCode)),
+              " from ",
+              untrusted(agentOrigin(c.req.agent), 80, "mono"),
+              " · ",
+              untrusted(c.req.agent.subject, 80),
+              grantId ? [" · grant ", h("code", { class: "outcome-grant" }, grantId)] : null,
+            ),
           ),
         ),
       );
@@ -132,13 +145,14 @@ export const consentPage: PageDef = {
         case "allowed": {
           known.set(code, "allowed");
           const gid = ans.grant?.id ? clean(ans.grant.id) : "";
-          setOutcome(c, "ok", `Allowed — grant ${gid || "created"} ${durationPhrase(duration)}`, [
-            "The agent can now use ",
-            untrusted(c.req.brand.name || c.req.brand.id, 80),
-            ". ",
-            h("a", { href: "/sharing" }, "See it on Sharing"),
-            ", where you can revoke it at any time.",
-          ]);
+          if (gid) c.el.dataset.grantId = gid;
+          setOutcome(
+            c,
+            "ok",
+            `Allowed ${durationPhrase(duration)}`,
+            ["The agent can now use ", untrusted(c.req.brand.name || c.req.brand.id, 80), ". ", h("a", { href: "/sharing" }, "See it on Sharing"), ", where you can revoke it at any time."],
+            gid,
+          );
           break;
         }
         case "denied":

@@ -1,0 +1,560 @@
+#!/usr/bin/env node
+// The owner's browser for backend/e2e/browser_test.go: Debian's Chromium driven through
+// playwright-core against a real node's admin listener.
+//
+//   node frontend/tests/consent.mjs --admin https://127.0.0.1:<port> --out <screenshot dir> [--evil-host evil.example]
+//
+// The Go test plays the personal agents and the node; this script plays the owner. It reads one
+// JSON command per line on stdin, {"seq": 1, "step": "openRequest", "args": {…}}, runs that step
+// in one browser (one context, so one admin session once "signin" ran) and answers one JSON line
+// on stdout, {"seq": 1, "ok": true, "result": {…}} or {"seq": 1, "ok": false, "error": "…"}. Steps check
+// what the owner must see and throw when it is not there; the Go side checks the node's state.
+// When stdin closes, the browser is closed and the script exits. Logs go to stderr.
+//
+// --evil-host names a host that Chromium resolves to 127.0.0.1 (--host-resolver-rules), so the
+// test can serve "another site" from a loopback server and rebind a name onto the admin port.
+
+import readline from "node:readline";
+import fs from "node:fs";
+import path from "node:path";
+import { chromium } from "playwright-core";
+import { CHROMIUM_PATH, CHROMIUM_ARGS } from "./browser.mjs";
+
+const args = parseArgs(process.argv.slice(2));
+const admin = new URL(required(args, "admin")).origin;
+const outDir = path.resolve(required(args, "out"));
+const evilHost = args["evil-host"] || "evil.example";
+fs.mkdirSync(outDir, { recursive: true });
+
+function parseArgs(argv) {
+  const out = {};
+  for (let i = 0; i < argv.length; i++) {
+    const m = argv[i].match(/^--([\w-]+)(?:=(.*))?$/);
+    if (!m) throw new Error("unexpected argument " + argv[i]);
+    out[m[1]] = m[2] ?? argv[++i];
+  }
+  return out;
+}
+
+function required(a, k) {
+  if (!a[k]) {
+    console.error(`usage: consent.mjs --admin https://127.0.0.1:<port> --out <dir>; missing --${k}`);
+    process.exit(2);
+  }
+  return a[k];
+}
+
+const log = (...a) => console.error("[consent.mjs]", ...a);
+
+function check(cond, msg) {
+  if (!cond) throw new Error(msg);
+}
+
+const STEP_TIMEOUT = 15_000;
+
+const browser = await chromium.launch({
+  executablePath: CHROMIUM_PATH,
+  args: [...CHROMIUM_ARGS, `--host-resolver-rules=MAP ${evilHost} 127.0.0.1`],
+  headless: true,
+});
+// The admin listener's certificate is self-signed; the owner accepted it once.
+const context = await browser.newContext({
+  ignoreHTTPSErrors: true,
+  baseURL: admin,
+  viewport: { width: 1280, height: 860 },
+  colorScheme: "light",
+  locale: "en-US",
+  timezoneId: "UTC",
+});
+context.setDefaultTimeout(STEP_TIMEOUT);
+
+// Every page of the admin UI reports script errors and CSP violations: a product page has none.
+const problems = [];
+await context.addInitScript(() => {
+  document.addEventListener("securitypolicyviolation", (e) => {
+    window.__cspViolations = (window.__cspViolations || 0) + 1;
+    console.error(`CSP violation: ${e.violatedDirective} ${e.blockedURI}`);
+  });
+});
+function watch(page, label) {
+  page.on("pageerror", (e) => problems.push(`${label}: page error: ${e.message}`));
+  page.on("console", (m) => {
+    // Refused requests (400, 409, 410 from the API) are expected in some steps.
+    if (m.type() === "error" && !/Failed to load resource/.test(m.text())) problems.push(`${label}: console: ${m.text()}`);
+  });
+}
+
+const page = await context.newPage();
+watch(page, "main");
+
+// The last decision request the UI sent, per user code (C12 replays it).
+const sentDecisions = new Map();
+context.on("request", (r) => {
+  if (r.method() === "POST" && /\/api\/consent\/[^/]+\/decision$/.test(new URL(r.url()).pathname)) {
+    try {
+      const body = JSON.parse(r.postData() || "{}");
+      sentDecisions.set(body.userCode, { url: new URL(r.url()).pathname, body: r.postData() });
+    } catch {
+      // not the UI's request
+    }
+  }
+});
+
+async function shot(p, name) {
+  if (!name) return;
+  // Let transitions (highlight, banners) settle so the picture shows the final state.
+  await p.waitForTimeout(350);
+  // What the owner sees in the window (a full-page capture would misplace the sticky sidebar).
+  await p.screenshot({ path: path.join(outDir, name), animations: "disabled", caret: "hide" });
+  log("saved", path.join(outDir, name));
+}
+
+function card(p, userCode) {
+  return p.locator("article.consent-card", { hasText: userCode });
+}
+
+async function newPage(label) {
+  const p = await context.newPage();
+  if (label) watch(p, label);
+  return p;
+}
+
+/** holdDecisions keeps the UI's decision POSTs of page p until release() (C6, C7 races). */
+async function holdDecisions(p) {
+  const held = [];
+  let wake = () => {};
+  const handler = (route) => {
+    held.push(route);
+    wake();
+  };
+  await p.route("**/api/consent/*/decision", handler);
+  return {
+    held,
+    async waitFor(n) {
+      while (held.length < n) await new Promise((r) => (wake = r));
+    },
+    async release() {
+      await Promise.all(held.splice(0).map((r) => r.continue()));
+      await p.unroute("**/api/consent/*/decision", handler);
+    },
+  };
+}
+
+async function outcome(c) {
+  const title = c.locator(".outcome-title");
+  await title.waitFor();
+  return {
+    title: (await title.innerText()).trim(),
+    detail: (await c.locator(".outcome-detail").innerText()).trim(),
+    grantId: (await c.getAttribute("data-grant-id")) ?? "",
+  };
+}
+
+/** pageState is what the page holds that injected markup would change (C9). */
+async function pageState(p) {
+  return p.evaluate(() => ({
+    pwned: window.__pwned ?? null,
+    cspViolations: window.__cspViolations ?? 0,
+    imgs: document.querySelectorAll("img").length,
+    handlers: document.querySelectorAll("[onerror],[onload],[onclick]").length,
+    scriptsInBody: document.body.querySelectorAll("script").length,
+    bidi: /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/.test(document.body.innerText),
+    overflowX: document.documentElement.scrollWidth > document.documentElement.clientWidth,
+  }));
+}
+
+const steps = {
+  /** signin opens the sign-in link printed by the node: a session, then the Consent page. */
+  async signin({ link }) {
+    const resp = await page.goto(link);
+    check(resp && resp.ok(), `sign-in link answered ${resp && resp.status()}`);
+    await page.getByRole("heading", { name: "Consent", level: 1 }).waitFor();
+    const u = new URL(page.url());
+    check(u.origin === admin && u.pathname === "/pact/consent" && !u.search.includes("token"), "after sign-in the page is " + page.url());
+    return { url: page.url(), title: await page.title() };
+  },
+
+  /** openRequest opens a consent link and checks the request shows what the server knows. */
+  async openRequest({ link, userCode, issuerOrigin, subject, brand, brandId, scope, shot: name }) {
+    const resp = await page.goto(link);
+    const c = card(page, userCode);
+    await c.getByRole("button", { name: "Allow", exact: true }).waitFor();
+    check(await c.evaluate((el) => el.classList.contains("highlight")), "the linked request is not highlighted");
+    const origin = (await c.locator(".agent-origin").innerText()).trim();
+    check(origin.startsWith(issuerOrigin), `issuer origin shown as ${JSON.stringify(origin)}, want ${issuerOrigin}`);
+    const sub = (await c.locator(".agent-subject").innerText()).trim();
+    check(sub.includes(subject), `subject shown as ${JSON.stringify(sub)}, want ${subject}`);
+    const facts = await c.locator(".consent-facts").innerText();
+    for (const want of [brand, brandId, scope, userCode]) check(facts.includes(want), `the request does not show ${JSON.stringify(want)}: ${facts}`);
+    check((await c.getByRole("button", { name: "Deny", exact: true }).count()) === 1, "no Deny button");
+    check(/Expires in \d+:\d\d/.test(await c.locator(".expiry").innerText()), "no expiry countdown");
+    await page.mouse.move(0, 0);
+    await shot(page, name);
+    return { cacheControl: resp.headers()["cache-control"] ?? "", text: await c.innerText() };
+  },
+
+  /** decide clicks Allow or Deny on a request and waits for the page to say what happened. */
+  async decide({ userCode, decision, duration, shot: name }) {
+    const c = card(page, userCode);
+    if (duration) await c.getByLabel("Allow for").selectOption(duration);
+    await c.getByRole("button", { name: decision === "allow" ? "Allow" : "Deny", exact: true }).click();
+    const res = await outcome(c);
+    check(page.url().includes("/pact/consent"), "the decision navigated away: " + page.url());
+    await page.mouse.move(0, 0);
+    await shot(page, name);
+    return res;
+  },
+
+  /** sharing opens the Sharing page and reads the grant rows. */
+  async sharing({ shot: name, wait }) {
+    await page.goto("/sharing");
+    await page.getByRole("heading", { name: "Sharing", level: 1 }).waitFor();
+    if (wait) await page.locator(`tr[data-grant-id="${wait}"]`).waitFor();
+    const rows = await page.locator("tr.grant-row").evaluateAll((trs) =>
+      trs.map((tr) => ({ id: tr.dataset.grantId, text: tr.innerText, revoke: !!tr.querySelector("button") })),
+    );
+    await page.mouse.move(0, 0);
+    await shot(page, name);
+    return { rows };
+  },
+
+  /** revoke revokes a grant on the Sharing page, confirming in the dialog. */
+  async revoke({ grantId, dialogShot, shot: name }) {
+    const row = page.locator(`tr[data-grant-id="${grantId}"]`);
+    await row.getByRole("button", { name: "Revoke", exact: true }).click();
+    const dlg = page.getByRole("dialog");
+    await dlg.waitFor();
+    await shot(page, dialogShot);
+    await dlg.getByRole("button", { name: "Revoke grant", exact: true }).click();
+    await page.getByText("Grant revoked").waitFor();
+    await row.getByText("Revoked", { exact: true }).waitFor();
+    check((await row.getByRole("button", { name: "Revoke" }).count()) === 0, "a revoked grant still offers Revoke");
+    await page.mouse.move(0, 0);
+    await shot(page, name);
+    return { row: await row.innerText() };
+  },
+
+  /** receipt opens one receipt on the Receipts page and reads its Verify result. */
+  async receipt({ id, shot: name }) {
+    await page.goto("/receipts?id=" + encodeURIComponent(id));
+    await page.getByRole("heading", { name: "Receipts", level: 1 }).waitFor();
+    const verify = page.locator(".verify");
+    await verify.waitFor();
+    const text = (await verify.innerText()).trim();
+    await page.mouse.move(0, 0);
+    await shot(page, name);
+    return { verify: text, ok: await verify.evaluate((el) => el.classList.contains("verify-ok")), detail: await page.locator("main").innerText() };
+  },
+
+  /** status opens the status page. */
+  async status({ shot: name }) {
+    await page.goto("/");
+    await page.getByRole("heading", { name: "Gateway" }).waitFor();
+    await page.waitForFunction(() => !document.querySelector("main .loading"));
+    await page.mouse.move(0, 0);
+    await shot(page, name);
+    return { text: await page.locator("main").innerText() };
+  },
+
+  /** formPost (C1, C2): another site's page auto-submits a form at the admin API. */
+  async formPost({ url }) {
+    const p = await newPage();
+    try {
+      const respP = p.waitForResponse((r) => r.request().method() === "POST" && new URL(r.url()).origin === admin);
+      await p.goto(url);
+      const resp = await respP;
+      const h = await resp.request().allHeaders();
+      return { status: resp.status(), origin: h["origin"] ?? "", secFetchSite: h["sec-fetch-site"] ?? "", cookie: /__Host-aether_session=/.test(h["cookie"] ?? "") };
+    } finally {
+      await p.close();
+    }
+  },
+
+  /** fetchAPI (C1, C2): another site's script calls the admin API with the owner's cookies. */
+  async fetchAPI({ url, target }) {
+    const p = await newPage();
+    try {
+      await p.goto(url);
+      return await p.evaluate(async (t) => {
+        try {
+          const r = await fetch(t, { credentials: "include" });
+          return { read: true, status: r.status, body: await r.text() };
+        } catch (e) {
+          return { read: false, error: String(e) };
+        }
+      }, target);
+    } finally {
+      await p.close();
+    }
+  },
+
+  /** rebind (C3): a name that resolves to 127.0.0.1 opens the admin port. */
+  async rebind({ url }) {
+    const p = await newPage();
+    try {
+      const resp = await p.goto(url);
+      return { status: resp.status(), text: (await p.locator("body").innerText()).slice(0, 300) };
+    } finally {
+      await p.close();
+    }
+  },
+
+  /** frame (C5): another site frames the consent page. */
+  async frame({ url }) {
+    const p = await newPage();
+    try {
+      const framed = p.waitForResponse((r) => new URL(r.url()).origin === admin);
+      await p.goto(url);
+      const resp = await framed;
+      await p.waitForFunction(() => window.__frameLoaded === true, null, { timeout: 5000 }).catch(() => {});
+      const child = p.frames().find((f) => f !== p.mainFrame());
+      let text = "";
+      try {
+        text = await child.evaluate(() => document.body?.innerText ?? "");
+      } catch (e) {
+        text = "(unreadable: " + e.message + ")";
+      }
+      return {
+        frameUrl: child.url(),
+        text: text.slice(0, 300),
+        xfo: resp.headers()["x-frame-options"] ?? "",
+        csp: resp.headers()["content-security-policy"] ?? "",
+        buttons: await child.locator("button").count().catch(() => 0),
+      };
+    } finally {
+      await p.close();
+    }
+  },
+
+  /** doubleClick (C6): a double click on Allow sends one decision. */
+  async doubleClick({ link, userCode }) {
+    const p = await newPage("double-click");
+    try {
+      let posts = 0;
+      p.on("request", (r) => r.method() === "POST" && r.url().includes("/decision") && posts++);
+      await p.goto(link);
+      const c = card(p, userCode);
+      await c.getByRole("button", { name: "Allow", exact: true }).dblclick();
+      const res = await outcome(c);
+      await p.waitForTimeout(300); // a second POST, if any, would have left by now
+      return { posts, ...res };
+    } finally {
+      await p.close();
+    }
+  },
+
+  /** race (C6): two tabs decide the same request at the same moment. */
+  async race({ link, userCode, decisions }) {
+    const tabs = [await newPage("tab 1"), await newPage("tab 2")];
+    try {
+      const holds = [];
+      for (const t of tabs) {
+        await t.goto(link);
+        await card(t, userCode).getByRole("button", { name: "Allow", exact: true }).waitFor();
+        holds.push(await holdDecisions(t));
+      }
+      for (let i = 0; i < 2; i++) {
+        await card(tabs[i], userCode).getByRole("button", { name: decisions[i] === "allow" ? "Allow" : "Deny", exact: true }).click();
+        await holds[i].waitFor(1);
+      }
+      // Both requests are in flight together: the node decides which one wins.
+      await Promise.all(holds.map((h) => h.release()));
+      const results = await Promise.all(tabs.map((t) => outcome(card(t, userCode))));
+      return { results };
+    } finally {
+      for (const t of tabs) await t.close();
+    }
+  },
+
+  /** holdDecision (C7): the owner clicks Allow; the request is held until releaseDecision. */
+  async holdDecision({ link, userCode }) {
+    const p = await newPage("expired");
+    await p.goto(link);
+    const c = card(p, userCode);
+    await c.getByRole("button", { name: "Allow", exact: true }).waitFor();
+    const hold = await holdDecisions(p);
+    await c.getByRole("button", { name: "Allow", exact: true }).click();
+    await hold.waitFor(1);
+    steps._held = { p, hold, userCode };
+    return {};
+  },
+
+  async releaseDecision({ shot: name }) {
+    const { p, hold, userCode } = steps._held;
+    delete steps._held;
+    try {
+      await hold.release();
+      const res = await outcome(card(p, userCode));
+      await p.mouse.move(0, 0);
+      await shot(p, name);
+      return res;
+    } finally {
+      await p.close();
+    }
+  },
+
+  /** swapCode (C8): the form for request A is sent with the user code of request B. */
+  async swapCode({ link, userCode, otherCode }) {
+    const p = await newPage("swap-code");
+    try {
+      await p.goto(link);
+      const c = card(p, userCode);
+      const allow = c.getByRole("button", { name: "Allow", exact: true });
+      await allow.waitFor();
+      await p.route("**/api/consent/*/decision", (route) => {
+        const body = JSON.parse(route.request().postData());
+        route.continue({ postData: JSON.stringify({ ...body, userCode: otherCode }) });
+      });
+      await allow.click();
+      const err = c.locator(".card-error");
+      await err.waitFor();
+      await p.unroute("**/api/consent/*/decision");
+      const uiError = (await err.innerText()).trim();
+      const stillPending = await allow.isEnabled();
+      // The same, as a script on the page would send it.
+      const id = (await c.getAttribute("id")).replace(/^request-/, "");
+      const raw = await p.evaluate(
+        async ({ id, code }) => {
+          const s = await (await fetch("/api/session")).json();
+          const r = await fetch(`/api/consent/${encodeURIComponent(id)}/decision`, {
+            method: "POST",
+            headers: { "Content-Type": "application/json", "X-CSRF-Token": s.csrfToken },
+            body: JSON.stringify({ userCode: code, decision: "allow", duration: "forever" }),
+          });
+          return { status: r.status, body: await r.json() };
+        },
+        { id, code: otherCode },
+      );
+      return { uiError, stillPending, raw };
+    } finally {
+      await p.close();
+    }
+  },
+
+  /** hostile (C9): what an agent-supplied subject turns into on the Consent and Sharing pages. */
+  async hostile({ link, userCode, shot: name, sharingShot }) {
+    await page.goto(link);
+    const c = card(page, userCode);
+    await c.getByRole("button", { name: "Allow", exact: true }).waitFor();
+    const subject = c.locator(".agent-subject .untrusted");
+    const res = {
+      subject: await subject.innerText(),
+      subjectTitle: (await subject.getAttribute("title")) ?? "",
+      origin: (await c.locator(".agent-origin").innerText()).trim(),
+      cardWidth: (await c.boundingBox()).width,
+    };
+    await page.mouse.move(0, 0);
+    await shot(page, name);
+    res.consent = await pageState(page);
+    await c.getByRole("button", { name: "Allow", exact: true }).click();
+    const { grantId } = await outcome(c);
+    check(grantId, "Allow made no grant");
+    await page.goto("/sharing");
+    const row = page.locator(`tr[data-grant-id="${grantId}"]`);
+    res.sharingSubject = await row.locator(".agent-subject .untrusted").innerText();
+    await shot(page, sharingShot);
+    res.sharing = await pageState(page);
+    return res;
+  },
+
+  /** extraParams (C10): a consent link with parameters the agent added. */
+  async extraParams({ link }) {
+    await page.goto(link);
+    await page.getByRole("button", { name: "Allow", exact: true }).first().waitFor();
+    await page.waitForTimeout(200);
+    return { text: await page.locator("main").innerText(), cards: await page.locator("article.consent-card").count() };
+  },
+
+  /** returnTo (C11): sign-in links whose return_to points elsewhere. */
+  async returnTo({ link, targets }) {
+    const out = [];
+    for (const t of targets) {
+      const u = new URL(link);
+      u.searchParams.set("return_to", t);
+      const p = await newPage();
+      let error = "";
+      try {
+        await p.goto(u.href, { timeout: 5000 });
+      } catch (e) {
+        error = e.message.split("\n")[0];
+      }
+      out.push({ returnTo: t, url: p.url(), error });
+      await p.close();
+    }
+    return { results: out };
+  },
+
+  /** back (C12): after a decision, Back shows no live buttons; re-sending the answer changes nothing. */
+  async back({ userCode, shot: name }) {
+    const c = card(page, userCode);
+    await c.locator(".outcome-title").waitFor();
+    // In-app navigation, then the browser's Back button.
+    await page.getByRole("link", { name: "Sharing", exact: true }).click();
+    await page.getByRole("heading", { name: "Sharing", level: 1 }).waitFor();
+    await page.goBack();
+    await page.getByRole("heading", { name: "Consent", level: 1 }).waitFor();
+    await page.locator(".notice-slot .banner").waitFor();
+    const spa = {
+      url: page.url(),
+      notice: (await page.locator(".notice-slot").innerText()).trim(),
+      liveButtons: await card(page, userCode).getByRole("button", { name: "Allow", exact: true }).count(),
+    };
+    await page.mouse.move(0, 0);
+    await shot(page, name);
+    // A full page load elsewhere, then Back: the page comes from the node again (no-store).
+    await page.goto("/sharing");
+    await page.getByRole("heading", { name: "Sharing", level: 1 }).waitFor();
+    const resp = await page.goBack();
+    await page.getByRole("heading", { name: "Consent", level: 1 }).waitFor();
+    await page.locator(".notice-slot .banner").waitFor();
+    const full = {
+      status: resp ? resp.status() : 0,
+      cacheControl: resp ? (resp.headers()["cache-control"] ?? "") : "",
+      liveButtons: await card(page, userCode).getByRole("button", { name: "Allow", exact: true }).count(),
+      notice: (await page.locator(".notice-slot").innerText()).trim(),
+    };
+    // Re-submit: the decision request exactly as the UI sent it.
+    const sent = sentDecisions.get(userCode);
+    check(sent, "no decision was sent for " + userCode);
+    const resubmit = await page.evaluate(async ({ url, body }) => {
+      const s = await (await fetch("/api/session")).json();
+      const r = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json", "X-CSRF-Token": s.csrfToken }, body });
+      return { status: r.status, cacheControl: r.headers.get("cache-control"), body: await r.json() };
+    }, sent);
+    return { spa, full, resubmit };
+  },
+
+  /** problems lists script errors and CSP violations seen on the admin pages. */
+  async problems() {
+    return { problems };
+  },
+};
+
+async function run(cmd) {
+  const fn = Object.hasOwn(steps, cmd.step) && !cmd.step.startsWith("_") ? steps[cmd.step] : null;
+  if (!fn) throw new Error("unknown step " + cmd.step);
+  return fn(cmd.args ?? {});
+}
+
+const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
+for await (const line of rl) {
+  if (!line.trim()) continue;
+  let cmd;
+  try {
+    cmd = JSON.parse(line);
+  } catch (e) {
+    process.stdout.write(JSON.stringify({ seq: 0, ok: false, error: "bad command: " + e.message }) + "\n");
+    continue;
+  }
+  let answer;
+  try {
+    answer = { seq: cmd.seq, ok: true, result: (await run(cmd)) ?? {} };
+  } catch (e) {
+    log(cmd.step, "failed:", e.stack || e.message);
+    const where = path.join(outDir, `failed-${cmd.step}.png`);
+    await page.screenshot({ path: where, fullPage: true }).catch(() => {});
+    answer = { seq: cmd.seq, ok: false, error: e.message.split("\n").slice(0, 6).join("\n") + ` (screenshot: ${where})` };
+  }
+  process.stdout.write(JSON.stringify(answer) + "\n");
+}
+await browser.close();
