@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
@@ -200,17 +201,20 @@ func (db *DB) commit(batch []*writeReq) {
 			batch[0].err = run(tx, batch[0].fn)
 			return batch[0].err
 		}
+		// Savepoints straight on the connection: gorm's statement machinery
+		// costs more than the statements themselves here.
+		conn, ctx := tx.Statement.ConnPool, context.Background()
 		for i, req := range batch {
-			sp := fmt.Sprintf("w%d", i)
-			if err := tx.SavePoint(sp).Error; err != nil {
+			sp := "w" + strconv.Itoa(i)
+			if _, err := conn.ExecContext(ctx, "SAVEPOINT "+sp); err != nil {
 				return err
 			}
 			if req.err = run(tx, req.fn); req.err != nil {
-				if err := tx.RollbackTo(sp).Error; err != nil {
+				if _, err := conn.ExecContext(ctx, "ROLLBACK TO "+sp); err != nil {
 					return err
 				}
 			}
-			if err := tx.Exec("RELEASE SAVEPOINT " + sp).Error; err != nil {
+			if _, err := conn.ExecContext(ctx, "RELEASE "+sp); err != nil {
 				return err
 			}
 		}
