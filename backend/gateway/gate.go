@@ -20,7 +20,6 @@ const (
 	attrIssuer     = "iss"
 	attrSubject    = "sub"
 	attrGrant      = "grant"
-	attrScope      = "scope"
 	attrDisconnect = "disconnect" // <-chan struct{} of a streaming request
 	attrStreaming  = "streaming"  // the turn streams its events
 )
@@ -131,7 +130,6 @@ func (gt *gate) beforeTurn(ctx context.Context, cc *a2asrv.CallContext, id ident
 		return ctx, task, nil
 	}
 	cc.User.Attributes[attrGrant] = d.GrantID
-	cc.User.Attributes[attrScope] = d.Scope
 	if cc.Method() == "SendStreamingMessage" {
 		cc.User.Attributes[attrDisconnect] = ctx.Done()
 		cc.User.Attributes[attrStreaming] = true

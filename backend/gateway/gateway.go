@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/a2aproject/a2a-go/v2/a2asrv"
-
 	"github.com/aether/aether/backend/codex"
 	"github.com/aether/aether/backend/consent"
 	"github.com/aether/aether/backend/identity"
@@ -174,5 +172,4 @@ type brandRoute struct {
 	card     http.Handler
 	jsonrpc  http.Handler
 	rest     http.Handler
-	handler  a2asrv.RequestHandler
 }

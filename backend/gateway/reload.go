@@ -72,7 +72,6 @@ func (g *Gateway) newBrandRoute(u urls, b policy.Brand) (*brandRoute, error) {
 		card:     cardHandler,
 		jsonrpc:  a2asrv.NewJSONRPCHandler(h, keepAlive),
 		rest:     a2asrv.NewRESTHandler(h, keepAlive),
-		handler:  h,
 	}, nil
 }
 
