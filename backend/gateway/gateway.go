@@ -53,8 +53,9 @@ type Gateway struct {
 	paused atomic.Bool
 	turns  *turnTable
 
-	mu     sync.Mutex // serialises Reload
-	brands map[string]*brandRoute
+	mu      sync.Mutex // serialises Reload
+	brands  map[string]*brandRoute
+	handler http.Handler
 }
 
 // New builds a gateway serving p (which must have a pact section).
@@ -69,6 +70,7 @@ func New(cfg Config, p *policy.Policy) (*Gateway, error) {
 	if err := g.Reload(p); err != nil {
 		return nil, err
 	}
+	g.handler = g.routesHandler()
 	return g, nil
 }
 
@@ -87,7 +89,9 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 func (g *Gateway) Paused() bool { return g.paused.Load() }
 
 // Handler is the gateway listener's root handler.
-func (g *Gateway) Handler() http.Handler {
+func (g *Gateway) Handler() http.Handler { return g.handler }
+
+func (g *Gateway) routesHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
