@@ -26,4 +26,4 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 mkdir -p bin
 go build -tags desktop,production,webkit2_41 -o bin/aether-desktop .
-exec bin/aether-desktop --policy examples/policy.json --data-dir "$data"
+AETHER_POLICY="$PWD/examples/policy.json" AETHER_DATA_DIR="$data" exec bin/aether-desktop
