@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -42,7 +43,7 @@ func (n *Node) loadPolicy() error {
 	path := n.policyPath()
 	n.polPath = path
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && n.opts.StarterPolicy {
-		if err := policy.Save(path, policy.Starter()); err != nil {
+		if err := policy.Save(path, n.starterPolicy()); err != nil {
 			return fmt.Errorf("write a starter policy: %w", err)
 		}
 		n.log.Info("wrote a starter policy with no brands; add one on the Brands page", "path", path)
@@ -196,4 +197,17 @@ func (n *Node) consentBrands() []consent.BrandInfo {
 		})
 	}
 	return out
+}
+
+// starterPolicy is the first-run policy, its publicUrl the gateway's own
+// address (on loopback: agents on this machine can try it at once).
+func (n *Node) starterPolicy() *policy.Policy {
+	p := policy.Starter()
+	_, port, err := net.SplitHostPort(n.opts.PactListen)
+	if err != nil || port == "0" {
+		return p
+	}
+	p.Pact.PublicURL = "http://127.0.0.1:" + port
+	p.Pact.Audience = p.Pact.PublicURL
+	return p
 }

@@ -1,0 +1,189 @@
+package app
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aether/aether/backend/consent"
+)
+
+func TestUserCodeFromArgs(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no args", nil, ""},
+		{"consent link", []string{"https://127.0.0.1:3000/pact/consent?user_code=BCDF-GHJK"}, "BCDF-GHJK"},
+		{"trailing slash", []string{"https://127.0.0.1:3000/pact/consent/?user_code=bcdfghjk"}, "bcdfghjk"},
+		{"C10 extra query parameters are ignored", []string{"https://127.0.0.1:3000/pact/consent?user_code=BCDF-GHJK&agent=Bank&brand=evil"}, "BCDF-GHJK"},
+		{"other page", []string{"https://127.0.0.1:3000/sharing?user_code=BCDF-GHJK"}, ""},
+		{"other scheme", []string{"javascript:alert(1)//pact/consent?user_code=BCDF-GHJK"}, ""},
+		{"script in the code", []string{`https://127.0.0.1:3000/pact/consent?user_code=</script><script>alert(1)`}, ""},
+		{"too long", []string{"https://127.0.0.1:3000/pact/consent?user_code=" + strings.Repeat("B", 40)}, ""},
+		{"second argument", []string{"--foo", "https://h/pact/consent?user_code=BCDF-GHJK"}, "BCDF-GHJK"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := userCodeFromArgs(c.args); got != c.want {
+				t.Errorf("userCodeFromArgs(%q) = %q, want %q", c.args, got, c.want)
+			}
+		})
+	}
+}
+
+func TestNavigateJS(t *testing.T) {
+	js := navigateJS(consentPage("BCDF GHJK"))
+	if want := `new CustomEvent("aether:navigate",{detail:"/pact/consent?user_code=BCDF+GHJK"})`; !strings.Contains(js, want) {
+		t.Errorf("navigateJS = %s, want it to contain %s", js, want)
+	}
+	// The path is a JSON string: no way out of it, and no raw line separators.
+	js = navigateJS("/x\"</script>\u2028")
+	for _, bad := range []string{`"</`, "\u2028", `x"<`} {
+		if strings.Contains(js, bad) {
+			t.Errorf("navigateJS left %q in %s", bad, js)
+		}
+	}
+}
+
+func TestNotificationText(t *testing.T) {
+	r := consent.Request{
+		ID: "df_1", UserCode: "BCDF-GHJK",
+		Agent: consent.Agent{Issuer: "https://agent.example/id", Subject: "alice"},
+		Brand: "review", BrandName: "Code review", Scope: "review:read_only", ScopeDescription: "Review code (read only)",
+		ExpiresAt: time.Now().Add(10 * time.Minute),
+	}
+	summary, body := notificationText(r, true)
+	if summary != "Allow an agent to use Code review?" {
+		t.Errorf("summary = %q", summary)
+	}
+	for _, want := range []string{"Agent: <b>alice</b>", "Issuer: https://agent.example/id", "Brand: Code review [review]",
+		"Scope: Review code (read only) [review:read_only]", "Code: <b>BCDF-GHJK</b>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("body lacks %q:\n%s", want, body)
+		}
+	}
+
+	t.Run("C9 agent names with markup, bidi overrides and 10 KB", func(t *testing.T) {
+		h := r
+		h.Agent.Subject = "<a href='x'>bank</a>&\u202egnp.exe\x1b[31m" + strings.Repeat("x", 10<<10)
+		h.Agent.Issuer = "https://b\u0430nk.example" // Cyrillic а
+		_, body := notificationText(h, true)
+		for _, bad := range []string{"<a ", "\u202e", "\x1b", strings.Repeat("x", 100)} {
+			if strings.Contains(body, bad) {
+				t.Errorf("body keeps %q", bad)
+			}
+		}
+		if !strings.Contains(body, "&lt;a href=&apos;x&apos;&gt;bank&lt;/a&gt;&amp;") {
+			t.Errorf("markup not escaped:\n%s", body)
+		}
+		if !strings.Contains(body, "Issuer: https://xn--bnk-") {
+			t.Errorf("issuer host not in punycode:\n%s", body)
+		}
+		_, plain := notificationText(h, false)
+		if strings.Contains(plain, "&lt;") || strings.Contains(plain, "<b>") {
+			t.Errorf("plain body has markup:\n%s", plain)
+		}
+		if label := requestLabel(h); strings.Contains(label, "\u202e") || len([]rune(label)) > 100 {
+			t.Errorf("tray label %q", label)
+		}
+	})
+}
+
+func TestTrayText(t *testing.T) {
+	r := consent.Request{UserCode: "BCDF-GHJK", Agent: consent.Agent{Issuer: "https://agent.example:8443", Subject: "alice"}, Brand: "review", BrandName: "Code review"}
+	if got, want := requestLabel(r), "alice @ agent.example:8443 → Code review (BCDF-GHJK)"; got != want {
+		t.Errorf("requestLabel = %q, want %q", got, want)
+	}
+	cases := []struct {
+		st   trayState
+		want string
+	}{
+		{trayState{running: true}, "Aether: no requests waiting"},
+		{trayState{running: true, pending: []consent.Request{r}}, "Aether: 1 request waiting for you"},
+		{trayState{running: true, pending: []consent.Request{r, r}}, "Aether: 2 requests waiting for you"},
+		{trayState{running: true, paused: true}, "Aether: gateway paused"},
+		{trayState{}, "Aether: the gateway is stopped (policy.json has errors)"},
+	}
+	for _, c := range cases {
+		if got := trayTooltip(c.st); got != c.want {
+			t.Errorf("trayTooltip(%+v) = %q, want %q", c.st, got, c.want)
+		}
+	}
+}
+
+func TestLoginItem(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", dir)
+	li, err := newLoginItem()
+	if err != nil {
+		t.Fatal(err)
+	}
+	li.exe = "/opt/My Apps/aether$1%"
+	if li.path != filepath.Join(dir, "autostart", "aether.desktop") {
+		t.Errorf("path = %s", li.path)
+	}
+	if li.enabled() {
+		t.Fatal("enabled before set")
+	}
+	if err := li.set(true); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(li.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `Exec=env AETHER_START_HIDDEN=1 "/opt/My Apps/aether\\$1%%"` + "\n"; !strings.Contains(string(data), want) {
+		t.Errorf("entry lacks %q:\n%s", want, data)
+	}
+	if !li.enabled() {
+		t.Error("not enabled after set")
+	}
+	if err := li.set(false); err != nil {
+		t.Fatal(err)
+	}
+	if li.enabled() {
+		t.Error("still enabled after unset")
+	}
+	if err := li.set(false); err != nil {
+		t.Errorf("unset twice: %v", err)
+	}
+	li.exe = "/tmp/a\nX-Evil=1"
+	if err := li.set(true); err == nil {
+		t.Error("a path with a newline was written into the desktop entry")
+	}
+}
+
+func TestExecQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"/usr/bin/aether":     "/usr/bin/aether",
+		"/opt/a b/aether":     `"/opt/a b/aether"`,
+		`/opt/"q"/x`:          `"/opt/\\"q\\"/x"`,
+		"/opt/`cmd`/x":        "\"/opt/\\\\`cmd\\\\`/x\"",
+		`/opt/back\slash/x`:   `"/opt/back\\\\slash/x"`,
+		"/opt/100%/aether":    "/opt/100%%/aether",
+		"/opt/$HOME/x":        `"/opt/\\$HOME/x"`,
+		"/opt/ünïcode/aether": `"/opt/ünïcode/aether"`,
+	} {
+		if got := execQuote(in); got != want {
+			t.Errorf("execQuote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestBadge(t *testing.T) {
+	icons := newTrayIcons()
+	if len(icons.plain) == 0 || len(icons.badge) == 0 || string(icons.plain) == string(icons.badge) {
+		t.Fatal("no distinct badge icon")
+	}
+	img, err := newNotificationImage(smallIcon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Width != 64 || img.Height != 64 || int(img.Rowstride*img.Height) != len(img.Data) || img.Channels != 4 {
+		t.Errorf("image-data %dx%d stride %d, %d bytes", img.Width, img.Height, img.Rowstride, len(img.Data))
+	}
+}

@@ -1,0 +1,5 @@
+//go:build darwin
+
+package app
+
+const browserCommand = "open"

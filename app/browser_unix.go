@@ -1,0 +1,5 @@
+//go:build !darwin && !windows
+
+package app
+
+const browserCommand = "xdg-open"

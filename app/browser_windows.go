@@ -1,0 +1,5 @@
+//go:build windows
+
+package app
+
+const browserCommand = "explorer.exe"

@@ -1,0 +1,58 @@
+package app
+
+import (
+	"encoding/json"
+	"net/url"
+	"strings"
+)
+
+// Pages of the UI the shell opens the window on.
+const (
+	pageConsent = "/pact/consent"
+	pageBrands  = "/brands"
+)
+
+// userCodeFromArgs finds a consent link (…/pact/consent?user_code=XXXX-XXXX) among the
+// program's arguments, as a URL handler or a second launch passes them. The host is not
+// checked: the code only selects a page of this app's own window.
+func userCodeFromArgs(args []string) string {
+	for _, a := range args {
+		u, err := url.Parse(a)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || strings.TrimRight(u.Path, "/") != pageConsent {
+			continue
+		}
+		if c := u.Query().Get("user_code"); plausibleUserCode(c) {
+			return c
+		}
+	}
+	return ""
+}
+
+// plausibleUserCode keeps junk out of the window's address; the consent service does the
+// real check when the owner decides.
+func plausibleUserCode(c string) bool {
+	if c == "" || len(c) > 16 {
+		return false
+	}
+	for _, r := range c {
+		if !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == ' ') {
+			return false
+		}
+	}
+	return true
+}
+
+// consentPage is the window's address for one request.
+func consentPage(userCode string) string {
+	return pageConsent + "?user_code=" + url.QueryEscape(userCode)
+}
+
+// navigateJS asks the UI's router to show path (frontend/src/router.ts listens for
+// "aether:navigate"; it ignores anything but its own pages). WebKit may run it before the
+// page's module script has run (the load-finished signal can come first), so until the
+// load event it waits for that event.
+func navigateJS(path string) string {
+	quoted, _ := json.Marshal(path) // a string always marshals
+	return `(function(){var go=function(){window.dispatchEvent(new CustomEvent("aether:navigate",{detail:` + string(quoted) + `}))};` +
+		`if(document.readyState==="complete"){go()}else{window.addEventListener("load",go,{once:true})}})();`
+}

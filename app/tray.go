@@ -1,0 +1,93 @@
+package app
+
+import (
+	"fmt"
+
+	"github.com/aether/aether/backend/consent"
+)
+
+// tray is the status icon and its menu. Linux uses a StatusNotifierItem (fyne.io/systray);
+// macOS has the Dock instead (Wails v2 and the systray libraries clash there), so its tray
+// does nothing. A tray never fails the app: with no tray host the window and the
+// notifications still work.
+type tray interface {
+	// start shows the icon; call it once the GTK loop runs (OnStartup).
+	start()
+	// stop removes the icon (OnShutdown).
+	stop()
+	// update shows the pending requests and the gateway and login-item states.
+	update(trayState)
+	// shown tells whether a tray host shows the icon now.
+	shown() bool
+}
+
+// trayState is everything the tray shows.
+type trayState struct {
+	pending   []consent.Request // oldest first
+	paused    bool
+	running   bool // false: the gateway is stopped (policy errors), Pause makes no sense
+	failed    bool // the node could not start (the window says why)
+	autostart bool
+	// autostartOK is false where there is no login item to offer.
+	autostartOK bool
+}
+
+// trayActions are what the tray's items do.
+type trayActions struct {
+	open        func()                // show the window
+	openRequest func(userCode string) // show the window on one consent request
+	togglePause func()
+	openBrowser func() // the admin UI, signed in, in the default browser
+	toggleLogin func()
+	quit        func()
+}
+
+// maxTrayRequests is how many pending requests the menu lists; the rest are one
+// "more" item that opens the Consent page.
+const maxTrayRequests = 5
+
+func trayTooltip(st trayState) string {
+	switch n := len(st.pending); {
+	case st.failed:
+		return "Aether could not start: open the window to see why"
+	case !st.running:
+		return "Aether: the gateway is stopped (policy.json has errors)"
+	case st.paused && n == 0:
+		return "Aether: gateway paused"
+	case n == 0:
+		return "Aether: no requests waiting"
+	case n == 1:
+		return "Aether: 1 request waiting for you"
+	default:
+		return fmt.Sprintf("Aether: %d requests waiting for you", n)
+	}
+}
+
+// requestLabel is one pending request in the menu: who, for which brand, and the code
+// the agent shows its user.
+func requestLabel(r consent.Request) string {
+	brand := r.BrandName
+	if brand == "" {
+		brand = r.Brand
+	}
+	return fmt.Sprintf("%s → %s (%s)", shorten(agentName(r.Agent), 48), shorten(clean(brand), 32), r.UserCode)
+}
+
+func pendingHeader(n int) string {
+	switch n {
+	case 0:
+		return "No requests waiting"
+	case 1:
+		return "1 request waiting:"
+	default:
+		return fmt.Sprintf("%d requests waiting:", n)
+	}
+}
+
+// noTray is the tray where there is none (no session bus, or macOS's Dock).
+type noTray struct{}
+
+func (noTray) start()           {}
+func (noTray) stop()            {}
+func (noTray) update(trayState) {}
+func (noTray) shown() bool      { return false }

@@ -1,0 +1,521 @@
+#!/usr/bin/env bash
+# GUI test of the desktop app, driven the way a person would use it, on a virtual X display
+# (Xvfb) and a private D-Bus session bus, with dunst as the real notification daemon and
+# a stand-in tray host (app/guitest/sni). It builds the app, starts it with a temporary
+# HOME and an example policy, and checks the window, the tray menu, notifications with
+# Allow and Deny, the grant and the delegated turn, hide on close, the second launch,
+# consent links, the Brands page and a clean quit. Screenshots go to test-results/gui/.
+#
+# Prints one line per check (PASS/FAIL), "# " lines for information, and ends with
+# "N passed, N failed"; exits non-zero when a check failed.
+#
+# Needs (Debian 12): golang, libgtk-3-dev libwebkit2gtk-4.1-dev pkg-config xvfb xauth dunst
+# imagemagick x11-utils xdotool dbus dbus-x11 libx11-dev curl jq.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TAGS=desktop,production,webkit2_41
+
+if [ "${1:-}" != "--inside" ]; then
+	WORK=$(mktemp -d /tmp/aether-gui.XXXXXX)
+	export WORK ROOT
+	XVFB_PID=
+	cleanup() {
+		[ -n "$XVFB_PID" ] && kill "$XVFB_PID" 2>/dev/null
+		if [ -n "${KEEP_WORK:-}" ]; then echo "# work dir kept: $WORK"; else rm -rf "$WORK"; fi
+	}
+	trap cleanup EXIT
+	mkdir -p "$WORK/bin"
+	echo "# building (go build -tags $TAGS) in $WORK"
+	(
+		cd "$ROOT" &&
+			go build -tags "$TAGS" -o "$WORK/bin/aether" . &&
+			go build -o "$WORK/bin/agent" ./app/guitest/agent &&
+			go build -o "$WORK/bin/sni" ./app/guitest/sni &&
+			go build -tags desktop -o "$WORK/bin/wmclose" ./app/guitest/wmclose &&
+			go build -o "$WORK/bin/codex" ./backend/codex/testdata/fakecodex
+	) || {
+		echo "FAIL build"
+		echo "0 passed, 1 failed"
+		exit 1
+	}
+	# A session bus that starts nothing by itself (no service directories): only what
+	# this script starts is on it.
+	cat >"$WORK/session.conf" <<-'EOF'
+		<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+		 "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+		<busconfig>
+		  <type>session</type>
+		  <keep_umask/>
+		  <listen>unix:tmpdir=/tmp</listen>
+		  <auth>EXTERNAL</auth>
+		  <policy context="default">
+		    <allow send_destination="*" eavesdrop="true"/>
+		    <allow eavesdrop="true"/>
+		    <allow own="*"/>
+		  </policy>
+		</busconfig>
+	EOF
+	Xvfb -displayfd 5 -screen 0 1400x900x24 -nolisten tcp 5>"$WORK/display" 2>"$WORK/xvfb.log" &
+	XVFB_PID=$!
+	for _ in $(seq 100); do [ -s "$WORK/display" ] && break; sleep 0.1; done
+	if [ ! -s "$WORK/display" ]; then
+		echo "FAIL Xvfb did not start: $(tail -3 "$WORK/xvfb.log")"
+		echo "0 passed, 1 failed"
+		exit 1
+	fi
+	DISPLAY=:$(head -1 "$WORK/display")
+	export DISPLAY
+	dbus-run-session --config-file="$WORK/session.conf" -- "$0" --inside
+	rc=$?
+	[ $rc -ne 0 ] && [ -z "${KEEP_WORK:-}" ] && for f in app-a app-b app-c; do
+		[ -f "$WORK/$f.log" ] && { echo "# --- $f.log (last lines)"; tail -15 "$WORK/$f.log" | sed 's/^/# /'; }
+	done
+	exit $rc
+fi
+
+# ---- inside the private session bus ---------------------------------------------------
+
+BIN=$WORK/bin
+SHOTS=$ROOT/test-results/gui
+mkdir -p "$SHOTS"
+rm -f "$SHOTS"/*.png
+PASSED=0
+FAILED=0
+PIDS=()
+
+pass() {
+	echo "PASS $1"
+	PASSED=$((PASSED + 1))
+}
+fail() {
+	echo "FAIL $1${2:+ — $2}"
+	FAILED=$((FAILED + 1))
+}
+# check NAME CMD...: one line for the check, from CMD's exit code.
+check() {
+	local name=$1
+	shift
+	if "$@"; then pass "$name"; else fail "$name"; fi
+}
+# wait_for SECONDS CMD...: retries CMD until it succeeds or time runs out.
+wait_for() {
+	local end=$(($(date +%s%N) / 1000000 + $1 * 1000))
+	shift
+	until "$@" >/dev/null 2>&1; do
+		[ $(($(date +%s%N) / 1000000)) -ge $end ] && return 1
+		sleep 0.2
+	done
+}
+bg() { # bg LOG CMD...: start a helper, remember its pid
+	local log=$1
+	shift
+	"$@" >"$log" 2>&1 &
+	PIDS+=($!)
+}
+finish() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	[ -n "${APP_PID:-}" ] && kill "$APP_PID" 2>/dev/null
+	echo "$PASSED passed, $FAILED failed"
+	[ "$FAILED" -eq 0 ]
+	exit $?
+}
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 20000))
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || {
+			echo "$p"
+			return
+		}
+	done
+}
+shot() { # shot NAME: screenshot of the whole screen
+	import -window root "$SHOTS/$1.png" 2>/dev/null && echo "# screenshot test-results/gui/$1.png"
+}
+colourful() { # the picture is a rendered page, not a blank window
+	local n
+	n=$(/usr/bin/convert "$SHOTS/$1.png" -format %k info: 2>/dev/null)
+	[ "${n:-0}" -ge 500 ]
+}
+visible() { [ -n "$(xdotool search --onlyvisible --name '^Aether$' 2>/dev/null)" ]; }
+not_visible() { ! visible; }
+window() { xdotool search --onlyvisible --name '^Aether$' 2>/dev/null | head -1; }
+alive() { kill -0 "$APP_PID" 2>/dev/null; }
+gone() { ! kill -0 "$APP_PID" 2>/dev/null; }
+# app_exit SECONDS: waits for the app to end; sets APP_RC.
+app_exit() {
+	wait_for "$1" gone || return 1
+	wait "$APP_PID"
+	APP_RC=$?
+	return 0
+}
+menu() { "$BIN/sni" menu 2>/dev/null; }
+click() { "$BIN/sni" click "$1"; }
+# (grep -q on a pipe would end the pipe early: with pipefail that reads as a failure)
+in_menu() { menu | cut -f2 | grep -xF -- "$1" >/dev/null; }
+
+# ---- the user's desktop ----------------------------------------------------------------
+
+export HOME=$WORK/home XDG_CONFIG_HOME=$WORK/home/.config XDG_DATA_HOME=$WORK/home/.local/share
+export XDG_CACHE_HOME=$WORK/home/.cache XDG_RUNTIME_DIR=$WORK/run
+mkdir -p "$HOME" "$XDG_CONFIG_HOME" "$XDG_DATA_HOME" "$XDG_RUNTIME_DIR" "$WORK/fakebin"
+chmod 700 "$XDG_RUNTIME_DIR"
+DATA=$XDG_DATA_HOME/aether/node
+
+# The browser: a stand-in xdg-open keeps what it was asked to open.
+cat >"$WORK/fakebin/xdg-open" <<EOF
+#!/bin/sh
+echo "\$1" >"$WORK/xdg-open.args"
+cp "\${1#file://}" "$WORK/xdg-open.page" 2>/dev/null
+stat -c %a "\${1#file://}" >"$WORK/xdg-open.mode" 2>/dev/null
+EOF
+chmod +x "$WORK/fakebin/xdg-open"
+export PATH=$WORK/fakebin:$PATH
+
+# dunst's context menu runs "dmenu": this one picks the action named in dmenu-pick.
+cat >"$WORK/dmenu.sh" <<EOF
+#!/bin/sh
+tee -a "$WORK/dmenu-input.txt" | grep -m1 -F "#\$(cat "$WORK/dmenu-pick") ("
+EOF
+chmod +x "$WORK/dmenu.sh"
+cat >"$WORK/dunstrc" <<EOF
+[global]
+    font = "DejaVu Sans 10"
+    width = 420
+    origin = top-right
+    offset = 16x40
+    frame_width = 1
+    frame_color = "#4f46e5"
+    markup = full
+    format = "<b>%s</b>\n%b"
+    max_icon_size = 48
+    padding = 10
+    horizontal_padding = 12
+    idle_threshold = 0
+    dmenu = $WORK/dmenu.sh
+[urgency_low]
+    background = "#ffffff"
+    foreground = "#101828"
+    timeout = 6
+[urgency_normal]
+    background = "#ffffff"
+    foreground = "#101828"
+    timeout = 0
+EOF
+bg "$WORK/dunst.log" dunst -config "$WORK/dunstrc"
+DUNST_PID=${PIDS[-1]}
+bg "$WORK/sni.log" "$BIN/sni" watch
+SNI_PID=${PIDS[-1]}
+bg "$WORK/bus.log" dbus-monitor "interface='org.freedesktop.Notifications'"
+wait_for 10 dunstctl is-paused || echo "# dunst did not answer"
+wait_for 10 grep -q watching "$WORK/sni.log" || echo "# the tray host did not start"
+
+GW_PORT=$(free_port)
+GW=http://127.0.0.1:$GW_PORT
+export AETHER_ADMIN_PORT=0 AETHER_PACT_LISTEN=127.0.0.1:$GW_PORT AETHER_CODEX=$BIN/codex
+
+mkdir -p "$DATA/workspace"
+chmod 700 "$DATA"
+echo "# A small project" >"$DATA/workspace/README.md"
+cat >"$DATA/policy.json" <<EOF
+{
+  "pact": {
+    "publicUrl": "$GW",
+    "audience": "$GW",
+    "allowInsecureLocalIssuers": true,
+    "brands": [{
+      "id": "review", "name": "Code review", "description": "Reviews code in my workspace.",
+      "capability": "review", "workspace": "workspace", "accessMode": "read_only",
+      "scope": { "id": "review:read_only", "description": "Review code (read only)" }
+    }]
+  }
+}
+EOF
+
+node_api() { # node_api PATH: GET on the node API with the admin token
+	curl -sf -H "Authorization: Bearer $(cat "$DATA/admin.token")" "http://$(jq -r .api "$DATA/node.json")$1"
+}
+pending_has() { node_api /v1/consent | jq -e --arg c "$1" '.requests | any(.userCode == $c)' >/dev/null; }
+grant_for() { node_api /v1/grants | jq -e --arg s "$1" '.grants | any(.agent.subject == $s and .status == "active")' >/dev/null; }
+healthz() { [ "$(curl -s -o /dev/null -w '%{http_code}' "$GW/healthz")" = 200 ]; }
+agent_said() { grep -q "^$2" "$WORK/$1.log"; }
+user_code() { awk '/^USER_CODE/{print $2}' "$WORK/$1.log"; }
+consent_url() { awk '/^USER_CODE/{print $3}' "$WORK/$1.log"; }
+# notified CODE: a Notify call on the bus carries the user code and the Allow and Deny actions.
+notified() {
+	awk -v code="$1" '
+		/^method call .*member=Notify/ { block = $0; on = 1; next }
+		/^(method call|method return|signal|error) / { if (on && block ~ code && block ~ /string "allow"/ && block ~ /string "Allow"/ && block ~ /string "deny"/ && block ~ /string "Deny"/) found = 1; on = 0 }
+		on { block = block "\n" $0 }
+		END { if (on && block ~ code && block ~ /string "Allow"/ && block ~ /string "Deny"/) found = 1; exit !found }
+	' "$WORK/bus.log"
+}
+# context_menu ACTION: press a notification's action through dunst's context menu.
+context_menu() {
+	echo "$1" >"$WORK/dmenu-pick"
+	dunstctl context
+}
+
+# ---- run A: the everyday app -------------------------------------------------------------
+echo "# run A: example policy, tray host and notification daemon present"
+"$BIN/aether" >"$WORK/app-a.log" 2>&1 &
+APP_PID=$!
+
+wait_for 30 test -s "$DATA/node.json"
+check "app starts the node (node.json written)" test -s "$DATA/node.json"
+[ -s "$DATA/node.json" ] || finish
+ADMIN=$(jq -r .admin "$DATA/node.json")
+check "window shown at launch" wait_for 30 visible
+sleep 2.5 # the UI loads and fetches its data
+shot 01-window
+check "window rendered the admin UI (01-window.png)" colourful 01-window
+check "gateway answers /healthz" healthz
+check "tray item registered with the tray host" wait_for 10 grep -q registered "$WORK/sni.log"
+full_menu() { in_menu Open && in_menu "Pause gateway" && in_menu "Open in browser" && in_menu "Start at login" && in_menu Quit; }
+check "tray menu has Open, Pause gateway, Open in browser, Start at login, Quit" wait_for 5 full_menu
+
+# A personal agent asks; the owner is notified and presses Allow in the notification.
+bg "$WORK/alice.log" "$BIN/agent" -gateway "$GW" -sub alice
+wait_for 20 agent_said alice USER_CODE
+CODE1=$(user_code alice)
+check "agent alice got a user code ($CODE1)" test -n "$CODE1"
+check "device request raised a notification with Allow and Deny (dbus-monitor)" wait_for 3 notified "$CODE1"
+if notified "$CODE1"; then
+	sent=$(awk '/^DEVICE_REQUEST/{print $2}' "$WORK/alice.log")
+	seen=$(grep -m1 'member=Notify' "$WORK/bus.log" | sed -E 's/.*time=([0-9]+)\.([0-9]{3}).*/\1\2/')
+	echo "# B6: device request → Notify on the bus in $((seen - sent)) ms"
+fi
+tray_lists() { menu | grep -F -- "$1" >/dev/null && menu | grep -F "tooltip: Aether: $2" >/dev/null; }
+check "tray lists the pending request and the count" wait_for 5 tray_lists "$CODE1" "1 request waiting"
+sleep 0.5
+shot 02-notification
+
+# Another process forges the server's ActionInvoked signal: it must change nothing.
+for id in $(seq 1 20); do
+	dbus-send --session --type=signal /org/freedesktop/Notifications org.freedesktop.Notifications.ActionInvoked uint32:"$id" string:allow
+done
+sleep 1
+forged_ignored() { grep -q 'ignored a notification action from a process that is not the notification server' "$WORK/app-a.log" && pending_has "$CODE1"; }
+check "forged ActionInvoked from another process is ignored" forged_ignored
+
+context_menu Allow
+check "Allow pressed in dunst's notification → the agent got its token" wait_for 15 agent_said alice GRANTED
+check "the grant is on the node API (GET /v1/grants)" grant_for alice
+closed_after_allow() { grep -q 'member=CloseNotification' "$WORK/bus.log"; }
+check "Aether closed the answered notification (CloseNotification)" wait_for 5 closed_after_allow
+check "delegated turn completed with a verified signed receipt" wait_for 30 agent_said alice "RECEIPT id=.* verified"
+grep -E '^(TURN|RECEIPT|FAIL)' "$WORK/alice.log" | sed 's/^/# alice: /'
+no_pending_in_tray() { menu | grep -F 'No requests waiting' >/dev/null; }
+check "the tray has no pending request left" wait_for 5 no_pending_in_tray
+
+# Closing the window hides it; the gateway keeps serving.
+"$BIN/wmclose" "$(window)"
+check "closing the window (WM_DELETE_WINDOW) hides it" wait_for 5 not_visible
+check "the app keeps running with the window hidden" alive
+check "the gateway still answers /healthz with the window hidden" healthz
+
+# A click on the notification's body (the "default" action) shows the request, never approves.
+bg "$WORK/bob.log" "$BIN/agent" -gateway "$GW" -sub bob -request-only
+wait_for 20 agent_said bob USER_CODE
+CODE2=$(user_code bob)
+URL2=$(consent_url bob)
+wait_for 3 notified "$CODE2"
+context_menu "Open in Aether"
+check "the notification's default action shows the window" wait_for 5 visible
+sleep 1
+check "the default action left the request pending (no approval)" pending_has "$CODE2"
+"$BIN/wmclose" "$(window)"
+wait_for 5 not_visible
+
+# A second launch with the consent link hands it over and exits 0 without side effects.
+start=$(date +%s%N)
+timeout 20 "$BIN/aether" "$URL2" >"$WORK/second.log" 2>&1
+rc=$?
+ms=$((($(date +%s%N) - start) / 1000000))
+echo "# second launch took $ms ms"
+check "second launch exits 0" test "$rc" = 0
+handed_over() { grep -q 'handed the launch over' "$WORK/second.log" && ! grep -q 'listening' "$WORK/second.log"; }
+check "second launch handed over without binding or opening the data dir" handed_over
+check "second launch brought the window forward" wait_for 5 visible
+check "…on that request (/pact/consent?user_code=$CODE2)" \
+	grep -q "showing the window on a consent request.*user_code=$CODE2" "$WORK/app-a.log"
+sleep 1.5
+shot 03-consent-request
+"$BIN/wmclose" "$(window)"
+wait_for 5 not_visible
+
+# A consent link opened in a browser on this machine brings the app forward.
+curl -sk -o /dev/null "https://$ADMIN/pact/consent?user_code=$CODE2"
+check "a consent link opened in a browser shows the window" wait_for 5 visible
+
+# Tray: Pause / Resume.
+click "Pause gateway"
+da_status() { curl -s -o /dev/null -w '%{http_code}' -X POST "$GW/pact/device_authorization"; }
+paused() { [ "$(da_status)" = 503 ]; }
+not_paused() { [ "$(da_status)" != 503 ]; }
+check "tray Pause gateway: the gateway refuses device requests (503)" wait_for 5 paused
+check "tray shows Resume gateway while paused" wait_for 5 in_menu "Resume gateway"
+click "Resume gateway"
+check "tray Resume gateway: device requests are taken again" wait_for 5 not_paused
+
+# Tray: Start at login writes and removes the XDG autostart entry.
+AUTOSTART=$XDG_CONFIG_HOME/autostart/aether.desktop
+click "Start at login"
+login_item() { grep -q '^Exec=env AETHER_START_HIDDEN=1 ' "$AUTOSTART"; }
+no_login_item() { ! test -e "$AUTOSTART"; }
+check "tray Start at login writes ~/.config/autostart/aether.desktop" wait_for 5 login_item
+click "Start at login"
+check "unchecking Start at login removes it" wait_for 5 no_login_item
+
+# Tray: Open in browser gives the browser a page only this user can read, not the token.
+click "Open in browser"
+browser_page() {
+	grep -q '^file://' "$WORK/xdg-open.args" && ! grep -q token "$WORK/xdg-open.args" &&
+		grep -qF "/login?token=$(cat "$DATA/admin.token")" "$WORK/xdg-open.page" && grep -qx 600 "$WORK/xdg-open.mode"
+}
+check "tray Open in browser opens a signed-in page (token not on the command line, page 0600)" wait_for 5 browser_page
+
+# Tray: Open.
+"$BIN/wmclose" "$(window)"
+wait_for 5 not_visible
+click Open
+check "tray Open shows the window" wait_for 5 visible
+
+# Tray: Quit stops everything cleanly.
+click Quit
+if app_exit 30; then
+	check "tray Quit: the app exits 0" test "$APP_RC" = 0
+else
+	fail "tray Quit: the app exits 0" "still running"
+fi
+stopped_cleanly() { ! test -e "$DATA/node.json" && grep -q 'Aether stopped' "$WORK/$1.log"; }
+check "Quit stopped the node cleanly (node.json removed, log says stopped)" stopped_cleanly app-a
+
+# ---- run B: no tray host, no notification server; restart; SIGTERM ------------------------
+echo "# run B: restart in the tray (the login item's way) without a tray host or a notification server"
+kill "$SNI_PID" "$DUNST_PID" 2>/dev/null
+helpers_gone() { ! kill -0 "$SNI_PID" 2>/dev/null && ! kill -0 "$DUNST_PID" 2>/dev/null; }
+wait_for 5 helpers_gone
+AETHER_START_HIDDEN=1 "$BIN/aether" >"$WORK/app-b.log" 2>&1 &
+APP_PID=$!
+wait_for 30 test -s "$DATA/node.json"
+check "started hidden with no tray host: the window shows anyway" wait_for 30 visible
+check "restart kept the grant (GET /v1/grants)" grant_for alice
+bg "$WORK/carol.log" "$BIN/agent" -gateway "$GW" -sub carol -request-only
+wait_for 20 agent_said carol USER_CODE
+CODE3=$(user_code carol)
+sleep 1
+check "without tray host or notification server a request still waits on the Consent page" pending_has "$CODE3"
+degraded_ok() { grep -q 'no desktop notification server' "$WORK/app-b.log" && alive; }
+check "…and the app says so in its log and keeps running" degraded_ok
+kill -TERM "$APP_PID"
+if app_exit 30; then
+	check "SIGTERM: the app exits 0" test "$APP_RC" = 0
+else
+	fail "SIGTERM: the app exits 0" "still running"
+fi
+check "SIGTERM stopped the node cleanly" stopped_cleanly app-b
+
+# ---- run C: first run --------------------------------------------------------------------
+echo "# run C: first run (no policy yet)"
+export XDG_DATA_HOME=$WORK/home2/.local/share
+DATA=$XDG_DATA_HOME/aether/node
+GW_PORT=$(free_port)
+GW=http://127.0.0.1:$GW_PORT
+export AETHER_PACT_LISTEN=127.0.0.1:$GW_PORT
+"$BIN/aether" >"$WORK/app-c.log" 2>&1 &
+APP_PID=$!
+wait_for 30 test -s "$DATA/node.json"
+starter_policy() { jq -e '.pact.brands == []' "$DATA/policy.json" >/dev/null; }
+check "first run writes a starter policy with no brands" starter_policy
+check "first run shows the window" wait_for 30 visible
+sleep 2.5
+shot 04-first-run-brands
+check "first run window rendered (04-first-run-brands.png)" colourful 04-first-run-brands
+
+# The Brands page's API, as the page uses it: signed in, same origin, CSRF token.
+ADMIN=$(jq -r .admin "$DATA/node.json")
+JAR=$WORK/cookies
+curl -sk -c "$JAR" -o /dev/null "https://$ADMIN/login?token=$(cat "$DATA/admin.token")"
+CSRF=$(curl -sk -b "$JAR" "https://$ADMIN/api/session" | jq -r .csrfToken)
+mkdir -p "$HOME/notes"
+echo "notes" >"$HOME/notes/NOTES.md"
+status=$(curl -sk -b "$JAR" -o "$WORK/put.json" -w '%{http_code}' -X PUT "https://$ADMIN/api/brands/notes" \
+	-H "Origin: https://$ADMIN" -H "X-CSRF-Token: $CSRF" -H 'Content-Type: application/json' \
+	--data "{\"id\":\"notes\",\"name\":\"Notes\",\"description\":\"Reads my notes.\",\"capability\":\"review\",\"workspace\":\"$HOME/notes\",\"accessMode\":\"read_only\",\"scope\":{\"id\":\"notes:read\",\"description\":\"Read my notes\"}}")
+check "Brands: PUT /api/brands/notes saved the brand" test "$status" = 200
+[ "$status" = 200 ] || echo "# PUT answered $status: $(head -c 300 "$WORK/put.json")"
+card_served() { curl -sf "$GW/a2a/notes/.well-known/agent-card.json" | jq -e '.name == "Notes"' >/dev/null; }
+check "the gateway serves the new brand's agent card at once" wait_for 5 card_served
+sleep 1.5
+shot 05-brand-added
+
+# The Brands page's "Choose folder…" calls the bound Shell.ChooseFolder: the system
+# folder picker opens (the button's place in the window is where 05-brand-added.png shows it).
+W=$(window)
+xdotool mousemove --window "$W" 1041 503 click 1
+picker() { xdotool search --onlyvisible --name "Choose the brand's workspace folder" >/dev/null 2>&1; }
+check "Brands page: Choose folder… opens the system folder picker (bound Shell.ChooseFolder)" wait_for 10 picker
+sleep 1
+shot 06-folder-picker
+xdotool key --clearmodifiers Escape
+no_picker() { ! picker; }
+check "…and Escape cancels it" wait_for 5 no_picker
+xdotool windowactivate --sync "$(window)" 2>/dev/null || xdotool windowfocus --sync "$(window)" 2>/dev/null
+xdotool key --clearmodifiers ctrl+q
+if app_exit 30; then
+	check "Ctrl+Q (window menu Quit): the app exits 0" test "$APP_RC" = 0
+else
+	fail "Ctrl+Q (window menu Quit): the app exits 0" "still running"
+	kill -TERM "$APP_PID" 2>/dev/null
+	app_exit 30
+fi
+APP_PID=
+
+# ---- run D: the data dir is in use --------------------------------------------------------
+echo "# run D: another node holds the data dir"
+"$BIN/aether" node serve --policy "$DATA/policy.json" --data-dir "$DATA" --port 0 --admin-port 0 \
+	--pact-listen "127.0.0.1:$(free_port)" >"$WORK/serve.log" 2>&1 &
+SERVE_PID=$!
+PIDS+=("$SERVE_PID")
+wait_for 30 test -s "$DATA/node.json"
+"$BIN/aether" >"$WORK/app-d.log" 2>&1 &
+APP_PID=$!
+failed_visibly() { visible && grep -q 'Aether could not start.*already running on this data dir' "$WORK/app-d.log"; }
+check "a data dir in use: the window says why" wait_for 30 failed_visibly
+sleep 1
+shot 07-data-dir-in-use
+xdotool windowactivate --sync "$(window)" 2>/dev/null || xdotool windowfocus --sync "$(window)" 2>/dev/null
+xdotool key --clearmodifiers ctrl+q
+if app_exit 30; then
+	check "…and Ctrl+Q quits with exit code 1" test "$APP_RC" = 1
+else
+	fail "…and Ctrl+Q quits with exit code 1" "still running"
+fi
+APP_PID=
+kill -TERM "$SERVE_PID"
+serve_gone() { ! kill -0 "$SERVE_PID" 2>/dev/null; }
+wait_for 30 serve_gone
+
+# ---- run E: started hidden in the tray --------------------------------------------------
+echo "# run E: started in the tray"
+bg "$WORK/sni-e.log" "$BIN/sni" watch
+wait_for 10 grep -q watching "$WORK/sni-e.log"
+AETHER_START_HIDDEN=1 "$BIN/aether" >"$WORK/app-e.log" 2>&1 &
+APP_PID=$!
+check "started hidden: the tray item registers" wait_for 30 grep -q registered "$WORK/sni-e.log"
+wait_for 30 test -s "$DATA/node.json"
+sleep 2
+check "started hidden: no window until asked" not_visible
+click Open
+check "started hidden: tray Open shows the window" wait_for 10 visible
+kill -TERM "$APP_PID"
+if app_exit 30; then
+	check "started hidden: SIGTERM exits 0" test "$APP_RC" = 0
+else
+	fail "started hidden: SIGTERM exits 0" "still running"
+fi
+APP_PID=
+
+finish
