@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aether/aether/backend/codex/codextest"
 	"github.com/aether/aether/backend/codex/mockmodel"
 )
 
@@ -27,25 +28,6 @@ func realCodex(t *testing.T) string {
 	return p
 }
 
-// contractHome is a CODEX_HOME outside /tmp (under /tmp, codex's sandboxed commands fail on
-// Linux), removed after the test.
-func contractHome(t *testing.T) string {
-	t.Helper()
-	if err := os.MkdirAll(".cache", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	home, err := os.MkdirTemp(".cache", "codex-home-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(home) })
-	abs, err := filepath.Abs(home)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return abs
-}
-
 // TestRealCodexContract runs the real `codex exec` through the Runner against a local mock of
 // the Responses API: what the fake codex imitates must hold for the real one.
 func TestRealCodexContract(t *testing.T) {
@@ -57,7 +39,7 @@ func TestRealCodexContract(t *testing.T) {
 	defer model.Close()
 	ws := t.TempDir()
 	mustWrite(t, filepath.Join(ws, "a.txt"), "hi\n")
-	home := contractHome(t)
+	home := codextest.Home(t)
 	newRunner := func(m *mockmodel.Server) *Runner {
 		return &Runner{
 			Path:      bin,

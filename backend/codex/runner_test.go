@@ -282,7 +282,7 @@ func TestCheck(t *testing.T) {
 				}
 				f.r.Home = "/tmp/codex-home"
 			} else {
-				f.r.Home = contractHome(t) // t.TempDir() is under /tmp on Linux
+				f.r.Home = codextest.Home(t) // t.TempDir() is under /tmp on Linux
 			}
 			h := f.r.Check(context.Background())
 			tc.want.Path = f.r.Path

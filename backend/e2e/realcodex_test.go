@@ -8,6 +8,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/aether/aether/backend/codex/codextest"
 	"github.com/aether/aether/backend/codex/mockmodel"
 	"github.com/aether/aether/backend/receipts"
 )
@@ -30,16 +31,7 @@ func TestPactRealCodex(t *testing.T) {
 		mockmodel.Message("main.go declares an empty main; nothing to fix."),
 	)
 	defer model.Close()
-	// CODEX_HOME must not be under /tmp: codex's Linux sandbox cannot start from there.
-	if err := os.MkdirAll(".cache", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	home, err := os.MkdirTemp(".cache", "codex-home-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(home) })
-	home, _ = filepath.Abs(home)
+	home := codextest.Home(t) // not under /tmp: codex's Linux sandbox cannot start from there
 
 	e := newEnv(t, withCodexPath(bin), withCodexEnv("CODEX_API_KEY=dummy"))
 	e.stop()

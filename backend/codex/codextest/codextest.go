@@ -27,6 +27,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -209,4 +210,25 @@ func AppendRecord(path string, r Record) error {
 		err = cerr
 	}
 	return err
+}
+
+// Home is a fresh CODEX_HOME outside /tmp, removed after the test: under /tmp
+// the real codex's Linux sandbox cannot start its commands, and a checkout (or
+// t.TempDir()) may well be under /tmp.
+func Home(t testing.TB) string {
+	t.Helper()
+	base, err := os.UserCacheDir()
+	if err != nil || base == "/tmp" || strings.HasPrefix(base, "/tmp/") {
+		base = "/var/tmp"
+	}
+	dir := filepath.Join(base, "aether-test")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	home, err := os.MkdirTemp(dir, "codex-home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	return home
 }
