@@ -273,13 +273,23 @@ type adminClient struct {
 
 func newAdminClient(t *testing.T, n *node.Node) *adminClient {
 	t.Helper()
+	link, err := url.Parse(n.SignInURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return adminClientAt(t, n.Addresses().Admin, link.Query().Get("token"))
+}
+
+// adminClientAt signs in to the admin UI at addr with the admin token.
+func adminClientAt(t *testing.T, addr, token string) *adminClient {
+	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	hc := &http.Client{Jar: jar, Timeout: 30 * time.Second,
 		Transport:     &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, // the node's self-signed admin certificate
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	a := &adminClient{t: t, base: "https://" + n.Addresses().Admin, hc: hc}
+	a := &adminClient{t: t, base: "https://" + addr, hc: hc}
 	a.origin = a.base
-	resp, err := hc.Get(n.SignInURL())
+	resp, err := hc.Get(a.base + "/login?token=" + token)
 	if err != nil {
 		t.Fatalf("sign in: %v", err)
 	}

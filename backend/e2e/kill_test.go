@@ -5,12 +5,9 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"iter"
 	"net/http"
-	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,30 +40,6 @@ func buildAether(t *testing.T) string {
 		t.Fatalf("build aether: %v\n%s", err, out)
 	}
 	return bin
-}
-
-// adminClientAt signs in to a node's admin UI that runs in another process,
-// with the address it recorded in the data dir and its admin token.
-func adminClientAt(t *testing.T, addr, token string) *adminClient {
-	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	hc := &http.Client{Jar: jar, Timeout: 30 * time.Second,
-		Transport:     &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, // the node's self-signed admin certificate
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	a := &adminClient{t: t, base: "https://" + addr, hc: hc}
-	a.origin = a.base
-	resp, err := hc.Get(a.base + "/login?token=" + token)
-	if err != nil {
-		t.Fatalf("sign in: %v", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("sign in: %s", resp.Status)
-	}
-	var s struct{ CSRFToken string }
-	a.do("GET", "/api/session", nil, &s)
-	a.csrf = s.CSRFToken
-	return a
 }
 
 // served is `aether node serve` running as a subprocess on an env's files.
@@ -311,16 +284,8 @@ func TestKill9(t *testing.T) {
 		before := s.verifyReceipts()
 		sctx, cancel := context.WithTimeout(ctx, waitLimit)
 		defer cancel()
-		next, stop := iter.Pull2(c.SendStreamingMessage(sctx, textMessage("crash under me [fake:hang]")))
+		task, _, stop := startStream(t, sctx, c, "crash under me [fake:hang]")
 		defer stop()
-		ev, err, ok := next()
-		if !ok || err != nil {
-			t.Fatalf("first event: %v %v", ok, err)
-		}
-		task, isTask := ev.(*a2a.Task)
-		if !isTask {
-			t.Fatalf("first event %s, want the submitted task", describe(ev))
-		}
 		codex := s.codexChild()
 		s.kill9()
 		stop()

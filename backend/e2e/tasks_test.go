@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"iter"
 	"net/http"
 	"net/url"
 	"strings"
@@ -382,16 +381,8 @@ func TestRestart(t *testing.T) {
 		marker := "stream while I stop [fake:hang]"
 		sctx, cancel := context.WithTimeout(ctx, waitLimit)
 		defer cancel()
-		next, stop := iter.Pull2(cf.SendStreamingMessage(sctx, textMessage(marker)))
+		first, next, stop := startStream(t, sctx, cf, marker)
 		defer stop()
-		ev, err, ok := next()
-		if !ok || err != nil {
-			t.Fatalf("first event: %v %v", ok, err)
-		}
-		first, isTask := ev.(*a2a.Task)
-		if !isTask {
-			t.Fatalf("first event %s, want the submitted task", describe(ev))
-		}
 		rec := e.codexStarted(marker)
 		streamed := make(chan []a2a.Event, 1)
 		go func() {

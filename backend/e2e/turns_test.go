@@ -299,16 +299,8 @@ func TestCancelTurn(t *testing.T) {
 			marker := "cancel me on " + string(b) + " [fake:hang]"
 			ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 			defer cancel()
-			next, stop := iter.Pull2(c.SendStreamingMessage(ctx, textMessage(marker)))
+			first, next, stop := startStream(t, ctx, c, marker)
 			defer stop()
-			ev, err, ok := next()
-			if !ok || err != nil {
-				t.Fatalf("first event: %v %v", ok, err)
-			}
-			first, isTask := ev.(*a2a.Task)
-			if !isTask {
-				t.Fatalf("first event %s, want the submitted task", describe(ev))
-			}
 			rec := e.codexStarted(marker)
 
 			// A second turn on the running task is refused; a subscriber follows the turn.
@@ -401,15 +393,7 @@ func TestCancelTurn(t *testing.T) {
 		marker := "disconnect from me [fake:hang]"
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		next, stop := iter.Pull2(c.SendStreamingMessage(ctx, textMessage(marker)))
-		ev, err, ok := next()
-		if !ok || err != nil {
-			t.Fatalf("first event: %v %v", ok, err)
-		}
-		first, isTask := ev.(*a2a.Task)
-		if !isTask {
-			t.Fatalf("first event %s, want the submitted task", describe(ev))
-		}
+		first, _, stop := startStream(t, ctx, c, marker)
 		rec := e.codexStarted(marker)
 		cancel()
 		stop()
@@ -487,4 +471,22 @@ func TestCodexMissing(t *testing.T) {
 			t.Errorf("receipt: status %q reason %q", claims.Status, claims.Reason)
 		}
 	})
+}
+
+// startStream sends a streaming turn and reads its first event, the submitted
+// task; next reads on, stop ends the stream.
+func startStream(t *testing.T, ctx context.Context, c *a2aclient.Client, text string) (first *a2a.Task, next func() (a2a.Event, error, bool), stop func()) {
+	t.Helper()
+	next, stop = iter.Pull2(c.SendStreamingMessage(ctx, textMessage(text)))
+	ev, err, ok := next()
+	if !ok || err != nil {
+		stop()
+		t.Fatalf("first event: %v %v", ok, err)
+	}
+	first, isTask := ev.(*a2a.Task)
+	if !isTask {
+		stop()
+		t.Fatalf("first event %s, want the submitted task", describe(ev))
+	}
+	return first, next, stop
 }
