@@ -171,9 +171,9 @@ func (gt *gate) authRequired(ctx context.Context, cc *a2asrv.CallContext, id ide
 		task.History = append(task.History, &m)
 	}
 	text := fmt.Sprintf("The owner of this node has not allowed this agent to use %q (%s). "+
-		"Run the OAuth device flow at %s with scope %q, ask the owner to approve user code on %s, "+
-		"then send the turn again with the token in the %s header (taskId %s).",
-		br.brand.Name, reasonText(reason, detail), gt.urls.deviceAuthorization(), scope, gt.g.cfg.ConsentURL, DelegationHeader, task.ID)
+		"Start the OAuth device flow at %s with scope %q and show the owner the user code; "+
+		"they approve it on %s. Then send this turn again on task %s with the token in the %s header.",
+		br.brand.Name, reasonText(reason, detail), gt.urls.deviceAuthorization(), scope, gt.g.cfg.ConsentURL, task.ID, DelegationHeader)
 	status := a2a.NewMessageForTask(a2a.MessageRoleAgent, task,
 		a2a.NewTextPart(text),
 		a2a.NewDataPart(map[string]any{
