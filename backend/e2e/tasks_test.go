@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -399,7 +398,7 @@ func TestRestart(t *testing.T) {
 		e.stop()
 		if !processGone(rec.PID) {
 			t.Errorf("codex (pid %d) still runs after the node stopped", rec.PID)
-			syscall.Kill(rec.PID, syscall.SIGKILL)
+			killProcess(rec.PID)
 		}
 		evs := <-streamed
 		if sctx.Err() != nil {
@@ -436,7 +435,7 @@ func TestRestart(t *testing.T) {
 		e.stop()
 		if !processGone(rec.PID) {
 			t.Errorf("codex (pid %d) still runs after the node stopped", rec.PID)
-			syscall.Kill(rec.PID, syscall.SIGKILL)
+			killProcess(rec.PID)
 		}
 		e.start()
 		got := waitState(t, cd, task.ID, a2a.TaskStateFailed)

@@ -6,7 +6,6 @@ import (
 	"iter"
 	"net/url"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -133,11 +132,6 @@ func (e *env) codexStarted(marker string) codextest.Record {
 	}
 	e.t.Fatalf("codex was not started for %q within %s", marker, waitLimit)
 	return codextest.Record{}
-}
-
-// processGone reports whether no process has that pid any more.
-func processGone(pid int) bool {
-	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 }
 
 // receiptClaims verifies a task's receipt artifact with the node JWKS.
@@ -324,7 +318,7 @@ func TestCancelTurn(t *testing.T) {
 			}
 			if !processGone(rec.PID) {
 				t.Errorf("codex (pid %d) still runs after CancelTask answered", rec.PID)
-				syscall.Kill(rec.PID, syscall.SIGKILL)
+				killProcess(rec.PID)
 			}
 			if hasAnswer(task) {
 				t.Error("a canceled turn carries an answer")
@@ -405,7 +399,7 @@ func TestCancelTurn(t *testing.T) {
 		}
 		if !processGone(rec.PID) {
 			t.Errorf("codex (pid %d) still runs after the client went away", rec.PID)
-			syscall.Kill(rec.PID, syscall.SIGKILL)
+			killProcess(rec.PID)
 		}
 		if got := receiptClaims(t, e, task); got.Status != "canceled" || !strings.Contains(got.Reason, "disconnected") {
 			t.Errorf("receipt status %q reason %q, want canceled because the client disconnected", got.Status, got.Reason)
