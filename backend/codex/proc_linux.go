@@ -6,8 +6,21 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"syscall"
 )
+
+// dieWithParent has the kernel SIGKILL codex if the node dies (kill -9 included),
+// so no turn outlives it. The signal is tied to the thread that started codex:
+// runProcess keeps that thread locked until codex has exited.
+func dieWithParent(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }
+
+// lockThread pins the starting goroutine to its thread for dieWithParent.
+func lockThread() func() {
+	runtime.LockOSThread()
+	return runtime.UnlockOSThread
+}
 
 // liveInGroup scans /proc for a process of group pgid that is not a zombie.
 func liveInGroup(pgid int) (alive, ok bool) {

@@ -15,6 +15,7 @@ const openNoBlock = syscall.O_NONBLOCK
 // (sandbox helpers, shells, stray daemons) can be signalled together.
 func setProcessGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	dieWithParent(cmd.SysProcAttr)
 }
 
 // interruptGroup asks the whole group to stop. codex exits 1 promptly on SIGINT (observed

@@ -30,6 +30,7 @@ func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string,
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	grace := r.grace()
+	defer lockThread()() // until codex is reaped: its parent-death signal follows this thread
 
 	outR, outW, err := os.Pipe()
 	if err != nil {

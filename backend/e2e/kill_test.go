@@ -289,11 +289,15 @@ func TestKill9(t *testing.T) {
 		codex := s.codexChild()
 		s.kill9()
 		stop()
-		// The codex of the killed node is orphaned (its own process group);
-		// end it here so it does not outlive the test.
+		// The kernel kills codex with its node (parent-death signal): no turn
+		// outlives the node that was running it.
+		deadline := time.Now().Add(waitLimit)
+		for !processGone(codex) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
 		if !processGone(codex) {
-			t.Logf("codex (pid %d) outlived the killed node", codex)
-			syscall.Kill(codex, syscall.SIGKILL)
+			t.Errorf("codex (pid %d) outlived the killed node", codex)
+			killProcess(codex)
 		}
 
 		if n := s.verifyReceipts(); n != before {
