@@ -421,7 +421,7 @@ func (e *executor) threadFor(ctx context.Context, ec *a2asrv.ExecutorContext) st
 	if id := threadOf(ec.StoredTask); id != "" {
 		return id
 	}
-	if ec.ContextID == "" {
+	if ec.Message.ContextID == "" { // a new conversation: the SDK made up its context id
 		return ""
 	}
 	none := 0

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"gorm.io/gorm"
 )
 
 // Turn statuses (the CHECK constraint of turns.status). A receipt carries one of
@@ -78,11 +80,13 @@ const turnColumns = `id, task_id, context_id, brand, brand_scope, grant_id, agen
 // StartTurn records a turn as running. Call it before any work of the turn
 // runs; the grant must exist. A second start of the same id gets ErrTurnExists.
 func (db *DB) StartTurn(ctx context.Context, t Turn) error {
-	err := db.w.WithContext(ctx).Exec(`INSERT INTO turns (id, task_id, context_id, brand, scope, brand_scope,
-		grant_id, agent_iss, agent_sub, policy_hash, status, reason, started_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?)`,
-		t.ID, t.TaskID, t.ContextID, t.Brand, PactScope, t.BrandScope,
-		t.GrantID, t.AgentIss, t.AgentSub, t.PolicyHash, TurnRunning, ms(t.StartedAt)).Error
+	err := db.write(ctx, func(tx *gorm.DB) error {
+		return tx.Exec(`INSERT INTO turns (id, task_id, context_id, brand, scope, brand_scope,
+			grant_id, agent_iss, agent_sub, policy_hash, status, reason, started_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?)`,
+			t.ID, t.TaskID, t.ContextID, t.Brand, PactScope, t.BrandScope,
+			t.GrantID, t.AgentIss, t.AgentSub, t.PolicyHash, TurnRunning, ms(t.StartedAt)).Error
+	})
 	switch {
 	case err == nil:
 		return nil
