@@ -34,7 +34,7 @@ gui-test:
 	scripts/gui-test.sh
 
 bench: ## prints the ratios of performance.md (never fails on a timing)
-	@AETHER_BENCH=1 go test -count=1 -run 'TestPrint' -v ./backend/... | grep -E '^B[0-9]' || true
+	@AETHER_BENCH=1 go test -p 1 -count=1 -run 'TestPrint' -v ./backend/... | grep -E '^B[0-9]' || true
 	@scripts/bench-desktop.sh
 
 clean:
