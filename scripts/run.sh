@@ -24,6 +24,13 @@ if [ ${#need[@]} -gt 0 ]; then
 	$sudo apt-get update -qq
 	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
+if command -v npm >/dev/null; then
+	echo "Building the admin UI…"
+	(cd frontend && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; } && npm run build --silent >/dev/null)
+else
+	echo "npm not found: using the admin UI already built in frontend/dist."
+fi
+echo "Building the desktop app…"
 mkdir -p bin
 go build -tags desktop,production,webkit2_41 -o bin/aether-desktop .
 AETHER_POLICY="$PWD/examples/policy.json" AETHER_DATA_DIR="$data" exec bin/aether-desktop
