@@ -62,7 +62,13 @@ function codexCard(s: Status): HTMLElement {
       h("strong", null, "To fix: "),
       "install the Codex CLI (0.169.0 or newer) and make sure ",
       h("code", null, "codex"),
-      " is on the PATH of the user running Aether, or set its path in the node's settings. Then restart the node.",
+      " is on the PATH of the user running Aether (or give its path: ",
+      h("code", null, "--codex"),
+      " for ",
+      h("code", null, "aether node serve"),
+      ", ",
+      h("code", null, "AETHER_CODEX"),
+      " for the app). Then restart the node.",
     );
   } else if (!c.versionOk) {
     state = badge("Unsupported version", "bad");
