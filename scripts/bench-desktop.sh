@@ -14,6 +14,8 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=lib/xsession.sh
+. "$ROOT/scripts/lib/xsession.sh"
 TAGS=desktop,production,webkit2_41
 RUNS=${RUNS:-5}
 SETTLE=${SETTLE:-10}
@@ -32,30 +34,10 @@ if [ "${1:-}" != "--inside" ]; then
 			go build -o "$WORK/bin/agent" ./app/guitest/agent &&
 			go build -o "$WORK/bin/codex" ./backend/codex/testdata/fakecodex
 	) || exit 1
-	cat >"$WORK/session.conf" <<-'EOF'
-		<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-		 "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-		<busconfig>
-		  <type>session</type>
-		  <keep_umask/>
-		  <listen>unix:tmpdir=/tmp</listen>
-		  <auth>EXTERNAL</auth>
-		  <policy context="default">
-		    <allow send_destination="*" eavesdrop="true"/>
-		    <allow eavesdrop="true"/>
-		    <allow own="*"/>
-		  </policy>
-		</busconfig>
-	EOF
-	Xvfb -displayfd 5 -screen 0 1400x900x24 -nolisten tcp 5>"$WORK/display" 2>"$WORK/xvfb.log" &
-	XVFB_PID=$!
-	for _ in $(seq 100); do [ -s "$WORK/display" ] && break; sleep 0.1; done
-	[ -s "$WORK/display" ] || {
+	start_xvfb "$WORK" || {
 		echo "Xvfb did not start" >&2
 		exit 1
 	}
-	DISPLAY=:$(head -1 "$WORK/display")
-	export DISPLAY
 	dbus-run-session --config-file="$WORK/session.conf" -- "$0" --inside 2> >(grep -v '^dbus-daemon' >&2)
 	exit $?
 fi

@@ -14,6 +14,8 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=lib/xsession.sh
+. "$ROOT/scripts/lib/xsession.sh"
 TAGS=desktop,production,webkit2_41
 
 if [ "${1:-}" != "--inside" ]; then
@@ -39,33 +41,11 @@ if [ "${1:-}" != "--inside" ]; then
 		echo "0 passed, 1 failed"
 		exit 1
 	}
-	# A session bus that starts nothing by itself (no service directories): only what
-	# this script starts is on it.
-	cat >"$WORK/session.conf" <<-'EOF'
-		<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-		 "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-		<busconfig>
-		  <type>session</type>
-		  <keep_umask/>
-		  <listen>unix:tmpdir=/tmp</listen>
-		  <auth>EXTERNAL</auth>
-		  <policy context="default">
-		    <allow send_destination="*" eavesdrop="true"/>
-		    <allow eavesdrop="true"/>
-		    <allow own="*"/>
-		  </policy>
-		</busconfig>
-	EOF
-	Xvfb -displayfd 5 -screen 0 1400x900x24 -nolisten tcp 5>"$WORK/display" 2>"$WORK/xvfb.log" &
-	XVFB_PID=$!
-	for _ in $(seq 100); do [ -s "$WORK/display" ] && break; sleep 0.1; done
-	if [ ! -s "$WORK/display" ]; then
+	if ! start_xvfb "$WORK"; then
 		echo "FAIL Xvfb did not start: $(tail -3 "$WORK/xvfb.log")"
 		echo "0 passed, 1 failed"
 		exit 1
 	fi
-	DISPLAY=:$(head -1 "$WORK/display")
-	export DISPLAY
 	dbus-run-session --config-file="$WORK/session.conf" -- "$0" --inside
 	rc=$?
 	[ $rc -ne 0 ] && [ -z "${KEEP_WORK:-}" ] && for f in app-a app-b app-c; do
