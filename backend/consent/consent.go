@@ -130,7 +130,9 @@ func New(db *store.DB, key *keys.Key, cfg Config) *Service {
 func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Millisecond) }
 
 // Audience is the aud of a brand's delegation tokens: its card URL.
-func (s *Service) Audience(brand string) string { return s.cfg.PublicURL + "/a2a/" + brand }
+func (s *Service) Audience(brand string) string {
+	return s.cfg.PublicURL + "/a2a/" + brand + "/.well-known/agent-card.json"
+}
 
 func (s *Service) brand(id string) (BrandInfo, bool) {
 	for _, b := range s.cfg.Brands() {

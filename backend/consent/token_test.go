@@ -39,7 +39,7 @@ func TestTokenClaims(t *testing.T) {
 	c := f.claimsOf(tok.AccessToken)
 	now := f.clock.Now()
 	if c.Issuer != publicURL || c.Subject != "alice" || c.AgentIss != alice.Issuer ||
-		len(c.Audience) != 1 || c.Audience[0] != publicURL+"/a2a/review" || c.Scope != "review:read_only" ||
+		len(c.Audience) != 1 || c.Audience[0] != publicURL+"/a2a/review/.well-known/agent-card.json" || c.Scope != "review:read_only" ||
 		c.Grant != gid || c.ID == "" || !c.IssuedAt.Equal(now) || !c.ExpiresAt.Equal(now.Add(time.Hour)) {
 		t.Errorf("claims = %+v", c)
 	}
@@ -152,7 +152,7 @@ func TestDelegationToken(t *testing.T) {
 		tok, _ := f.grant(alice, "review", Month)
 		c := f.claimsOf(tok.AccessToken)
 		otherNode := c
-		otherNode.Audience = jwt.ClaimStrings{"https://other.example/a2a/review"}
+		otherNode.Audience = jwt.ClaimStrings{"https://other.example/a2a/review/.well-known/agent-card.json"}
 		_, err := f.svc.CheckDelegation(ctx, f.forge(otherNode), alice, "review")
 		wantReason(t, err, ReasonInvalid)
 		otherIss := c
