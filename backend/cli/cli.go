@@ -30,6 +30,7 @@ Usage:
   aether policy check --policy policy.json
   aether receipts verify [--data-dir D | --in receipts.jsonl --jwks jwks.json]
   aether receipts export [--data-dir D] [--out receipts.jsonl]
+  aether keys rotate [--data-dir D]   (with the node stopped)
   aether status [--data-dir D]
   aether grants list|revoke ID [--data-dir D]
   aether agent --card URL ... a reference personal agent that walks the whole flow
@@ -76,6 +77,12 @@ func Main(args []string, env Env) int {
 			}
 		}
 		fmt.Fprintln(env.Stderr, "usage: aether receipts verify|export [flags]")
+		return 2
+	case "keys":
+		if len(rest) > 0 && rest[0] == "rotate" {
+			return keysRotate(rest[1:], env)
+		}
+		fmt.Fprintln(env.Stderr, "usage: aether keys rotate [--data-dir D]")
 		return 2
 	case "status":
 		return status(rest, env)

@@ -32,7 +32,7 @@ func receiptsVerify(args []string, env Env) int {
 		return 2
 	}
 	ctx := context.Background()
-	set, err := verifyKeys(*jwksPath, *dir)
+	set, err := verifyKeys(*jwksPath, *dir, env)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, "aether receipts verify:", err)
 		return 2
@@ -83,9 +83,10 @@ func receiptsVerify(args []string, env Env) int {
 	return 0
 }
 
-// verifyKeys is the key set to verify with: a JWKS file, or the public half of
-// the data dir's node key.
-func verifyKeys(jwksPath, dir string) (keys.Set, error) {
+// verifyKeys is the key set to verify with: a JWKS file, or the data dir's
+// key ring (the signing key and the keys it replaced), whose rotation
+// statements are checked on the way.
+func verifyKeys(jwksPath, dir string, env Env) (keys.Set, error) {
 	if jwksPath != "" {
 		data, err := os.ReadFile(jwksPath)
 		if err != nil {
@@ -97,15 +98,21 @@ func verifyKeys(jwksPath, dir string) (keys.Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	path := filepath.Join(d, "node.key")
-	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("no node key at %s: pass --data-dir or --jwks", path)
+	if _, err := os.Stat(filepath.Join(d, "node.key")); err != nil {
+		return nil, fmt.Errorf("no node key in %s: pass --data-dir or --jwks", d)
 	}
-	k, err := keys.LoadOrCreate(path)
+	ring, err := keys.LoadRing(d)
 	if err != nil {
 		return nil, err
 	}
-	return k.Set(), nil
+	n, err := ring.VerifyRotations(d)
+	if err != nil {
+		return nil, fmt.Errorf("key rotations: %w", err)
+	}
+	if n > 0 {
+		fmt.Fprintf(env.Stdout, "Key ring: %d rotation(s), each signed by the key it retired.\n", n)
+	}
+	return ring.Set(), nil
 }
 
 func receiptsExport(args []string, env Env) int {

@@ -13,6 +13,7 @@ import (
 	_ "github.com/glebarez/go-sqlite" // to tamper with pact.sqlite the way an attacker with the file would
 
 	"github.com/aether/aether/backend/cli"
+	"github.com/aether/aether/backend/receipts"
 )
 
 func verifyCLI(t *testing.T, dataDir string) (int, string) {
@@ -110,5 +111,47 @@ func TestReceiptsVerifyCLI(t *testing.T) {
 				t.Fatalf("exit %d, want a failure naming %q:\n%s", code, c.want, out)
 			}
 		})
+	}
+}
+
+// TestKeyRotation: after `aether keys rotate` the node signs with the new key,
+// its JWKS still holds the old one, and `aether receipts verify` checks the
+// receipts of both keys and the rotation statement (T10).
+func TestKeyRotation(t *testing.T) {
+	e := newEnv(t)
+	alice := e.agent("alice")
+	alice.setDelegation(e.delegate(t, alice, "review"))
+	c := alice.client("review", a2a.TransportProtocolJSONRPC)
+	_, before := artifacts(t, alice.send(c, "", "before the rotation"))
+	e.stop()
+
+	var out, errb bytes.Buffer
+	if code := cli.Main([]string{"keys", "rotate", "--data-dir", e.dataDir}, cli.Env{Stdout: &out, Stderr: &errb}); code != 0 {
+		t.Fatalf("keys rotate: exit %d: %s", code, errb.String())
+	}
+	e.start()
+	set := nodeJWKS(t, e)
+	if len(set) != 2 {
+		t.Fatalf("the JWKS after a rotation has %d keys, want the old and the new", len(set))
+	}
+	// Tokens minted by the old key are refused; the agent refreshes from its grant.
+	if task := alice.send(c, "", "after the rotation"); task.Status.State != a2a.TaskStateAuthRequired {
+		t.Fatalf("an old-key delegation token gave %s", task.Status.State)
+	}
+	code, tok := alice.oauthForm(e.publicURL+"/pact/token", map[string][]string{
+		"grant_type": {"urn:aether:params:oauth:grant-type:pact-grant"}, "brand": {"review"}})
+	if code != 200 {
+		t.Fatalf("refresh after rotation: %d %v", code, tok)
+	}
+	alice.setDelegation(tok["access_token"].(string))
+	_, after := artifacts(t, alice.send(c, "", "after the rotation"))
+	for name, jws := range map[string]string{"before": before, "after": after} {
+		if _, err := receipts.VerifyOne(jws, set); err != nil {
+			t.Errorf("receipt from %s the rotation: %v", name, err)
+		}
+	}
+	e.stop()
+	if code, out := verifyCLI(t, e.dataDir); code != 0 || !strings.Contains(out, "OK: 2 receipt(s)") || !strings.Contains(out, "1 rotation") {
+		t.Fatalf("verify after a rotation: exit %d\n%s", code, out)
 	}
 }

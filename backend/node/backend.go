@@ -302,7 +302,7 @@ func (b *backend) Receipt(ctx context.Context, id string) (admin.ReceiptDetail, 
 		return admin.ReceiptDetail{}, err
 	}
 	d := admin.ReceiptDetail{Receipt: receiptDTO(r), Claims: claims, JWS: r.JWS, Verify: admin.VerifyResult{OK: true}}
-	if _, err := receipts.VerifyOne(r.JWS, b.n.key.Set()); err != nil {
+	if _, err := receipts.VerifyOne(r.JWS, b.n.ring.Set()); err != nil {
 		d.Verify = admin.VerifyResult{OK: false, Error: err.Error()}
 	}
 	return d, nil

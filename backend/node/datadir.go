@@ -6,12 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"time"
+
+	"github.com/aether/aether/backend/keys"
 )
 
 // Files inside the data dir.
 const (
 	fileLock      = "node.lock"
-	fileKey       = "node.key"
 	fileTLSCert   = "admin-tls.crt"
 	fileTLSKey    = "admin-tls.key"
 	fileToken     = "admin.token"
@@ -66,3 +68,15 @@ func prepareDataDir(dir string) error {
 
 // ErrLocked means another node is running on the same data dir.
 var ErrLocked = errors.New("another Aether node is already running on this data dir")
+
+// RotateKey replaces the node's signing key (the node must be stopped: it
+// takes the data dir's lock). Receipts signed before keep verifying: the old
+// key stays in the JWKS, and it signed a statement naming its successor.
+func RotateKey(dataDir string) (oldKID, newKID string, err error) {
+	lock, err := lockDataDir(filepath.Join(dataDir, fileLock))
+	if err != nil {
+		return "", "", err
+	}
+	defer lock.Close()
+	return keys.Rotate(dataDir, time.Now())
+}

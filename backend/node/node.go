@@ -61,7 +61,8 @@ type Node struct {
 	log     *slog.Logger
 	dataDir string
 	lock    *os.File
-	key     *keys.Key
+	ring    *keys.Ring // the signing key and the keys it replaced
+	key     *keys.Key  // ring.Current
 	db      *store.DB
 	token   string
 	consent *consent.Service
@@ -124,9 +125,10 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	if n.lock, err = lockDataDir(n.path(fileLock)); err != nil {
 		return nil, err
 	}
-	if n.key, err = keys.LoadOrCreate(n.path(fileKey)); err != nil {
+	if n.ring, err = keys.LoadRing(n.dataDir); err != nil {
 		return nil, err
 	}
+	n.key = n.ring.Current
 	if n.token, err = admin.LoadOrCreateToken(n.path(fileToken)); err != nil {
 		return nil, err
 	}

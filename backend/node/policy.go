@@ -89,7 +89,7 @@ func (n *Node) startGateway(publicURL, consentURL string) error {
 		Store:     n.db,
 		Ledger:    n.ledger,
 		Runner:    n.turns,
-		Keys:      n.key.Set(),
+		Keys:      n.ring.Set(),
 		OnReceipt: n.onReceipt,
 		Logger:    n.log,
 	}, p)
