@@ -236,7 +236,7 @@ func (e *executor) run(ctx context.Context, t *turnRun) {
 	end.Usage = receipts.Usage{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens, OutputTokens: res.Usage.OutputTokens}
 	end.Violation = res.WorkspaceChanged
 	// A revoke during the turn lets it finish; the receipt says so (V2).
-	if g, err := e.g.cfg.Store.GrantByID(ctx, grant); err == nil && g.RevokedAt != nil {
+	if revoked, err := e.g.cfg.Store.GrantRevoked(ctx, grant); err == nil && revoked {
 		end.GrantRevokedDuringTurn = true
 	}
 	rec, err := e.g.cfg.Ledger.Append(context.WithoutCancel(ctx), end)

@@ -109,6 +109,19 @@ func (db *DB) GrantByID(ctx context.Context, id string) (*Grant, error) {
 	return g, nil
 }
 
+// GrantRevoked reports whether the grant has been revoked (a turn that ran
+// while its grant was revoked says so in its receipt).
+func (db *DB) GrantRevoked(ctx context.Context, id string) (bool, error) {
+	var revoked []bool
+	if err := db.read(ctx).Raw("SELECT revoked_at IS NOT NULL FROM grants WHERE id = ?", id).Scan(&revoked).Error; err != nil {
+		return false, fmt.Errorf("read grant %s: %w", id, err)
+	}
+	if len(revoked) == 0 {
+		return false, ErrGrantNotFound
+	}
+	return revoked[0], nil
+}
+
 // ListGrants lists every grant, newest first.
 func (db *DB) ListGrants(ctx context.Context) ([]Grant, error) {
 	var rows []grantRow

@@ -128,3 +128,21 @@ func TestWithLiveGrantPicksNewest(t *testing.T) {
 		t.Errorf("ListGrants order: %v", list)
 	}
 }
+
+func TestGrantRevoked(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	approveFlow(t, db, testFlow("f1", "BBBBBBBB", "alice"), testGrant("g1", "alice"))
+	if revoked, err := db.GrantRevoked(ctx, "g1"); err != nil || revoked {
+		t.Fatalf("live grant: revoked=%v err=%v", revoked, err)
+	}
+	if _, _, _, err := db.RevokeGrant(ctx, "g1", flowT0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if revoked, err := db.GrantRevoked(ctx, "g1"); err != nil || !revoked {
+		t.Fatalf("revoked grant: revoked=%v err=%v", revoked, err)
+	}
+	if _, err := db.GrantRevoked(ctx, "nope"); !errors.Is(err, ErrGrantNotFound) {
+		t.Fatalf("unknown grant: %v", err)
+	}
+}
