@@ -85,6 +85,11 @@ func (f *fakeBackend) Pending(ctx context.Context) ([]ConsentRequest, error) {
 	return []ConsentRequest{{ID: "req1", UserCode: "BCDF-GHJK", Brand: BrandRef{ID: "docs", Name: "Docs"}}}, nil
 }
 
+func (f *fakeBackend) LookupCode(ctx context.Context, code string) (CodeLookup, error) {
+	f.note("LookupCode")
+	return CodeLookup{UserCode: code, Status: "unknown"}, nil
+}
+
 func (f *fakeBackend) Decide(ctx context.Context, id string, req DecisionRequest) (DecisionResult, error) {
 	f.note("Decide")
 	f.mu.Lock()

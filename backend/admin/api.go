@@ -112,7 +112,16 @@ func (s *Server) getConsent(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"requests": nonNil(reqs)})
+	out := map[string]any{"requests": nonNil(reqs)}
+	if code := r.URL.Query().Get("user_code"); code != "" {
+		lookup, err := s.b.LookupCode(r.Context(), code)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		out["lookup"] = lookup
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) postDecision(w http.ResponseWriter, r *http.Request) {

@@ -45,6 +45,13 @@ type Agent struct {
 }
 
 // ConsentRequest is a pending device-flow request.
+// CodeLookup is what became of the request with a user code: "pending", "allowed",
+// "denied", "expired", or "unknown" (no such request, or not a well-formed code).
+type CodeLookup struct {
+	UserCode string `json:"userCode"`
+	Status   string `json:"status"`
+}
+
 type ConsentRequest struct {
 	ID        string    `json:"id"`
 	UserCode  string    `json:"userCode"`
@@ -272,6 +279,9 @@ type Backend interface {
 	Status(ctx context.Context) (Status, error)
 	// Pending lists pending consent requests, oldest first.
 	Pending(ctx context.Context) ([]ConsentRequest, error)
+	// LookupCode says what became of the request with that user code, so that a consent
+	// link to a request that is no longer pending can say why.
+	LookupCode(ctx context.Context, userCode string) (CodeLookup, error)
 	// Decide records the owner's decision for request id bound to req.UserCode (C8).
 	// Errors: ErrNotFound, ErrCodeMismatch, ErrAlreadyDecided (C6), ErrExpired (C7).
 	Decide(ctx context.Context, id string, req DecisionRequest) (DecisionResult, error)

@@ -171,6 +171,24 @@ func (b *backend) Pending(ctx context.Context) ([]admin.ConsentRequest, error) {
 	return out, nil
 }
 
+func (b *backend) LookupCode(ctx context.Context, code string) (admin.CodeLookup, error) {
+	r, status, err := b.n.consent.Lookup(ctx, code)
+	switch {
+	case errors.Is(err, consent.ErrNotFound), errors.Is(err, consent.ErrBadUserCode):
+		return admin.CodeLookup{UserCode: code, Status: "unknown"}, nil
+	case err != nil:
+		return admin.CodeLookup{}, err
+	}
+	out := admin.CodeLookup{UserCode: r.UserCode, Status: status}
+	switch status {
+	case consent.StatusApproved, consent.StatusRedeemed:
+		out.Status = "allowed"
+	case consent.StatusLocked:
+		out.Status = "expired"
+	}
+	return out, nil
+}
+
 func (b *backend) Decide(ctx context.Context, id string, req admin.DecisionRequest) (admin.DecisionResult, error) {
 	var allow bool
 	switch req.Decision {

@@ -25,6 +25,12 @@ export interface Brand {
   cardUrl?: string;
 }
 
+/** What became of the request with a user code (GET /api/consent?user_code=). */
+export interface CodeLookup {
+  userCode: string;
+  status: "pending" | "allowed" | "denied" | "expired" | "unknown";
+}
+
 export interface ConsentRequest {
   id: string;
   userCode: string;
@@ -221,7 +227,11 @@ const enc = encodeURIComponent;
 
 export const api = {
   status: () => request<Status>("GET", "/api/status"),
-  consent: () => request<{ requests: ConsentRequest[] }>("GET", "/api/consent"),
+  consent: (userCode?: string) =>
+    request<{ requests: ConsentRequest[]; lookup?: CodeLookup }>(
+      "GET",
+      userCode ? `/api/consent?user_code=${encodeURIComponent(userCode)}` : "/api/consent",
+    ),
   decide: (id: string, userCode: string, decision: "allow" | "deny", duration: Duration) =>
     requestAllowing<DecisionAnswer>("POST", `/api/consent/${enc(id)}/decision`, { userCode, decision, duration }, [409, 410]),
   grants: () => request<{ grants: Grant[] }>("GET", "/api/grants"),

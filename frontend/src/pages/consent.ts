@@ -315,7 +315,13 @@ export const consentPage: PageDef = {
     async function load(initial: boolean): Promise<void> {
       let reqs: ConsentRequest[];
       try {
-        reqs = (await api.consent()).requests ?? [];
+        const ans = await api.consent(wanted || undefined);
+        reqs = ans.requests ?? [];
+        // The node's word on a linked code that is no longer pending (expired, decided).
+        const st = ans.lookup?.status;
+        if (wanted && !known.has(wanted) && (st === "allowed" || st === "denied" || st === "expired")) {
+          known.set(wanted, st);
+        }
       } catch (e) {
         if (!alive || !(e instanceof ApiError)) return;
         if (initial) replace(body, banner("bad", "Could not load the requests", errorMessage(e)));
