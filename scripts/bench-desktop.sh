@@ -95,7 +95,7 @@ mkdir -p "$HOME" "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
 DATA=$XDG_DATA_HOME/aether/node
 mkdir -p "$DATA/workspace" && chmod 700 "$DATA"
 echo "# bench" >"$DATA/workspace/README.md"
-PORT=$((20000 + RANDOM % 20000))
+PORT=$((20000 + RANDOM % 12000)) # below the ephemeral range
 GW=http://127.0.0.1:$PORT
 export AETHER_ADMIN_PORT=0 AETHER_PACT_LISTEN=127.0.0.1:$PORT AETHER_CODEX=$BIN/codex
 cat >"$DATA/policy.json" <<EOF
