@@ -46,11 +46,15 @@ if [ "${1:-}" != "--inside" ]; then
 		echo "0 passed, 1 failed"
 		exit 1
 	fi
-	dbus-run-session --config-file="$WORK/session.conf" -- "$0" --inside
+	# dbus-daemon's own chatter is dropped so that the summary stays the last line.
+	dbus-run-session --config-file="$WORK/session.conf" -- "$0" --inside 2> >(grep -v '^dbus-daemon' >&2)
 	rc=$?
-	[ $rc -ne 0 ] && [ -z "${KEEP_WORK:-}" ] && for f in app-a app-b app-c; do
-		[ -f "$WORK/$f.log" ] && { echo "# --- $f.log (last lines)"; tail -15 "$WORK/$f.log" | sed 's/^/# /'; }
-	done
+	if [ $rc -ne 0 ] && [ -z "${KEEP_WORK:-}" ]; then
+		for f in app-a app-b app-c; do
+			[ -f "$WORK/$f.log" ] && { echo "# --- $f.log (last lines)"; tail -15 "$WORK/$f.log" | sed 's/^/# /'; }
+		done
+		cat "$WORK/summary" 2>/dev/null # the result, last
+	fi
 	exit $rc
 fi
 
@@ -96,7 +100,7 @@ bg() { # bg LOG CMD...: start a helper, remember its pid
 finish() {
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
 	[ -n "${APP_PID:-}" ] && kill "$APP_PID" 2>/dev/null
-	echo "$PASSED passed, $FAILED failed"
+	echo "$PASSED passed, $FAILED failed" | tee "$WORK/summary"
 	[ "$FAILED" -eq 0 ]
 	exit $?
 }
