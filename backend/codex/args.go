@@ -159,7 +159,9 @@ func buildArgs(req Request, outFile string, extra []string) ([]string, error) {
 		return nil, err
 	}
 	args := []string{"exec", "--json", "--color", "never", "--sandbox", sandbox,
-		"--cd", req.Workspace, "--skip-git-repo-check"}
+		"--cd", req.Workspace, "--skip-git-repo-check",
+		// The commands codex runs get its core variables only, never the API key (W8).
+		"-c", `shell_environment_policy.inherit="core"`}
 	if req.Model != "" {
 		args = append(args, "-m", req.Model)
 	}

@@ -8,10 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/aether/aether/backend/confine"
 )
 
 // Versions: codex.md was written against MinVersion; TestedVersion is the newest release
@@ -31,8 +32,12 @@ type Health struct {
 	VersionOK bool   // at least MinVersion
 	LoggedIn  bool   // `codex login status` exit 0 (stored credentials)
 	APIKey    bool   // CODEX_API_KEY is passed to codex (exec honours it; login status does not count it)
-	Warning   string // e.g. newer than tested
-	Error     string // first problem that stops turns, empty when ready
+	// Confinement is whether turns can be confined here; without it no turn runs.
+	Confinement confine.Status
+	// Credential is how codex reaches its model and whether its commands could read how.
+	Credential Credential
+	Warning    string // e.g. newer than tested
+	Error      string // first problem that stops turns, empty when ready
 }
 
 // Ready reports whether turns can run.
@@ -41,18 +46,24 @@ func (h Health) Ready() bool { return h.Error == "" }
 // Check looks for codex, reads its version and whether it is signed in. A missing binary
 // fails at once (S12).
 func (r *Runner) Check(ctx context.Context) Health {
+	h := r.check(ctx)
+	h.Confinement = r.sandbox().Check(ctx)
+	if !h.Confinement.Available && h.Error == "" {
+		h.Error = h.Confinement.Text()
+	}
+	return h
+}
+
+func (r *Runner) check(ctx context.Context) Health {
 	var h Health
+	h.Credential, _ = r.credential()
 	bin, err := r.binary()
 	if err != nil {
 		h.Error = err.Error()
 		return h
 	}
 	h.Found, h.Path = true, bin
-	for _, kv := range r.extraEnv() {
-		if k, v, _ := strings.Cut(kv, "="); k == "CODEX_API_KEY" && v != "" {
-			h.APIKey = true
-		}
-	}
+	h.APIKey = h.Credential.Kind == CredentialAPIKeyEnv
 	v, err := r.readVersion(ctx, bin)
 	if err != nil {
 		h.Error = err.Error()
@@ -68,36 +79,25 @@ func (r *Runner) Check(ctx context.Context) Health {
 	if newerThan(v, TestedVersion) {
 		warnings = append(warnings, fmt.Sprintf("codex %s is newer than the last version tested (%s)", v, TestedVersion))
 	}
-	if home := r.codexHome(); runtime.GOOS == "linux" && underTmp(home) {
-		// Observed on 0.169.0: bwrap then fails with "execvp codex-linux-sandbox", so every
-		// command the model runs fails (the turn itself still answers).
-		warnings = append(warnings, fmt.Sprintf("CODEX_HOME %s is under /tmp: codex's sandboxed commands cannot run from there", home))
-	}
 	h.Warning = strings.Join(warnings, "; ")
 	stdout, stderr, code, err := r.runSmall(ctx, bin, "login", "status")
 	switch {
 	case err != nil:
 		h.Error = "codex login status: " + err.Error()
+		return h
 	case code == 0:
 		h.LoggedIn = true
-	case code == 1 && !h.APIKey:
-		h.Error = "codex is not signed in (run `codex login`)"
 	case code != 1:
 		h.Error = fmt.Sprintf("codex login status exited with code %d: %s", code,
 			oneLine(lastErrorLine(stderr+"\n"+stdout), maxReasonRunes))
+		return h
 	}
+	if h.LoggedIn && h.Credential.Kind == CredentialNone {
+		h.Credential = Credential{Kind: CredentialUnreadable, Summary: "signed in outside auth.json (cannot be handed over)",
+			Problem: "codex keeps its sign-in outside " + filepath.Join(r.codexHome(), "auth.json") + " (e.g. in the system keyring), where Aether cannot give it to codex alone; " + safeCredentialHint}
+	}
+	h.Error = h.Credential.Problem
 	return h
-}
-
-func underTmp(path string) bool {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return false
-	}
-	if resolved, err := filepath.EvalSymlinks(abs); err == nil {
-		abs = resolved
-	}
-	return abs == "/tmp" || strings.HasPrefix(abs, "/tmp/")
 }
 
 // checkVersion is Run's cached version gate: one `codex --version` per binary file.
@@ -165,7 +165,7 @@ func (r *Runner) runSmall(ctx context.Context, bin string, args ...string) (stri
 	var stdout, stderr cappedBuffer
 	stdout.max, stderr.max = 64<<10, 64<<10
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = r.environ(home)
+	cmd.Env = r.checkEnviron(home)
 	cmd.Dir = home
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	setProcessGroup(cmd)

@@ -9,24 +9,20 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/aether/aether/backend/codex/codextest"
 )
 
-// assertGone fails if pid is still running. A killed process can stay a zombie until its
-// parent (or init, for an orphan) reaps it; that counts as gone.
-func assertGone(t *testing.T, pid int) {
+// assertGone fails if a process of the turn marked by marker (its record path) still runs.
+func assertGone(t *testing.T, marker string) {
 	t.Helper()
-	if _, err := os.Stat("/proc/self/stat"); err == nil {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return
+	if pids := codextest.Processes(marker); len(pids) > 0 {
+		for _, pid := range pids {
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			t.Errorf("process %d still running: %q", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		if i := bytes.LastIndexByte(data, ')'); i >= 0 && len(data) > i+2 && data[i+2] == 'Z' {
-			return
-		}
-		t.Fatalf("process %d still running: %s", pid, data)
-	}
-	if err := syscall.Kill(pid, 0); err == nil {
-		t.Fatalf("process %d still running", pid)
+		t.FailNow()
 	}
 }
 

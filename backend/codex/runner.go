@@ -1,6 +1,7 @@
-// Package codex runs the Codex CLI (`codex exec`) for one turn: in its own process group,
-// with a minimal environment, the sandbox that matches the brand's access mode, a deadline,
-// capped output and a before/after digest of read-only workspaces. See spec/codex.md.
+// Package codex runs the Codex CLI (`codex exec`) for one turn: confined to a view of the
+// brand's workspace and nothing else of the host, with codex's own sandbox for the access
+// mode inside it, a minimal environment, a deadline, capped output and a before/after digest
+// of read-only workspaces. See docs/codex.md and docs/confinement.md.
 package codex
 
 import (
@@ -16,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aether/aether/backend/confine"
 )
 
 // Access modes of a brand (Request.AccessMode).
@@ -58,6 +61,8 @@ var (
 	ErrNotInstalled = errors.New("codex is not installed")
 	// ErrUnsupportedVersion: codex is older than MinVersion or its version is unreadable.
 	ErrUnsupportedVersion = errors.New("unsupported codex version")
+	// ErrNotAdmitted: Request.Admit refused the turn; codex did not start.
+	ErrNotAdmitted = errors.New("turn not admitted")
 
 	errTurnTimeout = errors.New("turn timeout")
 )
@@ -66,8 +71,18 @@ var (
 // MaxConcurrent and the per-workspace lock hold node-wide. Fields must not change after the
 // first Run.
 type Runner struct {
-	Path          string        // codex binary; default "codex" looked up on PATH
-	Home          string        // CODEX_HOME for codex; default $CODEX_HOME, else ~/.codex
+	Path string // codex binary; default "codex" looked up on PATH
+	// Home is the owner's CODEX_HOME (default $CODEX_HOME, else ~/.codex), read only for
+	// codex's sign-in; no turn ever sees it.
+	Home string
+	// StateDir keeps codex's state per conversation and each turn's scratch; no turn sees
+	// another's. The node puts it in its data dir; default a folder under the temp dir.
+	StateDir string
+	// Sandbox confines every turn; nil = bubblewrap on PATH. Where it cannot, no turn runs.
+	Sandbox *confine.Sandbox
+	// TestMounts are host folders bound read-write into every turn's view; only test
+	// harnesses set them (the fake codex's record).
+	TestMounts    []string
 	MaxConcurrent int           // turns running at once, node-wide; default 2
 	Timeout       time.Duration // per turn, not counting time queued; default 10m
 	Grace         time.Duration // SIGINT → SIGKILL, and pipe drain after exit; default 5s
@@ -95,6 +110,12 @@ type Request struct {
 	Prompt     string // sent on stdin; see BuildPrompt
 	ThreadID   string // resume this codex thread when set
 	Model      string // optional -m
+	// Conversation names whose codex state the turn uses (the agent and brand): turns of
+	// one conversation can resume each other's threads; no other turn sees them.
+	Conversation string
+	// Admit, if set, is called once the turn holds its workspace and a slot, right before
+	// codex starts; an error ends the turn there (a grant revoked while it waited).
+	Admit func(context.Context) error
 }
 
 // Usage is codex's token count for the turn.
@@ -160,6 +181,14 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	if err := r.checkVersion(ctx, bin); err != nil {
 		return finish(StatusFailed, err.Error(), err)
 	}
+	box := r.sandbox()
+	if st := box.Check(ctx); !st.Available {
+		return finish(StatusFailed, st.Text(), fmt.Errorf("%w: %s", confine.ErrUnavailable, st.Reason))
+	}
+	cred, key := r.credential()
+	if cred.Problem != "" {
+		return finish(StatusFailed, cred.Problem, fmt.Errorf("%w: %s", ErrCredential, cred.Problem))
+	}
 	workspace := filepath.Clean(req.Workspace)
 	release, err := r.acquire(ctx, workspace)
 	if err != nil {
@@ -169,6 +198,11 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 		return finish(StatusCanceled, "canceled while waiting for another turn to finish", err)
 	}
 	defer release()
+	if req.Admit != nil {
+		if err := req.Admit(ctx); err != nil {
+			return finish(StatusFailed, err.Error(), fmt.Errorf("%w: %w", ErrNotAdmitted, err))
+		}
+	}
 
 	res.StartedAt = r.now()
 	var before workspaceDigest
@@ -177,29 +211,31 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 			return finish(StatusFailed, "workspace: "+err.Error(), fmt.Errorf("%w: %v", ErrInvalidRequest, err))
 		}
 	}
-	private, err := os.MkdirTemp("", "aether-codex-")
+	dirs, err := r.prepareTurn(req.Conversation)
 	if err != nil {
-		return finish(StatusFailed, "cannot create a private directory for codex", fmt.Errorf("codex private dir: %w", err))
+		return finish(StatusFailed, "cannot prepare the turn's private folders", err)
 	}
-	defer os.RemoveAll(private)
-	home := filepath.Join(private, "home")
-	if err := os.Mkdir(home, 0o700); err != nil {
-		return finish(StatusFailed, "cannot create a private directory for codex", fmt.Errorf("codex home: %w", err))
-	}
-	outFile := filepath.Join(private, "last-message.txt")
-	args, err := buildArgs(Request{Workspace: workspace, AccessMode: req.AccessMode, ThreadID: req.ThreadID, Model: req.Model}, outFile, r.ExtraArgs)
+	defer os.RemoveAll(dirs.scratch)
+	outFile := filepath.Join(dirs.tmp, "last-message.txt")
+	args, err := buildArgs(Request{Workspace: workspace, AccessMode: req.AccessMode, ThreadID: req.ThreadID, Model: req.Model},
+		filepath.Join(viewTmp, "last-message.txt"), r.ExtraArgs)
 	if err != nil {
 		return finish(StatusFailed, "invalid request: "+err.Error(), fmt.Errorf("%w: %v", ErrInvalidRequest, err))
 	}
-	env := r.environ(home)
-	red := newRedactor(r.extraEnv())
+	view := r.turnView(bin, workspace, req.AccessMode == AccessReadWrite, dirs)
+	wrapper, wrapped, err := box.Wrap(view, append([]string{bin}, args...))
+	if err != nil {
+		return finish(StatusFailed, "Confinement: "+err.Error(), err)
+	}
+	env := r.environ(key)
+	red := newRedactor(append(r.extraEnv(), "CODEX_API_KEY="+key))
 	gate := progressGate{fn: progress, now: r.now, red: red}
 	var tr transcript
 
 	timeout := r.timeout()
 	tctx, cancel := context.WithTimeoutCause(ctx, timeout, errTurnTimeout)
 	defer cancel()
-	out := r.runProcess(tctx, bin, args, env, workspace, req.Prompt, func(line []byte) {
+	out := r.runProcess(tctx, wrapper, wrapped, env, workspace, req.Prompt, func(line []byte) {
 		gate.emit(tr.handle(line))
 	})
 
@@ -212,7 +248,9 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	res.StderrTail = red.redact(cleanLines(out.stderr))
 	res.LeftoverProcesses = out.leftovers
 	if out.state != nil {
-		res.ExitCode = out.state.ExitCode()
+		if res.ExitCode = out.state.ExitCode(); res.ExitCode > 128 {
+			res.ExitCode = -1 // bwrap's 128+n: codex was ended by signal n
+		}
 	}
 	if res.Answer == "" && out.state != nil && out.state.Success() {
 		res.Answer = readCapped(outFile, r.maxOutput())
@@ -280,6 +318,12 @@ func (r *Runner) judge(out procOutcome, tr *transcript, res Result, timeout time
 	if sig, ok := exitSignal(out.state); ok {
 		return StatusFailed, fmt.Sprintf("codex crashed (signal %d)", sig)
 	}
+	if out.state != nil {
+		if sig := out.state.ExitCode() - 128; sig > 0 && sig < 65 {
+			// bwrap passes a signal that ended codex on as exit status 128+n.
+			return StatusFailed, fmt.Sprintf("codex crashed (signal %d)", sig)
+		}
+	}
 	if res.ExitCode != 0 {
 		msg := lastErrorLine(out.stderr)
 		if msg == "" {
@@ -318,6 +362,8 @@ func explain(msg string) string {
 		return "the codex thread to resume was not found"
 	case strings.Contains(m, "no prompt provided"):
 		return "codex received no prompt"
+	case strings.HasPrefix(m, "bwrap:"):
+		return "Confinement: the sandbox could not be set up (" + msg + ")"
 	}
 	return msg
 }
@@ -377,7 +423,7 @@ func (r *Runner) binary() (string, error) {
 	if abs, err := filepath.Abs(bin); err == nil {
 		bin = abs
 	}
-	return bin, nil
+	return nativeBinary(bin), nil
 }
 
 // acquire takes the workspace's lock, then a node-wide slot (S11), waiting as long as ctx
@@ -437,9 +483,31 @@ func take(ctx context.Context, ch chan struct{}, hook func(string, string), kind
 	}
 }
 
-// environ is codex's whole environment: PATH, a private HOME, LANG, CODEX_HOME and the
-// variables named in Runner.Env; nothing else of the node's (S7).
-func (r *Runner) environ(home string) []string {
+// environ is a turn's whole environment, as codex sees it inside the view: a system PATH,
+// HOME, TMPDIR and CODEX_HOME in the view, LANG, the credential and the variables named in
+// Runner.Env; nothing else of the node's (W6).
+func (r *Runner) environ(key string) []string {
+	env := newEnvList()
+	env.set("PATH", viewPath)
+	env.set("HOME", viewHome)
+	env.set("TMPDIR", viewTmp)
+	if v, ok := os.LookupEnv("LANG"); ok {
+		env.set("LANG", v)
+	}
+	env.set("CODEX_HOME", viewCodexHome)
+	if key != "" {
+		env.set("CODEX_API_KEY", key)
+	}
+	for _, kv := range r.extraEnv() {
+		k, v, _ := strings.Cut(kv, "=")
+		env.set(k, v)
+	}
+	return env.list()
+}
+
+// checkEnviron is the environment of the start-up checks (`codex --version`, `codex login
+// status`), which run on the host: they read the owner's CODEX_HOME and no agent input.
+func (r *Runner) checkEnviron(home string) []string {
 	env := newEnvList()
 	env.set("PATH", os.Getenv("PATH"))
 	env.set("HOME", home)
@@ -462,6 +530,15 @@ func (r *Runner) environ(home string) []string {
 		env.set(k, v)
 	}
 	return env.list()
+}
+
+func (r *Runner) sandbox() *confine.Sandbox {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.Sandbox == nil {
+		r.Sandbox = &confine.Sandbox{}
+	}
+	return r.Sandbox
 }
 
 // extraEnv resolves Runner.Env to NAME=value pairs.

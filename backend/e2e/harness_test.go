@@ -49,6 +49,7 @@ type envConfig struct {
 	brands    string // JSON of the brands array; default one read-only "review"
 	codexEnv  []string
 	codexPath string // the Codex binary; default the fake
+	publicURL string // the policy's publicUrl and audience; default the gateway's own http:// address
 }
 
 func withBrands(js string) envOption { return func(c *envConfig) { c.brands = js } }
@@ -83,13 +84,18 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	}
 	root := t.TempDir()
 	e := &env{t: t, dataDir: filepath.Join(root, "data"), policy: filepath.Join(root, "policy.json"),
-		workspace: filepath.Join(root, "workspace"), record: filepath.Join(root, "codex-record.jsonl")}
-	if err := os.MkdirAll(e.workspace, 0o755); err != nil {
-		t.Fatal(err)
+		workspace: filepath.Join(root, "workspace"), record: filepath.Join(root, "fake-codex", "record.jsonl")}
+	for _, dir := range []string{e.workspace, filepath.Dir(e.record)} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	os.WriteFile(filepath.Join(e.workspace, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644)
 	port := freePort(t)
 	e.publicURL = fmt.Sprintf("http://127.0.0.1:%d", port)
+	if cfg.publicURL != "" {
+		e.publicURL = cfg.publicURL
+	}
 	pol := fmt.Sprintf(`{"pact":{"publicUrl":%q,"audience":%q,"allowInsecureLocalIssuers":true,"brands":%s}}`, e.publicURL, e.publicURL, cfg.brands)
 	if err := os.WriteFile(e.policy, []byte(pol), 0o600); err != nil {
 		t.Fatal(err)
@@ -98,9 +104,10 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	e.opts = node.Options{
 		PolicyPath: e.policy, DataDir: e.dataDir, PactListen: fmt.Sprintf("127.0.0.1:%d", port),
 		CodexPath: codextest.BuildFake(t),
-		CodexEnv:  append([]string{"FAKE_CODEX_RECORD=" + e.record, "FAKE_CODEX_LOGGED_IN=1"}, cfg.codexEnv...),
+		CodexEnv:  append([]string{"FAKE_CODEX_RECORD=" + e.record, "FAKE_CODEX_LOGGED_IN=1", "CODEX_API_KEY=e2e-test-key"}, cfg.codexEnv...),
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
+	e.opts.CodexTestMounts = codextest.Mounts(e.opts.CodexEnv)
 	if cfg.codexPath != "" {
 		e.opts.CodexPath = cfg.codexPath
 	}
@@ -367,6 +374,9 @@ func (a *adminClient) decide(userCode, decision string) (int, map[string]any) {
 	code := a.do("POST", "/api/consent/"+r.ID+"/decision", map[string]string{"userCode": userCode, "decision": decision, "duration": "1d"}, &out)
 	return code, out
 }
+
+// withPublicURL serves the node at another publicUrl, e.g. a TLS proxy's https:// one.
+func withPublicURL(u string) envOption { return func(c *envConfig) { c.publicURL = u } }
 
 // withCodexPath runs the node with another Codex binary (a missing one, say).
 func withCodexPath(p string) envOption { return func(c *envConfig) { c.codexPath = p } }

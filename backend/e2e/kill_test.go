@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -102,7 +101,7 @@ func (s *served) spawn() {
 	cmd := exec.Command(s.bin, "node", "serve", "--policy", s.e.policy, "--data-dir", s.e.dataDir, "--port", "0", "--admin-port", "0",
 		"--pact-listen", strings.TrimPrefix(s.e.publicURL, "http://"), "--codex", s.fake)
 	// The fake Codex keeps its sessions under CODEX_HOME: keep them in the test's folder.
-	cmd.Env = append(os.Environ(), "CODEX_HOME="+filepath.Join(filepath.Dir(s.e.dataDir), "codex-home"))
+	cmd.Env = append(os.Environ(), "CODEX_HOME="+filepath.Join(filepath.Dir(s.e.dataDir), "codex-home"), s.codexMarker())
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start aether: %v", err)
@@ -175,35 +174,26 @@ func (s *served) stop() {
 	}
 }
 
-// codexChild waits for the node's `codex exec` child and returns its pid.
-func (s *served) codexChild() int {
+// codexMarker is in the environment of every process of the node's turns (bwrap, codex and
+// what codex starts): the API key the node hands codex, unique to the test.
+func (s *served) codexMarker() string {
+	return "CODEX_API_KEY=kill9-" + filepath.Base(filepath.Dir(s.e.dataDir))
+}
+
+// waitCodex waits until a turn's processes run beside the node.
+func (s *served) waitCodex() {
 	t := s.e.t
 	t.Helper()
-	parent := s.cmd.Process.Pid
 	deadline := time.Now().Add(waitLimit)
 	for time.Now().Before(deadline) {
-		dirs, _ := filepath.Glob("/proc/[0-9]*")
-		for _, d := range dirs {
-			stat, err := os.ReadFile(d + "/stat")
-			if err != nil {
-				continue
-			}
-			// pid (comm) state ppid …: comm may hold spaces, so split after its ')'.
-			f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-			if len(f) < 2 || f[1] != strconv.Itoa(parent) {
-				continue
-			}
-			cmdline, _ := os.ReadFile(d + "/cmdline")
-			args := strings.Split(string(cmdline), "\x00")
-			if len(args) > 1 && args[0] == s.fake && args[1] == "exec" {
-				pid, _ := strconv.Atoi(filepath.Base(d))
-				return pid
+		for _, pid := range codextest.Processes(s.codexMarker()) {
+			if pid != s.cmd.Process.Pid {
+				return
 			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("the node started no codex within %s", waitLimit)
-	return 0
 }
 
 var verifiedCount = regexp.MustCompile(`OK: (\d+) receipt`)
@@ -286,18 +276,18 @@ func TestKill9(t *testing.T) {
 		defer cancel()
 		task, _, stop := startStream(t, sctx, c, "crash under me [fake:hang]")
 		defer stop()
-		codex := s.codexChild()
+		s.waitCodex()
 		s.kill9()
 		stop()
 		// The kernel kills codex with its node (parent-death signal): no turn
 		// outlives the node that was running it.
 		deadline := time.Now().Add(waitLimit)
-		for !processGone(codex) && time.Now().Before(deadline) {
+		for !processGone(s.codexMarker()) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if !processGone(codex) {
-			t.Errorf("codex (pid %d) outlived the killed node", codex)
-			killProcess(codex)
+		if !processGone(s.codexMarker()) {
+			t.Errorf("codex outlived the killed node: %v", codextest.Processes(s.codexMarker()))
+			killProcess(s.codexMarker())
 		}
 
 		if n := s.verifyReceipts(); n != before {

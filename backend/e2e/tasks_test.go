@@ -14,6 +14,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
+	"github.com/aether/aether/backend/codex/codextest"
 	"github.com/aether/aether/backend/identity/identitytest"
 )
 
@@ -382,7 +383,7 @@ func TestRestart(t *testing.T) {
 		defer cancel()
 		first, next, stop := startStream(t, sctx, cf, marker)
 		defer stop()
-		rec := e.codexStarted(marker)
+		e.codexStarted(marker)
 		streamed := make(chan []a2a.Event, 1)
 		go func() {
 			var evs []a2a.Event
@@ -396,9 +397,9 @@ func TestRestart(t *testing.T) {
 			streamed <- evs
 		}()
 		e.stop()
-		if !processGone(rec.PID) {
-			t.Errorf("codex (pid %d) still runs after the node stopped", rec.PID)
-			killProcess(rec.PID)
+		if !processGone(e.record) {
+			t.Errorf("codex still runs after the node stopped: %v", codextest.Processes(e.record))
+			killProcess(e.record)
 		}
 		evs := <-streamed
 		if sctx.Err() != nil {
@@ -429,13 +430,13 @@ func TestRestart(t *testing.T) {
 			req.Message.TaskID = task.ID
 			cd.SendMessage(sctx, req) // a non-streaming caller that gives up; the turn goes on
 		}()
-		rec := e.codexStarted(marker)
+		e.codexStarted(marker)
 		cancel()
 		<-sent
 		e.stop()
-		if !processGone(rec.PID) {
-			t.Errorf("codex (pid %d) still runs after the node stopped", rec.PID)
-			killProcess(rec.PID)
+		if !processGone(e.record) {
+			t.Errorf("codex still runs after the node stopped: %v", codextest.Processes(e.record))
+			killProcess(e.record)
 		}
 		e.start()
 		got := waitState(t, cd, task.ID, a2a.TaskStateFailed)

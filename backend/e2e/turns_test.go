@@ -295,7 +295,7 @@ func TestCancelTurn(t *testing.T) {
 			defer cancel()
 			first, next, stop := startStream(t, ctx, c, marker)
 			defer stop()
-			rec := e.codexStarted(marker)
+			e.codexStarted(marker)
 
 			// A second turn on the running task is refused; a subscriber follows the turn.
 			req := textMessage("and one more thing")
@@ -316,9 +316,9 @@ func TestCancelTurn(t *testing.T) {
 			if task.Status.State != a2a.TaskStateCanceled {
 				t.Fatalf("CancelTask answered %s: %q", task.Status.State, statusText(task))
 			}
-			if !processGone(rec.PID) {
-				t.Errorf("codex (pid %d) still runs after CancelTask answered", rec.PID)
-				killProcess(rec.PID)
+			if !processGone(e.record) {
+				t.Errorf("codex still runs after CancelTask answered: %v", codextest.Processes(e.record))
+				killProcess(e.record)
 			}
 			if hasAnswer(task) {
 				t.Error("a canceled turn carries an answer")
@@ -388,18 +388,18 @@ func TestCancelTurn(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		first, _, stop := startStream(t, ctx, c, marker)
-		rec := e.codexStarted(marker)
+		e.codexStarted(marker)
 		cancel()
 		stop()
 
 		task := waitState(t, c, first.ID, a2a.TaskStateCanceled)
 		deadline := time.Now().Add(waitLimit)
-		for !processGone(rec.PID) && time.Now().Before(deadline) {
+		for !processGone(e.record) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if !processGone(rec.PID) {
-			t.Errorf("codex (pid %d) still runs after the client went away", rec.PID)
-			killProcess(rec.PID)
+		if !processGone(e.record) {
+			t.Errorf("codex still runs after the client went away: %v", codextest.Processes(e.record))
+			killProcess(e.record)
 		}
 		if got := receiptClaims(t, e, task); got.Status != "canceled" || !strings.Contains(got.Reason, "disconnected") {
 			t.Errorf("receipt status %q reason %q, want canceled because the client disconnected", got.Status, got.Reason)

@@ -21,6 +21,7 @@ const (
 	fileAddresses = "node.json"
 	fileLastPol   = "last-policy"
 	filePolicy    = "policy.json"
+	dirCodex      = "codex" // codex state per conversation, and each turn's scratch
 )
 
 // DefaultDataDir is the per-user data folder of the OS: $XDG_DATA_HOME/aether/node

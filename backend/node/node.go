@@ -42,6 +42,9 @@ type Options struct {
 	// CodexArgs and CodexEnv are passed to every codex run (tests point codex at a local model).
 	CodexArgs []string
 	CodexEnv  []string
+	// CodexTestMounts are host folders bound read-write into every turn's view: only test
+	// harnesses set them (the fake codex's record).
+	CodexTestMounts []string
 	// Runner replaces Codex with another coding agent (benchmarks use an instant stand-in).
 	Runner gateway.Runner
 	UI     fs.FS // frontend/dist
@@ -142,7 +145,8 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	if err = n.loadPolicy(); err != nil && !o.Desktop {
 		return nil, err
 	}
-	n.runner = &codex.Runner{Path: o.CodexPath, Home: o.CodexHome, ExtraArgs: o.CodexArgs, Env: o.CodexEnv, Logger: n.log}
+	n.runner = &codex.Runner{Path: o.CodexPath, Home: o.CodexHome, StateDir: n.path(dirCodex),
+		ExtraArgs: o.CodexArgs, Env: append([]string{"CODEX_API_KEY"}, o.CodexEnv...), TestMounts: o.CodexTestMounts, Logger: n.log}
 	n.turns = n.runner
 	if o.Runner != nil {
 		n.turns = o.Runner
@@ -230,6 +234,13 @@ func (n *Node) path(name string) string { return filepath.Join(n.dataDir, name) 
 
 // DataDir is the folder everything is kept in.
 func (n *Node) DataDir() string { return n.dataDir }
+
+// PolicyPath is the policy file the node serves (Options.PolicyPath, else the data dir's).
+func (n *Node) PolicyPath() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.polPath
+}
 
 // Addresses are the bound listeners.
 func (n *Node) Addresses() Addresses { return n.addrs }

@@ -27,6 +27,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -231,4 +232,18 @@ func Home(t testing.TB) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(home) })
 	return home
+}
+
+// Mounts are the folders of the files named by FAKE_CODEX_RECORD and FAKE_CODEX_GATE in
+// env: a confined turn sees nothing else of the host, so a harness binds these into its view
+// (codex.Runner.TestMounts). Each should be a folder of its own.
+func Mounts(env []string) []string {
+	var dirs []string
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if (k == "FAKE_CODEX_RECORD" || k == "FAKE_CODEX_GATE") && v != "" && !slices.Contains(dirs, filepath.Dir(v)) {
+			dirs = append(dirs, filepath.Dir(v))
+		}
+	}
+	return dirs
 }

@@ -1,0 +1,142 @@
+package codex
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/aether/aether/backend/confine"
+)
+
+// Where a turn's own folders appear inside its view (docs/confinement.md). None is under
+// /tmp: codex's sandboxed commands cannot run with CODEX_HOME there.
+const (
+	viewHome      = "/run/aether/home"  // HOME: the turn's scratch
+	viewCodexHome = "/run/aether/codex" // CODEX_HOME: this conversation's codex state
+	viewTmp       = "/tmp"              // TMPDIR: the turn's scratch
+	viewPath      = "/usr/local/bin:/usr/bin:/bin"
+)
+
+// turnDirs are a turn's folders on the host, all under Runner.StateDir.
+type turnDirs struct {
+	scratch string // removed when the turn ends
+	home    string // scratch/home → viewHome
+	tmp     string // scratch/tmp → viewTmp
+	state   string // StateDir/conversations/<key> → viewCodexHome, kept for resume
+}
+
+// prepareTurn makes the turn's scratch and, if new, its conversation's codex state.
+func (r *Runner) prepareTurn(conversation string) (turnDirs, error) {
+	root, err := r.stateDir()
+	if err != nil {
+		return turnDirs{}, err
+	}
+	var d turnDirs
+	d.state = filepath.Join(root, "conversations", conversationKey(conversation))
+	if err := os.MkdirAll(d.state, 0o700); err != nil {
+		return turnDirs{}, fmt.Errorf("codex state: %w", err)
+	}
+	turns := filepath.Join(root, "turns")
+	if err := os.MkdirAll(turns, 0o700); err != nil {
+		return turnDirs{}, fmt.Errorf("turn scratch: %w", err)
+	}
+	if d.scratch, err = os.MkdirTemp(turns, "t-"); err != nil {
+		return turnDirs{}, fmt.Errorf("turn scratch: %w", err)
+	}
+	d.home, d.tmp = filepath.Join(d.scratch, "home"), filepath.Join(d.scratch, "tmp")
+	for _, dir := range []string{d.home, d.tmp} {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			os.RemoveAll(d.scratch)
+			return turnDirs{}, fmt.Errorf("turn scratch: %w", err)
+		}
+	}
+	return d, nil
+}
+
+// conversationKey names a conversation's state folder without putting agent names on disk.
+func conversationKey(conversation string) string {
+	sum := sha256.Sum256([]byte("aether-codex-conversation\x00" + conversation))
+	return hex.EncodeToString(sum[:16])
+}
+
+// stateDir is Runner.StateDir, else a folder of this user's under the system's temp dir.
+func (r *Runner) stateDir() (string, error) {
+	if r.StateDir != "" {
+		return r.StateDir, nil
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("aether-codex-%d", os.Getuid())), nil
+}
+
+// turnView is everything codex and the commands it runs can see: the system, codex's own
+// files, the workspace (writable for read_write), the turn's scratch and its conversation's
+// codex state. Paths are resolved first, so a symlink cannot widen the view.
+func (r *Runner) turnView(bin, workspace string, writable bool, d turnDirs) confine.View {
+	v := confine.View{Dir: workspace}
+	add := func(src, target string, w bool) {
+		v.Mounts = append(v.Mounts, confine.Mount{Source: src, Target: target, Writable: w})
+	}
+	add(d.tmp, viewTmp, true)
+	add(d.home, viewHome, true)
+	add(d.state, viewCodexHome, true)
+	for _, dir := range codexFiles(bin) {
+		add(dir, "", false)
+	}
+	for _, p := range r.TestMounts {
+		add(p, "", true)
+	}
+	add(workspace, "", writable)
+	return v
+}
+
+// codexFiles are the folders codex needs besides the system: its binary's own (helpers such
+// as codex-code-mode-host sit beside it) and, in the npm package, the resources next to it.
+func codexFiles(bin string) []string {
+	dir := filepath.Dir(bin)
+	out := []string{dir}
+	if strings.HasPrefix(dir, "/usr/") {
+		out = nil // under /usr, which every view has
+	}
+	for _, sib := range []string{"codex-resources", "codex-path"} {
+		p := filepath.Join(filepath.Dir(dir), sib)
+		if st, err := os.Stat(p); err == nil && st.IsDir() && filepath.Base(dir) == "bin" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// nativeBinary resolves links and, for the npm launcher (a Node script that also orphans its
+// child when killed), finds the native binary of its package.
+func nativeBinary(bin string) string {
+	if real, err := filepath.EvalSymlinks(bin); err == nil {
+		bin = real
+	}
+	head := make([]byte, 2)
+	if f, err := os.Open(bin); err == nil {
+		_, _ = f.Read(head)
+		f.Close()
+	}
+	if !bytes.Equal(head, []byte("#!")) {
+		return bin
+	}
+	pkg := filepath.Dir(filepath.Dir(bin)) // …/@openai/codex/bin/codex.js → …/@openai/codex
+	var found string
+	_ = filepath.WalkDir(pkg, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || found != "" {
+			return fs.SkipDir
+		}
+		if !e.IsDir() && e.Name() == "codex" && filepath.Base(filepath.Dir(p)) == "bin" && strings.Contains(p, "/vendor/") {
+			found = p
+		}
+		return nil
+	})
+	if found == "" {
+		return bin
+	}
+	return found
+}

@@ -1,0 +1,69 @@
+// Package confine runs a process tree inside a filesystem view of its own: only the paths a
+// View names exist for it (read-only unless marked writable), beside the system's programs
+// and libraries, with its own process, IPC and user namespaces. Nothing else of the host is
+// there to read: not the owner's home, not the node's data dir, not other processes.
+//
+// On Linux the view is built by bubblewrap; other systems have no confinement yet, and a
+// caller must refuse to run what it would have confined. Why bubblewrap: docs/confinement.md.
+package confine
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// Mount puts one host path into the view.
+type Mount struct {
+	Source   string // host path (file or directory); must exist
+	Target   string // path inside the view; "" = Source
+	Writable bool   // read-only unless set
+}
+
+// View is what a confined process sees besides the system (see systemMounts).
+type View struct {
+	Mounts []Mount // in order: a later mount may sit inside an earlier one
+	Dir    string  // working directory inside the view
+}
+
+// Status says whether confinement can be set up here, and if not, why and how to fix it.
+type Status struct {
+	Available bool
+	Mechanism string // e.g. "bubblewrap 0.8.0"
+	Reason    string // when not available: what is missing and how to get it
+}
+
+// Text is the one line the Status page, `aether status` and the log show.
+func (s Status) Text() string {
+	if !s.Available {
+		return "Confinement: unavailable — " + s.Reason
+	}
+	return "Confinement: " + s.Mechanism + " — each turn sees only its brand's workspace"
+}
+
+// ErrUnavailable wraps Status.Reason when a caller asks to confine where it cannot.
+var ErrUnavailable = errors.New("confinement unavailable")
+
+// Sandbox confines commands. The zero value looks for bwrap on PATH.
+type Sandbox struct {
+	Path string // the bubblewrap binary; default "bwrap" on PATH
+
+	mu sync.Mutex
+	ok *Status // the last successful check; a failed one is retried on the next call
+}
+
+// Check tries to set up an empty view and run a program in it. A success is remembered;
+// a failure is not, so installing bubblewrap or enabling user namespaces takes effect on
+// the next turn.
+func (s *Sandbox) Check(ctx context.Context) Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ok != nil {
+		return *s.ok
+	}
+	st := s.probe(ctx)
+	if st.Available {
+		s.ok = &st
+	}
+	return st
+}
