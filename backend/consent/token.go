@@ -143,6 +143,30 @@ func (s *Service) checkDelegation(ctx context.Context, token string, agent Agent
 	return &Delegation{GrantID: g.ID, Scope: c.Scope, Brand: brandID, Agent: agent, ExpiresAt: c.ExpiresAt.Time.UTC()}, nil
 }
 
+// GrantStands re-checks a grant that a turn got past the gate with: it must still be live,
+// unrevoked and cover its brand as the policy offers it now. A turn that waited for its
+// workspace asks right before Codex starts (W13); a *DelegationError says why not.
+func (s *Service) GrantStands(ctx context.Context, grantID, brandID string) error {
+	g, err := s.db.GrantByID(ctx, grantID)
+	if errors.Is(err, store.ErrGrantNotFound) {
+		return refuse(ReasonInvalid, "the grant no longer exists")
+	}
+	if err != nil {
+		return fmt.Errorf("check grant: %w", err)
+	}
+	if refusal := grantRefusal(g, s.now()); refusal != nil {
+		return refusal
+	}
+	b, ok := s.brand(brandID)
+	if !ok {
+		return refuse(ReasonWrongBrand, "the brand is no longer offered")
+	}
+	if !covers(g, b) {
+		return refuse(ReasonRevoked, "the brand's terms changed since the grant; ask the owner again")
+	}
+	return nil
+}
+
 func grantRefusal(g *store.Grant, now time.Time) *DelegationError {
 	if g.RevokedAt != nil {
 		return refuse(ReasonRevoked, "the owner revoked the grant")

@@ -17,6 +17,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/aether/aether/backend/codex"
+	"github.com/aether/aether/backend/consent"
 	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/receipts"
 )
@@ -38,6 +39,10 @@ type turn struct {
 	done    chan struct{}
 	receipt *receipts.Receipt // set before done closes
 }
+
+// maxTurnsPerGrant caps the turns of one grant that run or wait for a workspace at once:
+// no agent fills the queue that other agents' turns wait in (W14).
+const maxTurnsPerGrant = 4
 
 var (
 	errCanceledByAgent = errors.New("canceled by the agent (CancelTask)")
@@ -178,6 +183,11 @@ func (e *executor) run(ctx context.Context, t *turnRun) {
 		t.status(a2a.TaskStateFailed, "no delegation on this turn")
 		return
 	}
+	if !e.g.grantTurns.take(grant) {
+		t.status(a2a.TaskStateFailed, fmt.Sprintf("too many turns of this grant are running or waiting (at most %d at once); retry when one has finished", maxTurnsPerGrant))
+		return
+	}
+	defer e.g.grantTurns.release(grant)
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
 	tr := &turn{cancel: cancel, done: make(chan struct{})}
@@ -228,7 +238,7 @@ func (e *executor) run(ctx context.Context, t *turnRun) {
 		return
 	}
 
-	res := e.runCodex(runCtx, rt, brand, t)
+	res := e.runCodex(runCtx, rt, brand, t, base)
 	status, state, reason := outcome(runCtx, res)
 	end := base
 	end.AnswerHash = receipts.HashBytes([]byte(res.Answer))
@@ -266,11 +276,16 @@ func (e *executor) run(ctx context.Context, t *turnRun) {
 }
 
 // runCodex runs the coding agent, relaying its progress as WORKING updates.
-func (e *executor) runCodex(ctx context.Context, rt *routes, brand policy.Brand, t *turnRun) codex.Result {
+func (e *executor) runCodex(ctx context.Context, rt *routes, brand policy.Brand, t *turnRun, turn receipts.Turn) codex.Result {
 	req := codex.Request{
 		AccessMode: string(brand.AccessMode),
 		Prompt:     codex.BuildPrompt(brand.InstructionText(), messageTexts(t.ec.Message)),
 		ThreadID:   e.threadFor(ctx, t.ec),
+		// Codex's sessions are kept per agent and brand: a thread resumes only for them.
+		Conversation: turn.Agent.Issuer + "\x00" + turn.Agent.Subject + "\x00" + brand.ID,
+		Admit: func(ctx context.Context) error {
+			return e.g.admit(ctx, turn.GrantID, brand.ID)
+		},
 	}
 	progress := make(chan string, 16)
 	resc := make(chan codex.Result, 1)
@@ -293,6 +308,9 @@ func (e *executor) runCodex(ctx context.Context, rt *routes, brand policy.Brand,
 		})
 		if err != nil && res.Reason == "" {
 			res.Status, res.Reason = "failed", err.Error()
+		}
+		if errors.Is(err, errRevokedWhileQueued) {
+			res.Reason = reasonRevoked
 		}
 		resc <- res
 	}()
@@ -319,6 +337,8 @@ func outcome(runCtx context.Context, res codex.Result) (status string, state a2a
 		return "canceled", a2a.TaskStateCanceled, cause.Error()
 	case res.Status == "completed" && res.Answer != "":
 		return "completed", a2a.TaskStateCompleted, ""
+	case res.Reason == reasonRevoked:
+		return "failed", a2a.TaskStateFailed, reasonRevoked
 	case res.Status == "violation":
 		if res.Reason == "" {
 			res.Reason = "the workspace changed during a read-only turn"
@@ -372,11 +392,13 @@ func (e *executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 }
 
 func finalText(state a2a.TaskState, reason string) string {
-	switch state {
-	case a2a.TaskStateCompleted:
+	switch {
+	case state == a2a.TaskStateCompleted:
 		return "Done. The answer and its signed receipt are in the task's artifacts."
-	case a2a.TaskStateCanceled:
+	case state == a2a.TaskStateCanceled:
 		return "Canceled: " + reason
+	case reason == reasonRevoked:
+		return "The turn failed: revoked (the owner revoked this agent's grant while the turn waited; Codex did not run)"
 	}
 	return "The turn failed: " + reason
 }
@@ -467,4 +489,50 @@ func claimsMap(c receipts.Claims) map[string]any {
 		return map[string]any{"error": "receipt claims not encodable: " + err.Error()}
 	}
 	return m
+}
+
+// reasonRevoked is the receipt's reason for a turn whose grant was revoked while it waited.
+const reasonRevoked = "revoked"
+
+var errRevokedWhileQueued = errors.New(reasonRevoked)
+
+// admit runs once a turn holds its workspace, right before Codex starts: the grant must
+// still stand and the brand still be offered, however long the turn waited (W13).
+func (g *Gateway) admit(ctx context.Context, grantID, brandID string) error {
+	if g.routes.Load().brands[brandID] == nil {
+		return errors.New("the brand " + quoteTrunc(brandID) + " is no longer offered by this node")
+	}
+	err := g.cfg.Consent.GrantStands(ctx, grantID, brandID)
+	var de *consent.DelegationError
+	if errors.As(err, &de) && de.Reason == consent.ReasonRevoked {
+		return errRevokedWhileQueued
+	}
+	return err
+}
+
+// grantCounter counts the turns of each grant that run or wait.
+type grantCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *grantCounter) take(grant string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[grant] >= maxTurnsPerGrant {
+		return false
+	}
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[grant]++
+	return true
+}
+
+func (c *grantCounter) release(grant string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[grant]--; c.n[grant] <= 0 {
+		delete(c.n, grant)
+	}
 }

@@ -52,6 +52,8 @@ type Gateway struct {
 	routes atomic.Pointer[routes]
 	paused atomic.Bool
 	turns  *turnTable
+	// grantTurns caps each grant's running and waiting turns.
+	grantTurns grantCounter
 
 	mu      sync.Mutex // serialises Reload
 	brands  map[string]*brandRoute
