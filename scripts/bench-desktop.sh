@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Desktop benchmarks of performance.md, on a virtual display and a private session bus:
+# Desktop benchmarks B5 and B6, on a virtual display and a private session bus:
 #
 #   B5-memory ours=<MB> baseline=<MB> ratio=<x>   resident memory (RSS) of the whole process
 #                                                 tree (app + WebKit's processes), idle with

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Rows of security.md 6.6 (consent UI), V6 and S8, each against a real TLS listener.
+// The consent-UI rows of docs/threats.md (C1–C12), V6 and S8, each against a real TLS listener.
 func TestConsentUIGuards(t *testing.T) {
 	t.Run("C1 cross-site form POST approve", func(t *testing.T) {
 		e := newEnv(t)

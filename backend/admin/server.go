@@ -1,5 +1,5 @@
 // Package admin is the owner's admin HTTP handler: the JSON API of docs/admin-api.md, the
-// embedded UI, and the guards in front of them (security.md 6.6, S8).
+// embedded UI, and the guards in front of them (docs/threats.md: C1–C12, V6, S8).
 //
 // Handler is for the HTTPS admin listener on 127.0.0.1. In front of everything it sets the
 // security headers, then checks the Host (421, C3), then cross-origin requests (403, C1, C2,

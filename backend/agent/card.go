@@ -14,7 +14,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 )
 
-// Names a PACT node uses on the wire (pact-wire.md).
+// Names a PACT node uses on the wire (docs/wire.md).
 const (
 	DelegationHeader = "PACT-Delegation"
 	SchemeDelegation = "pactDelegation"

@@ -11,7 +11,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 )
 
-// pactCard is a card shaped like the gateway's (pact-wire.md "Agent cards").
+// pactCard is a card shaped like the gateway's (docs/wire.md, "Agent cards").
 func pactCard(publicURL, brand, scope string) *a2a.AgentCard {
 	endpoint := publicURL + "/a2a/" + brand
 	return &a2a.AgentCard{

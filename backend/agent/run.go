@@ -295,7 +295,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		say("Sending the turn again on task %s with the delegation token…", again.TaskID)
 		task, err = send(again)
 		if errors.Is(err, a2a.ErrUnsupportedOperation) {
-			// The waiting task ended meanwhile (pact-wire.md: a new task also works).
+			// The waiting task ended meanwhile (docs/wire.md: a new task also works).
 			say("That task takes no more messages (%v); sending on a new task…", err)
 			task, err = send(a2a.NewMessage(a2a.MessageRoleUser, msg.Parts...))
 		}

@@ -9,7 +9,7 @@ import (
 )
 
 // AuthRequired is what a node says when a turn needs the owner's consent: the
-// status message of a TASK_STATE_AUTH_REQUIRED task (pact-wire.md "A turn").
+// status message of a TASK_STATE_AUTH_REQUIRED task (docs/wire.md, "Turns").
 type AuthRequired struct {
 	TaskID    a2a.TaskID
 	ContextID string

@@ -93,7 +93,7 @@ func New(db *store.DB, key *keys.Key, cfg Config) *Service {
 	if cfg.FlowTTL == 0 {
 		cfg.FlowTTL = 10 * time.Minute
 	}
-	// RFC 8628 leaves the lifetime open; security.md pins it to 5–10 minutes.
+	// RFC 8628 leaves the lifetime open; the node keeps it within 5–10 minutes (docs/wire.md).
 	cfg.FlowTTL = min(max(cfg.FlowTTL, 5*time.Minute), 10*time.Minute)
 	if cfg.Interval <= 0 {
 		cfg.Interval = 5 * time.Second

@@ -18,7 +18,7 @@ const (
 	GrantType           = "pact-grant+jwt"
 )
 
-// delegationClaims are the claims of a delegation token (pact-wire.md).
+// delegationClaims are the claims of a delegation token (docs/wire.md).
 type delegationClaims struct {
 	jwt.RegisteredClaims
 	AgentIss string `json:"agent_iss"`

@@ -22,8 +22,8 @@ import (
 	"github.com/aether/aether/backend/codex"
 )
 
-// Benchmarks print ratios measured side by side in one run (performance.md);
-// they never fail on a timing. Run them with `make bench` (AETHER_BENCH=1).
+// Benchmarks print ratios measured side by side in one run, ours against a
+// baseline; they never fail on a timing. Run them with `make bench` (AETHER_BENCH=1).
 func benchOnly(t *testing.T) {
 	if os.Getenv("AETHER_BENCH") == "" {
 		t.Skip("benchmark: set AETHER_BENCH=1 (make bench)")

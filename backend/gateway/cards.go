@@ -13,7 +13,7 @@ import (
 	"github.com/aether/aether/backend/policy"
 )
 
-// Names on the wire (pact-wire.md).
+// Names on the wire (docs/wire.md).
 const (
 	DelegationHeader = "PACT-Delegation"
 	SchemeAgent      = "pactAgent"

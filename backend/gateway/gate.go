@@ -138,7 +138,7 @@ func (gt *gate) beforeTurn(ctx context.Context, cc *a2asrv.CallContext, id ident
 }
 
 // authRequired stores (or updates) the task in TASK_STATE_AUTH_REQUIRED with
-// the status message of pact-wire.md and returns it. No work runs.
+// the status message docs/wire.md describes and returns it. No work runs.
 func (gt *gate) authRequired(ctx context.Context, cc *a2asrv.CallContext, id identity.Identity, msg *a2a.Message, existing *a2a.Task, derr error) (*a2a.Task, error) {
 	reason, detail := "invalid", "the delegation token is not valid"
 	var de *consent.DelegationError

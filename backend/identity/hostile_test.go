@@ -45,7 +45,7 @@ func totalHits(is *identitytest.Issuer) int {
 	return is.Hits(identitytest.DiscoveryPath) + is.Hits(identitytest.OAuthMetadataPath) + is.Hits(identitytest.JWKSPath)
 }
 
-// TestHostileInputs covers security.md §6.1, one subtest per row.
+// TestHostileInputs covers the identity rows of docs/threats.md (J1–J29), one subtest per row.
 func TestHostileInputs(t *testing.T) {
 	t.Run("J1 alg none", func(t *testing.T) {
 		clk := newClock()

@@ -1,6 +1,6 @@
-// Package identity verifies personal-agent identity JWTs (pact-wire.md "Identity JWT"): any
+// Package identity verifies personal-agent identity JWTs (docs/wire.md, "The identity JWT"): any
 // issuer may call, so keys are discovered from the token's own iss through an SSRF-safe client,
-// cached per exact issuer, and refreshed under rate limits (security.md J1–J29).
+// cached per exact issuer, and refreshed under rate limits (docs/threats.md, J1–J29).
 package identity
 
 import (

@@ -118,7 +118,7 @@ func timeIt(runs int, f func()) time.Duration {
 	return d[runs/2]
 }
 
-// TestPrintB4 measures performance.md B4: the first receipts page
+// TestPrintB4 measures benchmark B4: the first receipts page
 // filtered by agent, and a full verify, at 1k / 10k / 100k receipts against the
 // 1k time. It reports; it never fails on timing.
 func TestPrintB4(t *testing.T) {

@@ -6,7 +6,7 @@
 // SHA-256 of its compact JWS (the ASCII bytes), written as lowercase hex. The
 // first receipt's prev is Genesis(kid of its signing key).
 //
-// What the chain proves, and what it cannot (security.md T1–T11): an edited
+// What the chain proves, and what it cannot (docs/threats.md, T1–T11): an edited
 // field breaks the signature or disagrees with the signed claims (T1); a
 // reordered, removed or forked receipt breaks seq continuity or the prev chain
 // (T2, T3, T11); a receipt signed by a key outside the verifier's set fails
