@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/aether/aether/backend/version"
 )
 
 type ctxKey struct{}
@@ -100,6 +102,9 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	if st.Admin.URL == "" && len(s.hosts) > 0 {
 		st.Admin.URL = "https://" + s.cfg.Addr
+	}
+	if st.Version == "" {
+		st.Version = version.String()
 	}
 	st.Brands = nonNil(st.Brands)
 	st.LastReceipts = nonNil(st.LastReceipts)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aether/aether/backend/version"
 )
 
 func TestAPIAnswers(t *testing.T) {
@@ -42,12 +44,15 @@ func TestAPIAnswers(t *testing.T) {
 		}
 	})
 
-	t.Run("status fills the admin URL", func(t *testing.T) {
+	t.Run("status fills the admin URL and the version", func(t *testing.T) {
 		resp, body := get("/api/status")
 		wantStatus(t, resp, body, http.StatusOK)
 		m := jsonBody(t, body)
 		if m["admin"].(map[string]any)["url"] != "https://"+e.addr || m["pending"] != 1.0 {
 			t.Fatalf("status %s", body)
+		}
+		if m["version"] != version.String() || m["version"] == "" {
+			t.Fatalf("status version %v, want %q", m["version"], version.String())
 		}
 		if _, ok := m["lastReceipts"].([]any); !ok {
 			t.Fatalf("lastReceipts not a list: %s", body)

@@ -151,8 +151,10 @@ type BrandsView struct {
 	Error      *PolicyError `json:"error"`
 }
 
-// Status is the answer of GET /api/status. Admin.URL is filled from Config.Addr when empty.
+// Status is the answer of GET /api/status. Admin.URL is filled from Config.Addr when empty,
+// Version with this build's version (backend/version) when empty.
 type Status struct {
+	Version      string           `json:"version"`
 	Gateway      GatewayStatus    `json:"gateway"`
 	Admin        AdminStatus      `json:"admin"`
 	Brands       []Brand          `json:"brands"`

@@ -9,6 +9,8 @@ import (
 	"io"
 	"io/fs"
 	"strings"
+
+	"github.com/aether/aether/backend/version"
 )
 
 // DesktopFunc starts the desktop app (nil in a headless build).
@@ -34,13 +36,10 @@ Usage:
   aether status [--data-dir D]
   aether grants list|revoke ID [--data-dir D]
   aether agent --card URL ... a reference personal agent that walks the whole flow
-  aether version
+  aether version | --version
 
 Run "aether <verb> -h" for a verb's flags.
 `
-
-// Version is set at build time with -ldflags "-X github.com/aether/aether/backend/cli.Version=…".
-var Version = "dev"
 
 // Main runs the command and returns the exit code.
 func Main(args []string, env Env) int {
@@ -91,7 +90,7 @@ func Main(args []string, env Env) int {
 	case "agent":
 		return agent(rest, env)
 	case "version", "--version":
-		fmt.Fprintln(env.Stdout, "aether", Version)
+		fmt.Fprintln(env.Stdout, "aether", version.String())
 		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(env.Stdout, usage)

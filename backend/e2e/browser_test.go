@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/aether/aether/backend/codex/codextest"
 	"github.com/aether/aether/backend/receipts"
+	"github.com/aether/aether/backend/version"
 )
 
 // The browser tests: the owner is Debian's Chromium driven by frontend/tests/consent.mjs
@@ -416,6 +418,9 @@ func TestBrowserConsent(t *testing.T) {
 		if !strings.Contains(st.Text, want) {
 			t.Errorf("the status page does not show %q", want)
 		}
+	}
+	if !regexp.MustCompile(`(?i:Aether version)\s+` + regexp.QuoteMeta(version.String()) + `\b`).MatchString(st.Text) {
+		t.Errorf("the status page does not show the version %q:\n%s", version.String(), st.Text)
 	}
 
 	// A second, lasting grant so the sharing page shows more than one state.

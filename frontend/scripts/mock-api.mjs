@@ -257,6 +257,7 @@ function serveStatic(req, res, pathname) {
 
 function statusBody() {
   return {
+    version: "0.3.0",
     gateway: { listen: "127.0.0.1:8080", publicUrl: "https://aether.example.com", paused: false, running: true },
     admin: { url: `https://127.0.0.1:${server.address().port}` },
     brands: brands.map(withCard),

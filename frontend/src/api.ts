@@ -85,6 +85,7 @@ export interface PolicyError {
 }
 
 export interface Status {
+  version: string;
   gateway: { listen: string; publicUrl: string; paused: boolean; running: boolean };
   admin: { url: string };
   brands: Brand[];

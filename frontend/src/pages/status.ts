@@ -44,6 +44,7 @@ function gatewayCard(s: Status): HTMLElement {
       kv("Listening on", copyable(g.listen, "gateway address")),
       kv("Public URL", g.publicUrl ? copyable(g.publicUrl, "public URL") : h("span", { class: "muted" }, "not set")),
       kv("Admin", s.admin?.url ? h("code", { class: "mono" }, clean(s.admin.url)) : h("span", { class: "muted" }, "—")),
+      kv("Aether version", s.version ? h("code", { class: "mono" }, clean(s.version)) : h("span", { class: "muted" }, "—")),
     ),
     g.paused ? h("p", { class: "hint" }, "Paused: agents get no new turns until you resume it from the tray menu.") : null,
     !g.running && !g.paused ? h("p", { class: "hint" }, "The gateway is not serving. Check the node's log for the reason.") : null,
