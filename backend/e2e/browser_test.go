@@ -528,7 +528,7 @@ func denyLeftover(t *testing.T, e *env, userCodes ...string) {
 	}
 }
 
-// TestBrowserGuards runs every C row of security.md against the real node: through Chromium
+// TestBrowserGuards runs every C row of docs/threats.md against the real node: through Chromium
 // where a browser is the attacker's tool or the victim, through raw HTTP where it is not.
 func TestBrowserGuards(t *testing.T) {
 	root := browserRoot(t)
