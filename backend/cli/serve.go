@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	iofs "io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -12,13 +13,14 @@ import (
 
 	"github.com/aether/aether/backend/node"
 	"github.com/aether/aether/backend/policy"
+	"github.com/aether/aether/backend/version"
 )
 
 func serve(args []string, env Env) int {
 	fs := newFlags("node serve", env)
 	o := node.Options{UI: env.UI}
-	fs.StringVar(&o.PolicyPath, "policy", "policy.json", "policy.json with the pact section")
-	fs.StringVar(&o.DataDir, "data-dir", "", "where the node keeps its key, certificate, token and pact.sqlite (default: the per-user data folder)")
+	fs.StringVar(&o.PolicyPath, "policy", "", "policy.json with the pact section (default: the one last used with this data dir, else <data-dir>/policy.json)")
+	fs.StringVar(&o.DataDir, "data-dir", "", "where the node keeps its key, certificate, token and pact.sqlite (default: the per-user data folder, "+defaultDataDirText()+")")
 	fs.IntVar(&o.Port, "port", 0, "node API port on 127.0.0.1 (0 picks a free one)")
 	fs.IntVar(&o.AdminPort, "admin-port", 3000, "admin UI port on 127.0.0.1 (HTTPS)")
 	fs.StringVar(&o.PactListen, "pact-listen", "127.0.0.1:8080", "gateway address (plain HTTP; put a TLS proxy serving publicUrl in front)")
@@ -36,15 +38,19 @@ func serve(args []string, env Env) int {
 	n, err := node.Start(ctx, o)
 	if err != nil {
 		var perr *policy.Error
-		if errors.As(err, &perr) {
+		switch {
+		case errors.As(err, &perr):
 			fmt.Fprintf(env.Stderr, "aether: policy.json has problems; the node did not start:\n%v\n", err)
-		} else {
+		case errors.Is(err, iofs.ErrNotExist) && o.PolicyPath == "":
+			fmt.Fprintf(env.Stderr, "aether: %v\nWithout --policy the node serves the policy in its data dir: write one there "+
+				"(examples/policy.json is a start; `aether policy check --policy FILE` checks it), or pass --policy.\n", err)
+		default:
 			fmt.Fprintf(env.Stderr, "aether: %v\n", err)
 		}
 		return 1
 	}
-	fmt.Fprintf(env.Stdout, "Aether node is running.\n  gateway:   http://%s (publicUrl %s)\n  admin UI:  sign in at %s\n  data dir:  %s\nPress Ctrl+C to stop.\n",
-		n.Addresses().Gateway, n.Addresses().PublicURL, n.SignInURL(), n.DataDir())
+	fmt.Fprintf(env.Stdout, "Aether node %s is running.\n  gateway:   http://%s (publicUrl %s)\n  admin UI:  sign in at %s\n  data dir:  %s\n  policy:    %s\nPress Ctrl+C to stop.\n",
+		version.String(), n.Addresses().Gateway, n.Addresses().PublicURL, n.SignInURL(), n.DataDir(), n.PolicyPath())
 	<-ctx.Done()
 	stop()
 	fmt.Fprintln(env.Stdout, "Stopping…")
@@ -74,4 +80,13 @@ func policyCheck(args []string, env Env) int {
 	}
 	fmt.Fprint(env.Stdout, policy.Describe(p))
 	return 0
+}
+
+// defaultDataDirText names the default data dir in the flag's help.
+func defaultDataDirText() string {
+	d, err := node.DefaultDataDir()
+	if err != nil {
+		return "unknown here: " + err.Error()
+	}
+	return d
 }
