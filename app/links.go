@@ -13,12 +13,14 @@ const (
 )
 
 // userCodeFromArgs finds a consent link (…/pact/consent?user_code=XXXX-XXXX) among the
-// program's arguments, as a URL handler or a second launch passes them. The host is not
+// program's arguments, as a URL handler or a second launch passes them: the admin UI's
+// https:// link, or the same link with the aether: scheme, which the desktop entry registers
+// (x-scheme-handler/aether) so that it opens this app, running or not. The host is not
 // checked: the code only selects a page of this app's own window.
 func userCodeFromArgs(args []string) string {
 	for _, a := range args {
 		u, err := url.Parse(a)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || strings.TrimRight(u.Path, "/") != pageConsent {
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "aether") || strings.TrimRight(u.Path, "/") != pageConsent {
 			continue
 		}
 		if c := u.Query().Get("user_code"); plausibleUserCode(c) {

@@ -96,8 +96,8 @@ func Main(args []string, env Env) int {
 		fmt.Fprint(env.Stdout, usage)
 		return 0
 	}
-	if env.Desktop != nil && strings.HasPrefix(verb, "https://") {
-		// A consent link handed to the app (second launch, URL handler).
+	if env.Desktop != nil && (strings.HasPrefix(verb, "https://") || strings.HasPrefix(verb, "aether:")) {
+		// A consent link handed to the app (second launch, the aether: URL handler).
 		return env.Desktop(args, env.UI)
 	}
 	fmt.Fprintf(env.Stderr, "aether: unknown verb %q\n\n%s", verb, usage)
