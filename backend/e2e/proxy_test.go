@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,7 +32,8 @@ import (
 // nothing else, walks the whole flow through it: the card, AUTH_REQUIRED, the device flow (the
 // owner allows on the admin API), the turn, and the receipt verified with the JWKS fetched
 // through the proxy; a second run gets its answer with the saved token. Every request went to
-// the proxy, and every URL in every answer the node gave is an https:// one.
+// the proxy, every URL in every answer the node gave is an https:// one, and the forwarding
+// headers an agent sends itself never reach the gateway.
 //
 // (That the node sees the agent's own address through the proxy needs pact.trustedProxies,
 // which the node does not have yet: see docs/deploy.md.)
@@ -38,7 +42,16 @@ func TestTLSProxy(t *testing.T) {
 	t.Parallel()
 	public := fmt.Sprintf("https://127.0.0.1:%d", freePort(t))
 	e := newEnv(t, withPublicURL(public))
-	roots := startCaddy(t, caddy, public, e.opts.PactListen)
+	// Between caddy and the gateway, a tap that passes everything on and keeps the headers
+	// that name the client, as the gateway gets them.
+	tap := &headerTap{}
+	gw := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: e.opts.PactListen})
+	tapSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tap.keep(r)
+		gw.ServeHTTP(w, r)
+	}))
+	defer tapSrv.Close()
+	roots := startCaddy(t, caddy, public, strings.TrimPrefix(tapSrv.URL, "http://"))
 	rec := &recorder{base: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: true}}
 	hc := &http.Client{Transport: rec}
 	dir := t.TempDir()
@@ -103,6 +116,22 @@ func TestTLSProxy(t *testing.T) {
 	}
 	var card map[string]any
 	getJSONVia(t, hc, public+"/.well-known/agent-card.json", &card)
+
+	// An agent's own forwarding headers do not get through: the gateway sees the proxy's.
+	spoof, _ := http.NewRequest("GET", public+"/healthz", nil)
+	spoof.Header.Set("X-Forwarded-For", "203.0.113.9")
+	spoof.Header.Set("Forwarded", "for=203.0.113.9;proto=https")
+	spoof.Header.Set("X-Forwarded-Host", "evil.example")
+	if resp, err := hc.Do(spoof); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	if h := tap.last("/healthz"); h.Get("X-Forwarded-For") != "127.0.0.1" || h.Get("Forwarded") != "" ||
+		h.Get("X-Forwarded-Proto") != "https" || h.Get("X-Forwarded-Host") != strings.TrimPrefix(public, "https://") {
+		t.Errorf("behind the proxy the gateway got X-Forwarded-For %q, Forwarded %q, X-Forwarded-Proto %q, X-Forwarded-Host %q",
+			h.Get("X-Forwarded-For"), h.Get("Forwarded"), h.Get("X-Forwarded-Proto"), h.Get("X-Forwarded-Host"))
+	}
 
 	// What went over the wire.
 	exchanges := rec.all()
@@ -226,6 +255,33 @@ func getJSONVia(t *testing.T, hc *http.Client, u string, out any) {
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		t.Fatalf("GET %s: %v", u, err)
 	}
+}
+
+// headerTap keeps, per path, the client-naming headers of the last request.
+type headerTap struct {
+	mu  sync.Mutex
+	got map[string]http.Header
+}
+
+func (h *headerTap) keep(r *http.Request) {
+	kept := http.Header{}
+	for _, k := range []string{"X-Forwarded-For", "Forwarded", "X-Forwarded-Proto", "X-Forwarded-Host"} {
+		if v := r.Header.Values(k); len(v) > 0 {
+			kept[k] = v
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.got == nil {
+		h.got = map[string]http.Header{}
+	}
+	h.got[r.URL.Path] = kept
+}
+
+func (h *headerTap) last(path string) http.Header {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.got[path]
 }
 
 // recorder is an http.RoundTripper that keeps every request's URL and answer's body.
