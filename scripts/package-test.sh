@@ -1,0 +1,279 @@
+#!/usr/bin/env bash
+# The .deb as an owner gets it: installed with apt, started from its desktop entry, removed.
+#
+#   scripts/package-test.sh dist/aether_<version>_<arch>.deb      (make package-test)
+#
+# 1. `apt-get install ./…deb` (through sudo when not root); what it put on the system: the
+#    binary and its --version, the desktop entry (desktop-file-validate), the icon in every
+#    hicolor size, the aether: scheme handler, Depends (run-time packages only), the systemd
+#    user unit (systemd-analyze verify).
+# 2. On a virtual display and a private session bus (scripts/lib/xsession.sh, as gui-test.sh),
+#    with dunst and a stand-in tray host (app/guitest/sni): the app started from its desktop
+#    entry (gio launch) shows its window, registers its tray item with its menu, writes its
+#    starter policy in the default data dir, reports its version on /api/status, and an
+#    aether: consent link opened with `gio open` reaches it on that request. Tray Quit ends it.
+# 3. The user unit's command (`aether node serve`, no flags) serves the policy in the default
+#    data dir of another user home and says where both are. It binds ports 3000 and 8080.
+# 4. `apt-get purge aether`: the files are gone, and both data dirs are exactly as they were.
+#
+# Prints PASS/FAIL lines and ends with "N passed, N failed"; exits non-zero on a failure.
+# Screenshots go to test-results/package/. The package must not be installed already.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=lib/xsession.sh
+. "$ROOT/scripts/lib/xsession.sh"
+
+pass() {
+	echo "PASS $1" | tee -a "$WORK/results"
+}
+fail() {
+	echo "FAIL $1${2:+ — $2}" | tee -a "$WORK/results"
+}
+check() { # check NAME CMD...
+	local name=$1
+	shift
+	if "$@"; then pass "$name"; else fail "$name"; fi
+}
+wait_for() { # wait_for SECONDS CMD...: retries CMD until it succeeds or time runs out
+	local end=$(($(date +%s) + $1))
+	shift
+	until "$@" >/dev/null 2>&1; do
+		[ "$(date +%s)" -ge $end ] && return 1
+		sleep 0.2
+	done
+}
+# snapshot DIR: every entry's type, mode, size, mtime and path, and every file's sha256.
+snapshot() {
+	(cd "$1" && find . -printf '%y %m %s %T@ %p\n' | sort && find . -type f -print0 | sort -z | xargs -0 sha256sum)
+}
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 12000))
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || {
+			echo "$p"
+			return
+		}
+	done
+}
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+if [ "${1:-}" != "--inside" ]; then
+	DEB=${1:?usage: scripts/package-test.sh dist/aether_VERSION_ARCH.deb}
+	WORK=$(mktemp -d /tmp/aether-pkg.XXXXXX)
+	export WORK ROOT
+	: >"$WORK/results"
+	sudo=()
+	[ "$(id -u)" -eq 0 ] || sudo=(sudo)
+	apt() { "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "$@"; }
+	installed() { [ "$(dpkg-query -W -f='${db:Status-Status}' aether 2>/dev/null)" = installed ]; }
+	summary() {
+		local p f
+		p=$(grep -c '^PASS' "$WORK/results")
+		f=$(grep -c '^FAIL' "$WORK/results")
+		echo "$p passed, $f failed"
+		[ "$f" -eq 0 ]
+	}
+	XVFB_PID=
+	OURS=
+	cleanup() {
+		[ -n "$XVFB_PID" ] && kill "$XVFB_PID" 2>/dev/null
+		if [ -n "$OURS" ] && installed; then apt purge -y -qq aether >/dev/null 2>&1 || "${sudo[@]}" dpkg --purge aether; fi
+		if [ -n "${KEEP_WORK:-}" ]; then echo "# work dir kept: $WORK"; else rm -rf "$WORK"; fi
+	}
+	trap cleanup EXIT
+	if [ ! -f "$DEB" ]; then
+		fail "no package at $DEB (make package)"
+		summary
+		exit 1
+	fi
+	if installed; then
+		fail "aether is installed on this machine already" "this test installs and removes it: apt-get remove aether first"
+		summary
+		exit 1
+	fi
+	VERSION=$(dpkg-deb -f "$DEB" Version)
+	export VERSION
+	echo "# $DEB: aether $VERSION, $(du -h "$DEB" | cut -f1)"
+	mkdir -p "$WORK/bin" "$WORK/apt"
+	(cd "$ROOT" && go build -o "$WORK/bin/sni" ./app/guitest/sni) || {
+		fail "build the stand-in tray host"
+		summary
+		exit 1
+	}
+
+	# ---- 1. install ------------------------------------------------------------------------
+	# (apt's own user must be able to read the file)
+	cp "$DEB" "$WORK/apt/" && chmod 755 "$WORK" "$WORK/apt" && chmod 644 "$WORK/apt/"*.deb
+	OURS=1
+	if apt install -y -qq --no-install-recommends "$WORK/apt/$(basename "$DEB")" >"$WORK/apt.log" 2>&1; then
+		pass "apt-get install ./$(basename "$DEB")"
+	else
+		fail "apt-get install ./$(basename "$DEB")" "$(tail -3 "$WORK/apt.log")"
+		summary
+		exit 1
+	fi
+	check "dpkg knows aether $VERSION" test "$(dpkg-query -W -f='${Version}' aether)" = "$VERSION"
+	check "aether on PATH is /usr/bin/aether" test "$(command -v aether)" = /usr/bin/aether
+	check "aether --version prints aether $VERSION" test "$(aether --version)" = "aether $VERSION"
+	check "desktop-file-validate accepts /usr/share/applications/aether.desktop" desktop-file-validate /usr/share/applications/aether.desktop
+	icons() {
+		local s
+		for s in 16 22 24 32 48 64 128 256 512; do
+			[ "$(identify -format %wx%h "/usr/share/icons/hicolor/${s}x$s/apps/aether.png" 2>/dev/null)" = "${s}x$s" ] || return 1
+		done
+	}
+	check "the icon is in every hicolor size, 16 to 512 px" icons
+	check "the desktop entry opens aether: links (gio mime x-scheme-handler/aether)" \
+		bash -c 'gio mime x-scheme-handler/aether | grep -q "aether.desktop"'
+	deps=$(dpkg-query -W -f='${Depends}' aether)
+	echo "# Depends: $deps"
+	runtime_deps() {
+		local p
+		for p in libwebkit2gtk-4.1-0 libgtk-3-0 bubblewrap; do
+			grep -qE "(^|, )$p( |,|$)" <<<"$deps" || return 1
+		done
+		! grep -qE -- '-dev( |,|$)|golang|nodejs|npm' <<<"$deps"
+	}
+	check "Depends lists run-time packages (libwebkit2gtk-4.1-0, libgtk-3-0, bubblewrap), no build-time ones" runtime_deps
+	UNIT=/usr/lib/systemd/user/aether.service
+	mkdir -p "$WORK/run" && chmod 700 "$WORK/run"
+	unit_ok() { XDG_RUNTIME_DIR=$WORK/run systemd-analyze --user verify "$UNIT" >"$WORK/unit.log" 2>&1 && ! [ -s "$WORK/unit.log" ]; }
+	check "the systemd user unit verifies (systemd-analyze --user verify)" unit_ok
+	[ -s "$WORK/unit.log" ] && sed 's/^/# /' "$WORK/unit.log"
+	EXEC_START=$(sed -n 's/^ExecStart=//p' "$UNIT")
+	export EXEC_START
+	check "the unit runs \`aether node serve\` with no flags" test "$EXEC_START" = "/usr/bin/aether node serve"
+
+	# ---- 2, 3. the installed app on a virtual display -------------------------------------
+	if start_xvfb "$WORK"; then
+		dbus-run-session --config-file="$WORK/session.conf" -- "$0" --inside 2> >(grep -v '^dbus-daemon' >&2)
+	else
+		fail "Xvfb did not start" "$(tail -3 "$WORK/xvfb.log")"
+	fi
+
+	# ---- 4. remove --------------------------------------------------------------------------
+	if apt purge -y -qq aether >>"$WORK/apt.log" 2>&1; then
+		pass "apt-get purge aether"
+	else
+		fail "apt-get purge aether" "$(tail -3 "$WORK/apt.log")"
+	fi
+	gone() { ! installed && ! [ -e /usr/bin/aether ] && ! [ -e /usr/share/applications/aether.desktop ] && ! [ -e "$UNIT" ] && ! [ -e /usr/share/icons/hicolor/256x256/apps/aether.png ]; }
+	check "the binary, desktop entry, user unit and icons are gone" gone
+	for d in desktop server; do
+		if [ -s "$WORK/$d-data.txt" ]; then
+			home=$WORK/home
+			[ $d = server ] && home=$WORK/server-home
+			snapshot "$home/.local/share/aether/node" >"$WORK/$d-after.txt" 2>/dev/null
+			n=$(grep -c '^f ' "$WORK/$d-data.txt")
+			if cmp -s "$WORK/$d-data.txt" "$WORK/$d-after.txt"; then
+				pass "the $d owner's data dir is untouched by the removal ($n files: same modes, sizes, times, contents)"
+			else
+				fail "the $d owner's data dir is untouched by the removal" "$(diff "$WORK/$d-data.txt" "$WORK/$d-after.txt" | head -5 | tr '\n' ' ')"
+			fi
+		else
+			fail "the $d owner's data dir was recorded before the removal"
+		fi
+	done
+	OURS=
+	summary
+	exit $?
+fi
+
+# ---- inside the private session bus -----------------------------------------------------
+SHOTS=$ROOT/test-results/package
+mkdir -p "$SHOTS"
+rm -f "$SHOTS"/*.png
+PIDS=()
+APP_PID=
+SERVE_PID=
+trap 'for p in "${PIDS[@]}" $APP_PID $SERVE_PID; do kill "$p" 2>/dev/null; done' EXIT
+bg() { # bg LOG CMD...
+	local log=$1
+	shift
+	"$@" >"$log" 2>&1 &
+	PIDS+=($!)
+}
+shot() { import -window root "$SHOTS/$1.png" 2>/dev/null && echo "# screenshot test-results/package/$1.png"; }
+colourful() { [ "$(/usr/bin/convert "$SHOTS/$1.png" -format %k info: 2>/dev/null || echo 0)" -ge 500 ]; }
+visible() { [ -n "$(xdotool search --onlyvisible --name '^Aether$' 2>/dev/null)" ]; }
+menu() { "$WORK/bin/sni" menu 2>/dev/null; }
+in_menu() { menu | cut -f2 | grep -xF -- "$1" >/dev/null; }
+
+# The owner's session: a fresh home, the XDG defaults (no XDG_DATA_HOME: the data dir is
+# ~/.local/share/aether/node), the tray host and the notification daemon running.
+export HOME=$WORK/home XDG_RUNTIME_DIR=$WORK/run
+unset XDG_DATA_HOME XDG_CONFIG_HOME XDG_CACHE_HOME AETHER_DATA_DIR AETHER_POLICY AETHER_START_HIDDEN
+mkdir -p "$HOME"
+DATA=$HOME/.local/share/aether/node
+bg "$WORK/dunst.log" dunst
+bg "$WORK/sni.log" "$WORK/bin/sni" watch
+wait_for 10 dunstctl is-paused || echo "# dunst did not answer"
+wait_for 10 grep -q watching "$WORK/sni.log" || echo "# the tray host did not start"
+GW_PORT=$(free_port)
+export AETHER_ADMIN_PORT=0 AETHER_PACT_LISTEN=127.0.0.1:$GW_PORT
+
+gio launch /usr/share/applications/aether.desktop >"$WORK/app.log" 2>&1
+check "gio launch /usr/share/applications/aether.desktop" test $? = 0
+wait_for 60 test -s "$DATA/node.json"
+APP_PID=$(jq -r .pid "$DATA/node.json" 2>/dev/null)
+check "the app started its node in the default data dir (~/.local/share/aether/node/node.json)" test -n "$APP_PID"
+starter_policy() { jq -e '.pact.brands == []' "$DATA/policy.json" >/dev/null; }
+check "…and wrote its starter policy there" starter_policy
+check "the window is shown" wait_for 60 visible
+sleep 2.5 # the UI loads and fetches its data
+shot 01-installed-window
+check "the window rendered the admin UI (01-installed-window.png)" colourful 01-installed-window
+check "the tray item registered with the tray host" wait_for 20 grep -q registered "$WORK/sni.log"
+tray_menu() { in_menu Open && in_menu Quit; }
+check "the tray menu has Open and Quit" wait_for 10 tray_menu
+
+ADMIN=$(jq -r .admin "$DATA/node.json")
+JAR=$WORK/cookies
+curl -sk -c "$JAR" -o /dev/null "https://$ADMIN/login?token=$(cat "$DATA/admin.token")"
+status_version=$(curl -sk -b "$JAR" "https://$ADMIN/api/status" | jq -r .version)
+check "the Status page's /api/status says version $VERSION" test "$status_version" = "$VERSION"
+
+LINK="aether://$ADMIN/pact/consent?user_code=BCDF-GHJK"
+gio open "$LINK" >"$WORK/gio-open.log" 2>&1
+linked() { grep -q 'showing the window on a consent request.*user_code=BCDF-GHJK' "$WORK/app.log"; }
+check "gio open $LINK reaches the running app on that request" wait_for 20 linked
+check "…with the window shown" wait_for 10 visible
+# The Status page, with the version (its place in the window is where 01-installed-window.png
+# shows the sidebar's first item).
+xdotool mousemove --window "$(xdotool search --onlyvisible --name '^Aether$' | head -1)" 80 115 click 1
+sleep 1.5
+shot 02-status-page
+
+"$WORK/bin/sni" click Quit
+app_gone() { ! kill -0 "$APP_PID" 2>/dev/null; }
+check "tray Quit ends the app" wait_for 30 app_gone
+check "…cleanly (node.json removed, 'Aether stopped' logged)" bash -c "! test -e '$DATA/node.json' && grep -q 'Aether stopped' '$WORK/app.log'"
+snapshot "$DATA" >"$WORK/desktop-data.txt"
+
+# ---- the user unit's command on a server owner's home -------------------------------------
+export HOME=$WORK/server-home
+SDATA=$HOME/.local/share/aether/node
+mkdir -p "$SDATA/workspace" && chmod 700 "$SDATA"
+install -m 600 /usr/share/doc/aether/examples/policy.json "$SDATA/policy.json"
+echo "# A small project" >"$SDATA/workspace/README.md"
+if port_free 3000 && port_free 8080; then
+	# shellcheck disable=SC2086 # the unit's command line, split as systemd splits it
+	$EXEC_START >"$WORK/serve.log" 2>&1 &
+	SERVE_PID=$!
+	running() { grep -q 'is running' "$WORK/serve.log"; }
+	check "\`$EXEC_START\` starts on the default data dir" wait_for 60 running
+	says_where() { grep -qxF "  data dir:  $SDATA" "$WORK/serve.log" && grep -qxF "  policy:    $SDATA/policy.json" "$WORK/serve.log"; }
+	check "…and says where the data dir and the policy are" says_where
+	healthz() { [ "$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:8080/healthz)" = 200 ]; }
+	check "…and serves the policy's brand on 127.0.0.1:8080" bash -c 'curl -sf http://127.0.0.1:8080/a2a/review/.well-known/agent-card.json | jq -e ".name == \"Code review\"" >/dev/null'
+	check "…and /healthz answers 200" healthz
+	kill -TERM "$SERVE_PID"
+	wait "$SERVE_PID"
+	check "…and SIGTERM stops it with exit code 0" test $? = 0
+	[ -s "$WORK/serve.log" ] && grep -E '^(Aether|aether|  )' "$WORK/serve.log" | sed 's/token=[^ ]*/token=…/; s/^/# serve: /'
+else
+	fail "\`$EXEC_START\` on the default data dir" "ports 3000 and 8080 must be free for it (something holds them)"
+fi
+snapshot "$SDATA" >"$WORK/server-data.txt"
