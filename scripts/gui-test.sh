@@ -200,6 +200,8 @@ wait_for 10 grep -q watching "$WORK/sni.log" || echo "# the tray host did not st
 GW_PORT=$(free_port)
 GW=http://127.0.0.1:$GW_PORT
 export AETHER_ADMIN_PORT=0 AETHER_PACT_LISTEN=127.0.0.1:$GW_PORT AETHER_CODEX=$BIN/codex
+# The node hands codex an API key from its environment and starts no turn without one.
+export CODEX_API_KEY=gui-test-key
 
 mkdir -p "$DATA/workspace"
 chmod 700 "$DATA"
