@@ -255,9 +255,11 @@ snapshot "$DATA" >"$WORK/desktop-data.txt"
 # ---- the user unit's command on a server owner's home -------------------------------------
 export HOME=$WORK/server-home
 SDATA=$HOME/.local/share/aether/node
-mkdir -p "$SDATA/workspace" && chmod 700 "$SDATA"
-install -m 600 /usr/share/doc/aether/examples/policy.json "$SDATA/policy.json"
-echo "# A small project" >"$SDATA/workspace/README.md"
+mkdir -p "$SDATA" "$HOME/project" && chmod 700 "$SDATA"
+echo "# A small project" >"$HOME/project/README.md"
+# The example policy, its workspace pointed at the folder to share (as docs/deploy.md says).
+jq --arg w "$HOME/project" '.pact.brands[0].workspace = $w' /usr/share/doc/aether/examples/policy.json >"$SDATA/policy.json"
+chmod 600 "$SDATA/policy.json"
 if port_free 3000 && port_free 8080; then
 	# shellcheck disable=SC2086 # the unit's command line, split as systemd splits it
 	$EXEC_START >"$WORK/serve.log" 2>&1 &
