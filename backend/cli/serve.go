@@ -66,10 +66,13 @@ func serve(args []string, env Env) int {
 func policyCheck(args []string, env Env) int {
 	fs := newFlags("policy check", env)
 	path := fs.String("policy", "policy.json", "policy.json to check")
+	def, _ := node.DefaultDataDir()
+	dataDir := fs.String("data-dir", def, "data dir of the node that will serve the policy (its key, admin token and pact.sqlite): "+
+		"no workspace may be it or contain it, nor lie inside it if read_write, as a turn sees all of its workspace; the default is the node's")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	p, err := policy.Load(*path)
+	p, err := policy.Limits{DataDir: *dataDir}.Load(*path)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
 		return 1

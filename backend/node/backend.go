@@ -416,7 +416,7 @@ func (b *backend) write(p *policy.Policy, idx int) ([]admin.Brand, error) {
 	if err := policy.Save(n.polPath, p); err != nil {
 		return nil, fieldErrors(err, idx)
 	}
-	saved, err := policy.Load(n.polPath)
+	saved, err := n.policyLimits().Load(n.polPath)
 	if err != nil {
 		return nil, fmt.Errorf("re-read %s after saving: %w", n.polPath, err)
 	}

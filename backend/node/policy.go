@@ -37,6 +37,11 @@ func (n *Node) policyPath() string {
 	return n.path(filePolicy)
 }
 
+// policyLimits are what every workspace must keep clear of besides the policy file: the data
+// dir, which no turn may see (docs/confinement.md). A policy loaded with them keeps them, so
+// the Brands page's saves are checked by the same rules as a hand edit.
+func (n *Node) policyLimits() policy.Limits { return policy.Limits{DataDir: n.dataDir} }
+
 // loadPolicy reads the policy file. A broken file never yields a guessed
 // policy: the error is kept for the UI and the gateway stops serving turns.
 func (n *Node) loadPolicy() error {
@@ -49,7 +54,7 @@ func (n *Node) loadPolicy() error {
 		n.log.Info("wrote a starter policy with no brands; add one on the Brands page", "path", path)
 	}
 	fi, statErr := os.Stat(path)
-	p, err := policy.Load(path)
+	p, err := n.policyLimits().Load(path)
 	if err == nil && p.Pact == nil {
 		err = fmt.Errorf("%s has no \"pact\" section: add one (see examples/policy.json)", path)
 	}
@@ -157,7 +162,7 @@ func (n *Node) watchPolicy(ctx context.Context) {
 
 func (n *Node) reloadFromFile() {
 	fi, _ := os.Stat(n.polPath)
-	p, err := policy.Load(n.polPath)
+	p, err := n.policyLimits().Load(n.polPath)
 	if err == nil && p.Pact == nil {
 		err = fmt.Errorf("%s has no \"pact\" section", n.polPath)
 	}

@@ -10,8 +10,11 @@ import (
 // Load reads and checks the policy file at path; relative workspaces are relative to its folder.
 // It fails closed: any problem in the file, including group- or world-writable permissions on
 // Unix (P12), gives an *Error listing all of them. A file that cannot be read gives a wrapped
-// os error (errors.Is(err, fs.ErrNotExist) tells a first run).
-func Load(path string) (*Policy, error) {
+// os error (errors.Is(err, fs.ErrNotExist) tells a first run). It applies the zero Limits:
+// the node loads with Limits.Load, so that workspaces also keep clear of its data dir.
+func Load(path string) (*Policy, error) { return load(path, Limits{}) }
+
+func load(path string, lim Limits) (*Policy, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("load policy %s: %w", path, err)
@@ -38,16 +41,18 @@ func Load(path string) (*Policy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load policy %s: %w", path, err)
 	}
-	return parse(data, filepath.Dir(abs), path, permissionProblems(path, fi))
+	return parse(data, filepath.Dir(abs), path, abs, lim, permissionProblems(path, fi))
 }
 
 // Parse checks policy data as if it were a file in baseDir. It reports problems like Load,
-// except for file permissions.
+// except for file permissions and, as it knows no file, a policy file reached through a symlink.
 func Parse(data []byte, baseDir string) (*Policy, error) {
-	return parse(data, baseDir, "", nil)
+	return parse(data, baseDir, "", "", Limits{}, nil)
 }
 
-func parse(data []byte, baseDir, file string, problems []Problem) (*Policy, error) {
+// parse checks data as the file named file in messages; policyFile is its absolute path ("" for
+// none), lim what Load was given.
+func parse(data []byte, baseDir, file, policyFile string, lim Limits, problems []Problem) (*Policy, error) {
 	if len(data) > MaxSize {
 		problems = append(problems, Problem{Message: fmt.Sprintf("is larger than %d bytes (1 MiB), the most a policy may be", MaxSize)})
 		return nil, &Error{File: file, Problems: problems}
@@ -60,7 +65,7 @@ func parse(data []byte, baseDir, file string, problems []Problem) (*Policy, erro
 	var d decoder
 	p := d.decodeDocument(data, root)
 	problems = append(problems, d.problems...)
-	c := newChecker(baseDir, d.reported)
+	c := newChecker(baseDir, d.reported, resolveBounds(lim, policyFile))
 	c.policy(p)
 	problems = append(problems, c.problems...)
 	if len(problems) > 0 {
@@ -76,5 +81,6 @@ func parse(data []byte, baseDir, file string, problems []Problem) (*Policy, erro
 		return nil, fmt.Errorf("policy folder %s: %w", baseDir, err)
 	}
 	p.BaseDir = abs
+	p.limits, p.file = lim, policyFile
 	return p, nil
 }

@@ -56,6 +56,9 @@
 //     lie strictly inside the policy's folder or the user's home folder (the allowed roots).
 //   - Either way it must be an existing folder and must not be, or contain, the policy's folder,
 //     so an agent can never read or rewrite policy.json.
+//   - It must be something a turn may see in full: not the root, the home folder or the node's
+//     data dir, not around the data dir or the policy file, and if read_write neither inside the
+//     data dir nor overlapping another brand's workspace (see Limits).
 //
 // Paths are compared case-insensitively on Windows and macOS. Brand.WorkspaceDir holds the
 // resolved folder; RecheckWorkspace resolves it again at the start of a turn.
@@ -105,6 +108,10 @@ type Policy struct {
 
 	// sections are the file's top-level members as read, for Save to keep the ones it does not manage.
 	sections []section
+	// limits and file are what it was loaded with (file absolute, "" from Parse), for Validate,
+	// Save and RecheckWorkspace to check again.
+	limits Limits
+	file   string
 }
 
 // Pact is the "pact" section of policy.json.
@@ -219,7 +226,7 @@ func (p *Policy) RecheckWorkspace(brandID string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("recheck workspace of brand %s: %w", brandID, err)
 	}
-	dir, msg := resolveWorkspace(b.Workspace, base, homeDir())
+	dir, msg := resolveWorkspace(b.Workspace, base, homeDir(), b.AccessMode == ReadWrite, resolveBounds(p.limits, p.file))
 	if msg != "" {
 		return "", fmt.Errorf("recheck workspace of brand %s: %s", brandID, msg)
 	}

@@ -15,7 +15,8 @@ import (
 
 // Save writes p to path atomically (temp file in the same folder, fsync, rename, fsync of the
 // folder), so a crash leaves the old file or the new one. It checks p first, relative to path's
-// folder, and writes nothing when p is invalid (the *Error names the same paths as Load).
+// folder, as the policy file at path and by the Limits p was loaded with, and writes nothing
+// when p is invalid (the *Error names the same paths as Load).
 //
 // Only "pact" and "scopes" are written from p. Every other top-level section is copied byte for
 // byte, in its place, from the file currently at path (or, when there is none, from the file p
@@ -27,7 +28,11 @@ func Save(path string, p *Policy) error {
 	if err != nil {
 		return fmt.Errorf("save policy %s: %w", path, err)
 	}
-	if err := Validate(p, filepath.Dir(abs)); err != nil {
+	var lim Limits
+	if p != nil {
+		lim = p.limits
+	}
+	if err := validate(p, filepath.Dir(abs), abs, lim); err != nil {
 		err.(*Error).File = path
 		return err
 	}

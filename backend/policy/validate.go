@@ -19,9 +19,20 @@ const (
 
 // Validate checks p by the same rules as Load, reporting problems by the same JSON paths, with
 // relative workspaces taken relative to baseDir (the folder policy.json is or will be in). It
-// does not change p. It returns nil or an *Error.
+// does not change p. It returns nil or an *Error. The Limits and policy file p was loaded with
+// (see Limits) are checked too.
 func Validate(p *Policy, baseDir string) error {
-	c := newChecker(baseDir, nil)
+	var lim Limits
+	var file string
+	if p != nil {
+		lim, file = p.limits, p.file
+	}
+	return validate(p, baseDir, file, lim)
+}
+
+// validate is Validate with the policy file and Limits given.
+func validate(p *Policy, baseDir, policyFile string, lim Limits) error {
+	c := newChecker(baseDir, nil, resolveBounds(lim, policyFile))
 	c.policy(p)
 	if len(c.problems) > 0 {
 		return &Error{Problems: c.problems}
@@ -36,12 +47,13 @@ type checker struct {
 	base     string   // resolved policy folder
 	baseErr  error
 	home     string
+	bounds   bounds            // data dir and policy file, resolved
 	dirs     []string          // resolved workspace per brand index
 	scopeAt  map[string]string // lower-cased scope id → path of its first declaration
 }
 
-func newChecker(baseDir string, skip []string) *checker {
-	c := &checker{skip: skip, home: homeDir(), scopeAt: map[string]string{}}
+func newChecker(baseDir string, skip []string, bd bounds) *checker {
+	c := &checker{skip: skip, home: homeDir(), bounds: bd, scopeAt: map[string]string{}}
 	c.base, c.baseErr = resolveBase(baseDir)
 	return c
 }
@@ -84,6 +96,37 @@ func (c *checker) pact(path string, pc *Pact) {
 		}
 		c.dirs[i] = c.brand(bp, b)
 	}
+	c.overlaps(path+".brands", pc.Brands)
+}
+
+// overlaps refuses a read_write workspace that overlaps another brand's (docs/threats.md W12):
+// a turn of the one could change the files the other's turns read and answer from. Both brands
+// of a pair are told, each naming the other, so the Brands form shows it on whichever brand was
+// edited; each brand is told of its first such pair only.
+func (c *checker) overlaps(path string, brands []Brand) {
+	for i, a := range brands {
+		if c.dirs[i] == "" {
+			continue
+		}
+		for j, b := range brands {
+			if j == i || c.dirs[j] == "" || (a.AccessMode != ReadWrite && b.AccessMode != ReadWrite) {
+				continue
+			}
+			how := overlapping(c.dirs[i], c.dirs[j])
+			if how == "" {
+				continue
+			}
+			other := fmt.Sprintf("%s (%q, %s)", indexPath(path, j), b.ID, c.dirs[j])
+			var msg string
+			if a.AccessMode == ReadWrite {
+				msg = fmt.Sprintf("this read_write workspace %s %s the workspace of %s, so its turns could change that brand's files; give each read_write brand a folder of its own, apart from every other brand's workspace", c.dirs[i], how, other)
+			} else {
+				msg = fmt.Sprintf("this workspace %s %s the read_write workspace of %s, whose turns could change this brand's files; give the read_write brand a folder of its own, apart from every other brand's workspace", c.dirs[i], how, other)
+			}
+			c.add(indexPath(path, i)+".workspace", msg)
+			break
+		}
+	}
 }
 
 // brand checks one brand and returns its resolved workspace ("" when invalid).
@@ -111,7 +154,7 @@ func (c *checker) brand(path string, b Brand) string {
 		c.add(path+".workspace", fmt.Sprintf("cannot be checked: %v", c.baseErr))
 		return ""
 	}
-	dir, msg := resolveWorkspace(b.Workspace, c.base, c.home)
+	dir, msg := resolveWorkspace(b.Workspace, c.base, c.home, b.AccessMode == ReadWrite, c.bounds)
 	if msg != "" {
 		c.add(path+".workspace", msg)
 	}

@@ -109,10 +109,11 @@ func homeDir() string {
 	return real
 }
 
-// resolveWorkspace applies the workspace rules of the package documentation. base is the
-// resolved policy folder, home the resolved home folder or "". It returns the resolved folder,
-// or a message saying what is wrong.
-func resolveWorkspace(ws, base, home string) (string, string) {
+// resolveWorkspace applies the workspace rules of the package documentation and of Limits.
+// base is the resolved policy folder, home the resolved home folder or "", writable whether the
+// brand is read_write, bd the resolved data dir and policy file. It returns the resolved
+// folder, or a message saying what is wrong.
+func resolveWorkspace(ws, base, home string, writable bool, bd bounds) (string, string) {
 	if ws == "" {
 		return "", "is required: the folder Codex works in, relative to the policy's folder (e.g. \"workspace\") or absolute"
 	}
@@ -138,11 +139,16 @@ func resolveWorkspace(ws, base, home string) (string, string) {
 	if !fi.IsDir() {
 		return "", fmt.Sprintf("%s is a file, not a folder", target)
 	}
+	if msg := exposureProblem(real, writable, home, bd); msg != "" {
+		return "", msg
+	}
 	switch {
 	case samePath(real, base):
 		return "", "is the policy's own folder; use a subfolder, so that policy.json stays out of the agent's reach"
 	case inside(base, real):
 		return "", fmt.Sprintf("%s contains the policy's folder %s; use a folder that does not hold policy.json", real, base)
+	case bd.policyFile != "" && inside(bd.policyFile, real):
+		return "", fmt.Sprintf("this %s workspace contains the policy file %s (reached through a symlink), and a turn sees all of its workspace, so it could %s it; choose a folder that does not hold the file, or move the file out of it", modeOf(writable), bd.policyFile, could(writable))
 	}
 	if !absolute {
 		if !inside(real, base) {
@@ -156,14 +162,49 @@ func resolveWorkspace(ws, base, home string) (string, string) {
 	if inside(real, base) || (home != "" && inside(real, home)) {
 		return real, ""
 	}
-	if home != "" && samePath(real, home) {
-		return "", "is your home folder; use a project folder inside it"
-	}
 	roots := "the policy's folder " + base
 	if home != "" {
 		roots += " and your home folder " + home
 	}
 	return "", fmt.Sprintf("%s is outside the allowed roots (%s); move the workspace there, or keep policy.json next to it", real, roots)
+}
+
+// exposureProblem says why a turn's view of the resolved workspace real would show what no
+// turn may see (Limits; docs/confinement.md, docs/threats.md W10–W12), or returns "". The
+// policy file is left to the checks of the policy's folder, whose messages say more.
+func exposureProblem(real string, writable bool, home string, bd bounds) string {
+	const dataDirHolds = "node key, admin token, pact.sqlite"
+	switch {
+	case filepath.Dir(real) == real:
+		return fmt.Sprintf(`"%s" is the root of the file system; a brand may offer a folder, never the whole disk`, real)
+	case home != "" && samePath(real, home):
+		return fmt.Sprintf(`"%s" is your home folder; a brand may offer a folder inside it, never the whole of it`, real)
+	case home != "" && inside(home, real):
+		return fmt.Sprintf("%s contains your home folder %s (~/.ssh, ~/.config, your other projects); a brand may offer a folder inside your home, never one around it", real, home)
+	case bd.dataDir == "":
+	case samePath(real, bd.dataDir):
+		return fmt.Sprintf(`"%s" is the node's data dir (%s); a brand must never offer it: choose a project folder outside it`, real, dataDirHolds)
+	case inside(bd.dataDir, real):
+		return fmt.Sprintf("this %s workspace contains the data dir %s (%s), and a turn sees all of its workspace, so it could %s them; choose a folder that does not", modeOf(writable), bd.dataDir, dataDirHolds, could(writable))
+	case writable && inside(real, bd.dataDir):
+		return fmt.Sprintf("this read_write workspace lies inside the data dir %s, where the node keeps its own files, so a turn could change them; choose a folder outside the data dir", bd.dataDir)
+	}
+	return ""
+}
+
+func modeOf(writable bool) AccessMode {
+	if writable {
+		return ReadWrite
+	}
+	return ReadOnly
+}
+
+// could is what a turn could do to a file in its workspace.
+func could(writable bool) string {
+	if writable {
+		return "read and change"
+	}
+	return "read"
 }
 
 func samePath(a, b string) bool { return pathKey(a) == pathKey(b) }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -84,8 +85,8 @@ func TestWorkspaceRules(t *testing.T) {
 		{"P6 dot dot that would stay inside", "sub/../workspace", `contains ".."`},
 		{"P6 tilde", "~/..", "starts with ~, which is not expanded"},
 		{"P6 absolute outside allowed roots", filepath.Join(outside, "secret"), "is outside the allowed roots (the policy's folder " + realDir + " and your home folder " + realHome + ")"},
-		{"P6 absolute root", "/", "contains the policy's folder"},
-		{"P6 home itself", realHome, "is your home folder; use a project folder inside it"},
+		{"W10 absolute root", "/", `"/" is the root of the file system; a brand may offer a folder, never the whole disk`},
+		{"W10 home itself", realHome, fmt.Sprintf(`"%s" is your home folder; a brand may offer a folder inside it, never the whole of it`, realHome)},
 		{"P6 the policy folder itself", ".", "is the policy's own folder; use a subfolder"},
 		{"P6 absolute policy folder", realDir, "is the policy's own folder"},
 		{"P6 missing folder", "nope", "folder " + filepath.Join(realDir, "nope") + " does not exist; create it or correct the path"},

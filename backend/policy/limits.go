@@ -1,0 +1,78 @@
+package policy
+
+import "path/filepath"
+
+// Limits tell Load the node's own places, which no workspace may show. Every Codex turn sees
+// its brand's workspace and nothing else of the disk (docs/confinement.md), so a workspace that
+// is, or contains, one of them would hand it to whichever agent the brand serves.
+//
+// Besides the rules of the package documentation, every workspace
+//   - is not the root of the file system, the user's home folder (os.UserHomeDir) or the data
+//     dir, and does not contain the home folder (docs/threats.md W10);
+//   - does not contain the data dir or the policy file (resolved, should policy.json be a
+//     symlink), whatever its access mode (W11);
+//   - if read_write, does not lie inside the data dir, and does not overlap another brand's
+//     workspace: neither contains the other nor are they the same folder (W12).
+//
+// The home, policy-file and overlap rules hold with the zero Limits too; the data-dir rules need
+// DataDir. Paths are compared absolute, cleaned and with symlinks evaluated, a folder containing
+// another when it is a prefix ending at a separator (/a/b contains /a/b/c, not /a/bc).
+//
+// A policy remembers the Limits it was loaded with: Validate and Save of it, or of its Clone,
+// apply them again.
+type Limits struct {
+	// DataDir is the node's data dir: its signing key, admin token and pact.sqlite. It need not
+	// exist yet. Empty skips the data-dir rules.
+	DataDir string
+}
+
+// Load reads and checks the policy file at path like the package-level Load, and also by l.
+func (l Limits) Load(path string) (*Policy, error) { return load(path, l) }
+
+// bounds are the resolved Limits and policy file a workspace is checked against; "" = unknown.
+type bounds struct {
+	dataDir    string
+	policyFile string
+}
+
+func resolveBounds(l Limits, policyFile string) bounds {
+	return bounds{dataDir: resolvePath(l.DataDir), policyFile: resolvePath(policyFile)}
+}
+
+// resolvePath is p made absolute and clean, with the symlinks of its longest existing leading
+// part evaluated (a data dir or a policy file about to be written need not exist yet); "" for "".
+func resolvePath(p string) string {
+	if p == "" {
+		return ""
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	rest := ""
+	for dir := abs; ; {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(real, rest)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return abs
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+		dir = parent
+	}
+}
+
+// overlapping reports how the folders a and b overlap: "is the same folder as", "contains",
+// "lies inside", or "" when neither contains the other.
+func overlapping(a, b string) string {
+	switch {
+	case samePath(a, b):
+		return "is the same folder as"
+	case inside(b, a):
+		return "contains"
+	case inside(a, b):
+		return "lies inside"
+	}
+	return ""
+}
