@@ -79,11 +79,12 @@ func (s *Server) Close() { s.srv.Close() }
 // BaseURL is the provider's base_url (ends in /v1).
 func (s *Server) BaseURL() string { return s.srv.URL + "/v1" }
 
-// ProviderArgs are the codex options that select this server as the model provider.
+// ProviderArgs are the codex options that select this server as the model provider. codex
+// sends it CODEX_API_KEY as a bearer token, as it would the real API.
 func (s *Server) ProviderArgs() []string {
 	return []string{
 		"-c", "model_provider=mock",
-		"-c", fmt.Sprintf(`model_providers.mock={name="mock",base_url=%q,wire_api="responses"}`, s.BaseURL()),
+		"-c", fmt.Sprintf(`model_providers.mock={name="mock",base_url=%q,wire_api="responses",env_key="CODEX_API_KEY"}`, s.BaseURL()),
 	}
 }
 
