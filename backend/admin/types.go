@@ -159,6 +159,7 @@ type Status struct {
 	Admin        AdminStatus      `json:"admin"`
 	Brands       []Brand          `json:"brands"`
 	Codex        CodexStatus      `json:"codex"`
+	Confinement  Confinement      `json:"confinement"`
 	Pending      int              `json:"pending"`
 	Policy       PolicyStatus     `json:"policy"`
 	LastReceipts []ReceiptSummary `json:"lastReceipts"`
@@ -185,6 +186,21 @@ type CodexStatus struct {
 	VersionOK bool   `json:"versionOk"`
 	LoggedIn  bool   `json:"loggedIn"`
 	Error     string `json:"error"`
+	// Credential is how codex reaches its model: kind (api_key_env, api_key_login, chatgpt,
+	// unreadable, none), what the Status page says of it, and why turns cannot use it.
+	Credential struct {
+		Kind    string `json:"kind"`
+		Summary string `json:"summary"`
+		Problem string `json:"problem"`
+	} `json:"credential"`
+}
+
+// Confinement says whether each turn can be held to its brand's workspace; without it no
+// turn runs. Text is the line the Status page, `aether status` and the log show.
+type Confinement struct {
+	Available bool   `json:"available"`
+	Mechanism string `json:"mechanism"`
+	Text      string `json:"text"`
 }
 
 // PolicyStatus names policy.json and, when it does not load, why.

@@ -82,9 +82,11 @@ func status(args []string, env Env) int {
 		Codex  struct {
 			Found, VersionOK, LoggedIn bool
 			Path, Version, Error       string
+			Credential                 struct{ Summary string }
 		}
-		Pending int
-		Policy  struct {
+		Confinement struct{ Text string }
+		Pending     int
+		Policy      struct {
 			Path  string
 			Error *struct{ Message string }
 		}
@@ -117,10 +119,13 @@ func status(args []string, env Env) int {
 	if st.Codex.Found {
 		codex = fmt.Sprintf("%s %s, signed in: %v", st.Codex.Path, st.Codex.Version, st.Codex.LoggedIn)
 	}
+	if st.Codex.Credential.Summary != "" {
+		codex += "; credential: " + st.Codex.Credential.Summary
+	}
 	if st.Codex.Error != "" {
 		codex += " — " + st.Codex.Error
 	}
-	fmt.Fprintf(env.Stdout, "codex     %s\npending   %d request(s)\n", codex, st.Pending)
+	fmt.Fprintf(env.Stdout, "codex     %s\n%s\npending   %d request(s)\n", codex, st.Confinement.Text, st.Pending)
 	return 0
 }
 

@@ -35,6 +35,9 @@ type Status struct {
 
 // Text is the one line the Status page, `aether status` and the log show.
 func (s Status) Text() string {
+	if !s.Available && s.Reason == "" {
+		return "Confinement: not checked yet"
+	}
 	if !s.Available {
 		return "Confinement: unavailable — " + s.Reason
 	}

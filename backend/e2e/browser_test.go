@@ -414,9 +414,10 @@ func TestBrowserConsent(t *testing.T) {
 		t.Errorf("receipt page: verify %q ok %v", rv.Verify, rv.OK)
 	}
 	st := browse[struct{ Text string }](t, o, "status", map[string]any{"shot": "status.png"})
-	for _, want := range []string{e.publicURL, "Code review"} {
+	for _, want := range []string{e.publicURL, "Code review", "Confinement: bubblewrap", "each turn sees only its brand's workspace",
+		"API key from CODEX_API_KEY: codex alone has it; the commands it runs do not"} {
 		if !strings.Contains(st.Text, want) {
-			t.Errorf("the status page does not show %q", want)
+			t.Errorf("the status page does not show %q:\n%s", want, st.Text)
 		}
 	}
 	if !regexp.MustCompile(`(?i:Aether version)\s+` + regexp.QuoteMeta(version.String()) + `\b`).MatchString(st.Text) {

@@ -50,7 +50,11 @@ type envConfig struct {
 	codexEnv  []string
 	codexPath string // the Codex binary; default the fake
 	publicURL string // the policy's publicUrl and audience; default the gateway's own http:// address
+	log       io.Writer
 }
+
+// withLog sends the node's log to w.
+func withLog(w io.Writer) envOption { return func(c *envConfig) { c.log = w } }
 
 func withBrands(js string) envOption { return func(c *envConfig) { c.brands = js } }
 
@@ -110,6 +114,9 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	e.opts.CodexTestMounts = codextest.Mounts(e.opts.CodexEnv)
 	if cfg.codexPath != "" {
 		e.opts.CodexPath = cfg.codexPath
+	}
+	if cfg.log != nil {
+		e.opts.Logger = slog.New(slog.NewTextHandler(cfg.log, nil))
 	}
 	if os.Getenv("AETHER_LOG") == "debug" {
 		e.opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))

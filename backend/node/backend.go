@@ -144,6 +144,8 @@ func (b *backend) Status(ctx context.Context) (admin.Status, error) {
 	}
 	h := n.Codex()
 	st.Codex = admin.CodexStatus{Found: h.Found, Path: h.Path, Version: h.Version, VersionOK: h.VersionOK, LoggedIn: h.LoggedIn || h.APIKey, Error: h.Error}
+	st.Codex.Credential.Kind, st.Codex.Credential.Summary, st.Codex.Credential.Problem = h.Credential.Kind, h.Credential.Summary, h.Credential.Problem
+	st.Confinement = admin.Confinement{Available: h.Confinement.Available, Mechanism: h.Confinement.Mechanism, Text: h.Confinement.Text()}
 	pending, err := n.consent.Pending(ctx)
 	if err != nil {
 		return st, err

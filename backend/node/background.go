@@ -75,11 +75,20 @@ func (n *Node) checkCodex(ctx context.Context) {
 	h := n.runner.Check(cctx)
 	cancel()
 	n.healthMu.Lock()
-	changed := h != n.health
+	old := n.health
 	n.health = h
 	n.healthMu.Unlock()
-	if changed {
-		n.log.Info("codex", "found", h.Found, "path", h.Path, "version", h.Version, "versionOk", h.VersionOK, "signedIn", h.LoggedIn, "problem", h.Error)
+	if h == old {
+		return
+	}
+	n.log.Info("codex", "found", h.Found, "path", h.Path, "version", h.Version, "versionOk", h.VersionOK, "signedIn", h.LoggedIn,
+		"credential", h.Credential.Summary, "problem", h.Error)
+	if h.Confinement != old.Confinement {
+		if h.Confinement.Available {
+			n.log.Info(h.Confinement.Text())
+		} else {
+			n.log.Error(h.Confinement.Text() + "; no turn runs until it is fixed")
+		}
 	}
 }
 

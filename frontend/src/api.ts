@@ -89,7 +89,16 @@ export interface Status {
   gateway: { listen: string; publicUrl: string; paused: boolean; running: boolean };
   admin: { url: string };
   brands: Brand[];
-  codex: { found: boolean; path: string; version: string; versionOk: boolean; loggedIn: boolean; error: string };
+  codex: {
+    found: boolean;
+    path: string;
+    version: string;
+    versionOk: boolean;
+    loggedIn: boolean;
+    error: string;
+    credential: { kind: string; summary: string; problem: string };
+  };
+  confinement: { available: boolean; mechanism: string; text: string };
   pending: number;
   policy: { path: string; error: PolicyError | null };
   lastReceipts: ReceiptSummary[];

@@ -172,8 +172,16 @@ export const brandsPage: PageDef = {
         h(
           "div",
           { class: "radios" },
-          radio("read_only", "Read only", "Codex may read the workspace but not change it."),
-          radio("read_write", "Read & write", "Codex may edit files inside the workspace."),
+          radio(
+            "read_only",
+            "Read only",
+            "An agent's turn sees this folder and nothing else of your machine: Codex and the commands it runs may read it, never change it.",
+          ),
+          radio(
+            "read_write",
+            "Read & write",
+            "An agent's turn sees this folder and nothing else of your machine: Codex and the commands it runs may read and change files inside it, nowhere else.",
+          ),
         ),
         modeErr,
       );

@@ -74,17 +74,20 @@ function codexCard(s: Status): HTMLElement {
   } else if (!c.versionOk) {
     state = badge("Unsupported version", "bad");
     todo = h("div", { class: "todo" }, h("strong", null, "To fix: "), "update Codex to 0.169.0 or newer (", h("code", null, "npm install -g @openai/codex"), ").");
+  } else if (c.credential?.problem && c.loggedIn) {
+    state = badge("Credential not protected", "bad");
+    todo = h("div", { class: "todo" }, h("strong", null, "To fix: "), clean(c.credential.problem), ".");
   } else if (!c.loggedIn) {
     state = badge("Not signed in", "warn");
     todo = h(
       "div",
       { class: "todo" },
       h("strong", null, "To fix: "),
-      "run ",
-      h("code", null, "codex login"),
-      " in a terminal as the user running Aether (or ",
+      "give Aether a dedicated, limited API key: run ",
       h("code", null, "codex login --with-api-key"),
-      "). Agents' turns fail until Codex is signed in.",
+      " as the user running Aether, or set ",
+      h("code", null, "CODEX_API_KEY"),
+      " for it. Codex alone gets the key; the commands it runs never do. Agents' turns fail until then.",
     );
   } else {
     state = badge("Ready", "ok");
@@ -100,9 +103,29 @@ function codexCard(s: Status): HTMLElement {
       c.path ? kv("Path", h("code", { class: "mono break" }, clean(c.path))) : null,
       kv("Version", c.version ? clean(c.version) : "—", " ", c.found ? (c.versionOk ? badge("supported", "ok") : badge("too old", "bad")) : null),
       kv("Signed in", c.found ? (c.loggedIn ? "Yes" : "No") : "—"),
+      c.credential?.summary ? kv("Credential", clean(c.credential.summary)) : null,
     ),
     c.error ? h("p", { class: "error-text" }, clean(c.error)) : null,
     todo,
+  );
+}
+
+// confinementCard says whether turns are held to their brand's workspace: without it, none runs.
+function confinementCard(s: Status): HTMLElement {
+  const c = s.confinement;
+  const ok = !!c?.available;
+  return h(
+    "section",
+    { class: "card" },
+    h("div", { class: "card-head" }, h("h2", null, "Confinement"), ok ? badge("In force", "ok") : badge("Unavailable", "bad")),
+    ok ? h("p", null, clean(c.text)) : h("p", { class: "error-text" }, clean(c?.text ?? "Confinement: unknown")),
+    ok
+      ? h(
+          "p",
+          { class: "hint" },
+          "Each turn sees its brand's workspace, Codex's own files and a private scratch folder: not your home, not other brands, not this node's keys or database. The commands Codex runs never see its credential.",
+        )
+      : h("div", { class: "todo" }, h("strong", null, "No agent's turn runs Codex until this is fixed. "), "Aether never runs a turn unconfined."),
   );
 }
 
@@ -193,7 +216,7 @@ export const statusPage: PageDef = {
           replace(
             body,
             s.policy?.error ? policyErrorBanner(s.policy.error, s.policy.path) : null,
-            h("div", { class: "grid" }, gatewayCard(s), codexCard(s), pendingCard(s.pending), brandsCard(s.brands ?? []), receiptsCard(s)),
+            h("div", { class: "grid" }, gatewayCard(s), confinementCard(s), codexCard(s), pendingCard(s.pending), brandsCard(s.brands ?? []), receiptsCard(s)),
           );
         },
         (e) => {
