@@ -20,6 +20,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/aether/aether/backend/codex"
+	"github.com/aether/aether/backend/confine"
 )
 
 // Benchmarks print ratios measured side by side in one run, ours against a
@@ -145,6 +146,8 @@ func TestPrintB1(t *testing.T) {
 
 // TestPrintB3 measures the time the node adds to one turn with the fake Codex
 // (instant exit): a turn through the gateway against running the fake directly.
+// confine= is what the turn's bubblewrap view adds of that: the fake run inside a view
+// like a turn's (system, codex's folder, workspace, scratch) against the fake alone.
 func TestPrintB3(t *testing.T) {
 	benchOnly(t)
 	e := newEnv(t)
@@ -152,8 +155,23 @@ func TestPrintB3(t *testing.T) {
 	a.setDelegation(e.delegate(t, a, "review"))
 	c := a.client("review", a2a.TransportProtocolJSONRPC)
 	const n = 60
-	var ours, direct []time.Duration
-	out := filepath.Join(t.TempDir(), "last.txt")
+	var ours, direct, confined []time.Duration
+	scratch := t.TempDir()
+	out := filepath.Join(scratch, "last.txt")
+	box := &confine.Sandbox{}
+	if st := box.Check(context.Background()); !st.Available {
+		t.Fatal(st.Text())
+	}
+	view := confine.View{Dir: e.workspace, Mounts: []confine.Mount{
+		{Source: scratch, Target: "/tmp", Writable: true}, {Source: scratch, Target: "/run/aether/home", Writable: true},
+		{Source: filepath.Dir(e.opts.CodexPath)}, {Source: e.workspace}}}
+	fakeArgs := []string{e.opts.CodexPath, "exec", "--json", "--color", "never", "--sandbox", "read-only", "--cd", e.workspace, "--skip-git-repo-check", "-o", out, "--", "-"}
+	inView := slices.Clone(fakeArgs)
+	inView[slices.Index(inView, out)] = "/tmp/last.txt"
+	bwrap, wrapped, err := box.Wrap(view, inView)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := 0; i < n; i++ {
 		start := time.Now()
 		if task := a.send(c, "", "bench"); task.Status.State != a2a.TaskStateCompleted {
@@ -161,13 +179,18 @@ func TestPrintB3(t *testing.T) {
 		}
 		ours = append(ours, time.Since(start))
 
-		cmd := exec.Command(e.opts.CodexPath, "exec", "--json", "--color", "never", "--sandbox", "read-only", "--cd", e.workspace, "--skip-git-repo-check", "-o", out, "--", "-")
-		cmd.Stdin = strings.NewReader("bench")
-		start = time.Now()
-		if err := cmd.Run(); err != nil {
-			t.Fatal(err)
+		for _, run := range []struct {
+			argv []string
+			into *[]time.Duration
+		}{{fakeArgs, &direct}, {append([]string{bwrap}, wrapped...), &confined}} {
+			cmd := exec.Command(run.argv[0], run.argv[1:]...)
+			cmd.Stdin = strings.NewReader("bench")
+			start = time.Now()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			*run.into = append(*run.into, time.Since(start))
 		}
-		direct = append(direct, time.Since(start))
 	}
 	p := func(d []time.Duration, q float64) time.Duration {
 		s := slices.Clone(d)
@@ -178,8 +201,8 @@ func TestPrintB3(t *testing.T) {
 		name string
 		v    float64
 	}{{"p50", 0.50}, {"p99", 0.99}} {
-		o, b := p(ours, q.v), p(direct, q.v)
-		fmt.Printf("B3-%s ours=%.1fms baseline=%.1fms ratio=%.2f node-added=%.1fms\n", q.name, ms(o), ms(b), float64(o)/float64(b), ms(o-b))
+		o, b, c := p(ours, q.v), p(direct, q.v), p(confined, q.v)
+		fmt.Printf("B3-%s ours=%.1fms baseline=%.1fms ratio=%.2f node-added=%.1fms confine=%.1fms\n", q.name, ms(o), ms(b), float64(o)/float64(b), ms(o-b), ms(c-b))
 	}
 }
 
