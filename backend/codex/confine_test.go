@@ -148,7 +148,15 @@ func (h *host) noSecrets(t *testing.T, seen string) {
 
 func TestConfineReadOnly(t *testing.T) {
 	h := newHost(t)
-	_, seen, model := h.run(t, AccessReadOnly, h.attacks())
+	// W17 the view itself cannot be made writable, not even by a tree that root started
+	remount := "mount -o remount,rw,bind " + h.ws + " " + h.ws + "; mount -t tmpfs none /usr; echo pwn > pwned.txt; test -x /usr/bin/env && echo USR-INTACT"
+	_, seen, model := h.run(t, AccessReadOnly, append(h.attacks(), remount))
+	if _, err := os.Stat(filepath.Join(h.ws, "pwned.txt")); !os.IsNotExist(err) {
+		t.Errorf("W17 a read-only workspace was written after a remount: %v", err)
+	}
+	if !strings.Contains(seen, "USR-INTACT") { // no tmpfs hid the system
+		t.Errorf("W17 /usr was replaced: %s", seen)
+	}
 	if !strings.Contains(seen, h.wsText) {
 		t.Fatalf("a workspace file could not be read: %s", seen)
 	}
