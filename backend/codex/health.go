@@ -15,7 +15,7 @@ import (
 	"github.com/aether/aether/backend/confine"
 )
 
-// Versions: codex.md was written against MinVersion; TestedVersion is the newest release
+// Versions: the runner was written against MinVersion; TestedVersion is the newest release
 // checked against it. Newer ones are accepted with a warning.
 const (
 	MinVersion    = "0.169.0"

@@ -349,7 +349,7 @@ func TestInvalidRequests(t *testing.T) {
 	})
 }
 
-// TestSecurityRows covers spec/security.md §6.9 (S8 is the gateway's: the admin API).
+// TestSecurityRows covers the S rows of docs/threats.md (S8 is the admin API's).
 func TestSecurityRows(t *testing.T) {
 	t.Run("S1 hang killed at the deadline", func(t *testing.T) {
 		f := newFixture(t)
