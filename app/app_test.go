@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/domain"
 )
 
 func TestUserCodeFromArgs(t *testing.T) {
@@ -55,7 +56,7 @@ func TestNavigateJS(t *testing.T) {
 func TestNotificationText(t *testing.T) {
 	r := consent.Request{
 		ID: "df_1", UserCode: "BCDF-GHJK",
-		Agent: consent.Agent{Issuer: "https://agent.example/id", Subject: "alice"},
+		Agent: domain.Agent{Issuer: "https://agent.example/id", Subject: "alice"},
 		Brand: "review", BrandName: "Code review", Scope: "review:read_only", ScopeDescription: "Review code (read only)",
 		ExpiresAt: time.Now().Add(10 * time.Minute),
 	}
@@ -97,7 +98,7 @@ func TestNotificationText(t *testing.T) {
 }
 
 func TestTrayText(t *testing.T) {
-	r := consent.Request{UserCode: "BCDF-GHJK", Agent: consent.Agent{Issuer: "https://agent.example:8443", Subject: "alice"}, Brand: "review", BrandName: "Code review"}
+	r := consent.Request{UserCode: "BCDF-GHJK", Agent: domain.Agent{Issuer: "https://agent.example:8443", Subject: "alice"}, Brand: "review", BrandName: "Code review"}
 	if got, want := requestLabel(r), "alice @ agent.example:8443 → Code review (BCDF-GHJK)"; got != want {
 		t.Errorf("requestLabel = %q, want %q", got, want)
 	}

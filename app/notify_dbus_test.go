@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/domain"
 	"github.com/godbus/dbus/v5"
 )
 
@@ -164,7 +165,7 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 
 func testRequest(id, code string) consent.Request {
 	return consent.Request{
-		ID: id, UserCode: code, Agent: consent.Agent{Issuer: "https://agent.example", Subject: "alice"},
+		ID: id, UserCode: code, Agent: domain.Agent{Issuer: "https://agent.example", Subject: "alice"},
 		Brand: "review", BrandName: "Code review", Scope: "review:read_only", ScopeDescription: "Review code (read only)",
 		ExpiresAt: time.Now().Add(10 * time.Minute),
 	}

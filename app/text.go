@@ -11,6 +11,7 @@ import (
 	"golang.org/x/net/idna"
 
 	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/domain"
 )
 
 // clean makes text that came from an agent (issuer, subject) or a policy safe to show in a
@@ -44,7 +45,7 @@ func shorten(s string, n int) string {
 }
 
 // agentName is the short form of an agent for menus: subject @ issuer host.
-func agentName(a consent.Agent) string {
+func agentName(a domain.Agent) string {
 	host := a.Issuer
 	if u, err := url.Parse(a.Issuer); err == nil && u.Host != "" {
 		host = asciiHost(u)

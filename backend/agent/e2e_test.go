@@ -21,6 +21,7 @@ import (
 
 	"github.com/aether/aether/backend/codex"
 	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/gateway"
 	"github.com/aether/aether/backend/identity"
 	"github.com/aether/aether/backend/keys"
@@ -127,7 +128,7 @@ func (n *testNode) owner(t *testing.T, allow bool) func(code, link string) {
 			t.Errorf("verification link %q for code %s", link, code)
 		}
 		req, status, err := n.consent.Lookup(context.Background(), code)
-		if err != nil || status != consent.StatusPending {
+		if err != nil || status != domain.FlowPending {
 			t.Errorf("lookup %s: %v %s", code, err, status)
 			return
 		}
@@ -309,7 +310,7 @@ func TestRunEndings(t *testing.T) {
 			// Another request of this agent was denied: the node ends its waiting tasks.
 			req, _, _ := n.consent.Lookup(context.Background(), code)
 			iss = req.Agent.Issuer
-			owner := identity.Identity{Issuer: req.Agent.Issuer, Subject: req.Agent.Subject}.Key()
+			owner := req.Agent.Key()
 			if ids, err := n.db.RejectAuthRequired(context.Background(), owner, "review", "denied elsewhere"); err != nil || len(ids) != 1 {
 				t.Errorf("reject waiting tasks: %v %v", ids, err)
 			}

@@ -17,15 +17,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/store"
 )
-
-// Agent is a verified agent identity: the pair (iss, sub) of its identity JWT.
-type Agent struct {
-	Issuer  string `json:"issuer"`
-	Subject string `json:"subject"`
-}
 
 // BrandInfo is what consent needs to know of a brand from the current policy.
 type BrandInfo struct {
@@ -213,7 +208,7 @@ var (
 
 // checkAgent refuses a missing identity, and the node's own issuer: the node's
 // tokens are never agent identities, so no token is minted from a token (G6).
-func (s *Service) checkAgent(a Agent) *OAuthError {
+func (s *Service) checkAgent(a domain.Agent) *OAuthError {
 	if a.Issuer == "" || a.Subject == "" {
 		return oauthError(CodeInvalidClient, "a verified agent identity (Bearer identity JWT) is required")
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/store"
 )
 
@@ -32,7 +33,7 @@ type Token struct {
 // (RFC 8628 §3.1–3.2). scope must be exactly one brand's scope id; brand, when
 // given, must be the brand that scope belongs to (an empty scope then means
 // that brand's). Only the SHA-256 of the device code is stored.
-func (s *Service) StartFlow(ctx context.Context, agent Agent, scope, brand string) (*FlowStart, error) {
+func (s *Service) StartFlow(ctx context.Context, agent domain.Agent, scope, brand string) (*FlowStart, error) {
 	if err := s.checkAgent(agent); err != nil {
 		return nil, err
 	}
@@ -86,7 +87,7 @@ var errForeignCode = errors.New("device code of another agent")
 // read, checked and changed in one write transaction, and the token is minted
 // inside it: a revocation commits either before (access_denied) or after the
 // token exists (which then fails its next check), never in between (V4).
-func (s *Service) Poll(ctx context.Context, agent Agent, deviceCode, clientIP string) (*Token, error) {
+func (s *Service) Poll(ctx context.Context, agent domain.Agent, deviceCode, clientIP string) (*Token, error) {
 	if err := s.checkAgent(agent); err != nil {
 		return nil, err
 	}
@@ -112,17 +113,17 @@ func (s *Service) Poll(ctx context.Context, agent Agent, deviceCode, clientIP st
 		}
 		if !now.Before(f.ExpiresAt) {
 			switch f.Status {
-			case store.FlowPending:
-				f.Status = store.FlowExpired
+			case domain.FlowPending:
+				f.Status = domain.FlowExpired
 				expiredNow = true
 				return nil, oauthError(CodeExpiredToken, "the request expired; start a new one")
-			case store.FlowApproved:
+			case domain.FlowApproved:
 				// The grant stands; only this code is spent.
 				return nil, oauthError(CodeExpiredToken, "the device code expired before it was redeemed; the owner's grant stands: ask for a token with it")
 			}
 		}
 		switch f.Status {
-		case store.FlowPending:
+		case domain.FlowPending:
 			last := f.LastPollAt
 			f.LastPollAt = &now
 			if last != nil && now.Sub(*last) < f.Interval-pollSlack(f.Interval) {
@@ -130,15 +131,15 @@ func (s *Service) Poll(ctx context.Context, agent Agent, deviceCode, clientIP st
 				return nil, oauthError(CodeSlowDown, fmt.Sprintf("poll at most every %d seconds", int(f.Interval/time.Second)))
 			}
 			return nil, oauthError(CodeAuthorizationPending, "waiting for the owner")
-		case store.FlowDenied:
+		case domain.FlowDenied:
 			return nil, oauthError(CodeAccessDenied, "the owner denied the request")
-		case store.FlowExpired:
+		case domain.FlowExpired:
 			return nil, oauthError(CodeExpiredToken, "the request expired; start a new one")
-		case store.FlowLocked:
+		case domain.FlowLocked:
 			return nil, oauthError(CodeExpiredToken, "the request was locked after too many wrong user codes; start a new one")
-		case store.FlowRedeemed:
+		case domain.FlowRedeemed:
 			return nil, oauthError(CodeInvalidGrant, "this device code was already redeemed")
-		case store.FlowApproved:
+		case domain.FlowApproved:
 			f.LastPollAt = &now
 			if g == nil || !g.Live(now) {
 				return nil, oauthError(CodeAccessDenied, "the grant was revoked") // D13
@@ -148,7 +149,7 @@ func (s *Service) Poll(ctx context.Context, agent Agent, deviceCode, clientIP st
 				return nil, err
 			}
 			tok = t
-			f.Status = store.FlowRedeemed
+			f.Status = domain.FlowRedeemed
 			return nil, nil
 		}
 		return nil, fmt.Errorf("device flow %s in unknown status %q", f.ID, f.Status)
@@ -176,7 +177,7 @@ func (s *Service) Poll(ctx context.Context, agent Agent, deviceCode, clientIP st
 // token carries the grant's scope and expires no later than the grant (G6).
 // Errors: invalid_grant when there is no live grant for the agent and brand,
 // or the brand's terms changed since it was granted (run the device flow).
-func (s *Service) Refresh(ctx context.Context, agent Agent, brand string) (*Token, error) {
+func (s *Service) Refresh(ctx context.Context, agent domain.Agent, brand string) (*Token, error) {
 	if err := s.checkAgent(agent); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 func TestStartFlowAnswer(t *testing.T) {
@@ -63,10 +65,10 @@ func TestDeviceFlow(t *testing.T) {
 	t.Run("D1 no caller identity", func(t *testing.T) {
 		// The gateway answers 401 before calling consent; consent refuses too.
 		f := newFixture(t)
-		_, err := f.svc.StartFlow(ctx, Agent{}, "review:read_only", "")
+		_, err := f.svc.StartFlow(ctx, domain.Agent{}, "review:read_only", "")
 		wantOAuth(t, err, CodeInvalidClient, 401)
 		fs := f.start(alice, "review:read_only", "")
-		_, err = f.svc.Poll(ctx, Agent{Issuer: alice.Issuer}, fs.DeviceCode, ip)
+		_, err = f.svc.Poll(ctx, domain.Agent{Issuer: alice.Issuer}, fs.DeviceCode, ip)
 		wantOAuth(t, err, CodeInvalidClient, 401)
 	})
 
@@ -186,7 +188,7 @@ func TestDeviceFlow(t *testing.T) {
 			wantOAuth(t, err, CodeAccessDenied, 400)
 			f.clock.Advance(5 * time.Second)
 		}
-		if _, status, _ := f.svc.Lookup(ctx, fs.UserCode); status != StatusDenied {
+		if _, status, _ := f.svc.Lookup(ctx, fs.UserCode); status != domain.FlowDenied {
 			t.Errorf("status = %s", status)
 		}
 		if gs, _ := f.svc.Grants(ctx); len(gs) != 0 {
@@ -231,7 +233,7 @@ func TestDeviceFlow(t *testing.T) {
 		f.clock.Advance(5 * time.Second)
 		_, err := f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
 		wantOAuth(t, err, CodeInvalidGrant, 400)
-		if _, status, _ := f.svc.Lookup(ctx, fs.UserCode); status != StatusRedeemed {
+		if _, status, _ := f.svc.Lookup(ctx, fs.UserCode); status != domain.FlowRedeemed {
 			t.Errorf("status = %s", status)
 		}
 	})
@@ -240,7 +242,7 @@ func TestDeviceFlow(t *testing.T) {
 		f := newFixture(t)
 		fs := f.start(alice, "review:read_only", "")
 		f.decide(fs, true, "")
-		for _, thief := range []Agent{bob, mallory} {
+		for _, thief := range []domain.Agent{bob, mallory} {
 			_, err := f.svc.Poll(ctx, thief, fs.DeviceCode, ip)
 			wantOAuth(t, err, CodeInvalidGrant, 400)
 			if !strings.Contains(err.Error(), "unknown device code") {
@@ -309,7 +311,7 @@ func TestDeviceFlow(t *testing.T) {
 			" " + raw[:2] + "-" + raw[2:6] + " - " + raw[6:] + " ",
 		} {
 			r, status, err := f.svc.Lookup(ctx, typed)
-			if err != nil || r.ID != want || status != StatusPending {
+			if err != nil || r.ID != want || status != domain.FlowPending {
 				t.Errorf("Lookup(%q) = %v, %s, %v", typed, r, status, err)
 			}
 		}
@@ -361,7 +363,7 @@ func TestDeviceFlow(t *testing.T) {
 		// Even the right code no longer works; the agent is told to start again.
 		_, err = f.svc.Decide(ctx, id, fs.UserCode, true, "")
 		wantErr(t, err, ErrLocked)
-		if _, status, _ := f.svc.Lookup(ctx, fs.UserCode); status != StatusLocked {
+		if _, status, _ := f.svc.Lookup(ctx, fs.UserCode); status != domain.FlowLocked {
 			t.Errorf("status = %s", status)
 		}
 		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode, ip)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/store"
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -32,25 +33,25 @@ type GrantClaims struct {
 
 // GrantView is a grant as the sharing page lists it.
 type GrantView struct {
-	ID         string     `json:"id"`
-	Agent      Agent      `json:"agent"`
-	Brand      string     `json:"brand"`
-	Capability string     `json:"capability"`
-	Workspace  string     `json:"workspace"`
-	AccessMode string     `json:"accessMode"`
-	Scope      string     `json:"scope"`
-	IssuedAt   time.Time  `json:"issuedAt"`
-	ExpiresAt  *time.Time `json:"expiresAt"` // null: until revoked
-	RevokedAt  *time.Time `json:"revokedAt"`
-	LastUsedAt *time.Time `json:"lastUsedAt"`
-	Uses       int64      `json:"uses"`
-	Status     string     `json:"status"` // GrantActive, GrantRevoked or GrantExpired
-	JWS        string     `json:"jws"`
+	ID         string       `json:"id"`
+	Agent      domain.Agent `json:"agent"`
+	Brand      string       `json:"brand"`
+	Capability string       `json:"capability"`
+	Workspace  string       `json:"workspace"`
+	AccessMode string       `json:"accessMode"`
+	Scope      string       `json:"scope"`
+	IssuedAt   time.Time    `json:"issuedAt"`
+	ExpiresAt  *time.Time   `json:"expiresAt"` // null: until revoked
+	RevokedAt  *time.Time   `json:"revokedAt"`
+	LastUsedAt *time.Time   `json:"lastUsedAt"`
+	Uses       int64        `json:"uses"`
+	Status     string       `json:"status"` // GrantActive, GrantRevoked or GrantExpired
+	JWS        string       `json:"jws"`
 }
 
 func (s *Service) grantView(g *store.Grant, now time.Time) GrantView {
 	v := GrantView{
-		ID: g.ID, Agent: Agent{g.AgentIss, g.AgentSub}, Brand: g.Brand, Capability: g.Capability,
+		ID: g.ID, Agent: domain.Agent{Issuer: g.AgentIss, Subject: g.AgentSub}, Brand: g.Brand, Capability: g.Capability,
 		Workspace: g.Workspace, AccessMode: g.AccessMode, Scope: g.Scope, IssuedAt: g.IssuedAt,
 		ExpiresAt: g.ExpiresAt, RevokedAt: g.RevokedAt, LastUsedAt: g.LastUsedAt, Uses: g.Uses,
 		Status: GrantActive, JWS: g.JWS,
@@ -140,7 +141,7 @@ func (s *Service) Revoke(ctx context.Context, id string) (*GrantView, error) {
 	}
 	v := s.grantView(g, now)
 	if revoked {
-		agent := Agent{g.AgentIss, g.AgentSub}
+		agent := domain.Agent{Issuer: g.AgentIss, Subject: g.AgentSub}
 		s.log.Info("grant revoked", "grant", g.ID, "agent_iss", agent.Issuer, "agent_sub", agent.Subject, "brand", g.Brand, "denied_requests", len(denied))
 		for _, f := range denied {
 			req := s.request(f)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/store"
 )
@@ -16,9 +17,9 @@ import (
 const publicURL = "https://aether.example.com"
 
 var (
-	alice   = Agent{Issuer: "https://id.example", Subject: "alice"}
-	bob     = Agent{Issuer: "https://id.example", Subject: "bob"}
-	mallory = Agent{Issuer: "https://evil.example", Subject: "alice"} // alice's sub at another issuer
+	alice   = domain.Agent{Issuer: "https://id.example", Subject: "alice"}
+	bob     = domain.Agent{Issuer: "https://id.example", Subject: "bob"}
+	mallory = domain.Agent{Issuer: "https://evil.example", Subject: "alice"} // alice's sub at another issuer
 	ctx     = context.Background()
 )
 
@@ -119,7 +120,7 @@ func (f *fixture) setBrand(b BrandInfo) {
 	}
 }
 
-func (f *fixture) start(a Agent, scope, brand string) *FlowStart {
+func (f *fixture) start(a domain.Agent, scope, brand string) *FlowStart {
 	f.t.Helper()
 	fs, err := f.svc.StartFlow(ctx, a, scope, brand)
 	if err != nil {
@@ -148,7 +149,7 @@ func (f *fixture) decide(fs *FlowStart, allow bool, d Duration) *Decision {
 }
 
 // grant runs a whole flow for agent on brand and returns the token and the grant id.
-func (f *fixture) grant(a Agent, brand string, d Duration) (*Token, string) {
+func (f *fixture) grant(a domain.Agent, brand string, d Duration) (*Token, string) {
 	f.t.Helper()
 	fs := f.start(a, "", brand)
 	dec := f.decide(fs, true, d)

@@ -7,17 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/store"
-)
-
-// Request statuses, as Lookup reports them.
-const (
-	StatusPending  = store.FlowPending
-	StatusApproved = store.FlowApproved // allowed, token not yet collected
-	StatusDenied   = store.FlowDenied
-	StatusExpired  = store.FlowExpired
-	StatusRedeemed = store.FlowRedeemed // allowed, token collected
-	StatusLocked   = store.FlowLocked   // too many wrong user codes
 )
 
 // Duration is how long an approval lasts.
@@ -50,20 +41,20 @@ func (d Duration) expiry(now time.Time) (*time.Time, error) {
 // Request is a pending (or looked-up) device authorization request as the
 // owner sees it. Display data comes from server state only (C10).
 type Request struct {
-	ID               string    `json:"id"`
-	UserCode         string    `json:"userCode"` // XXXX-XXXX
-	Agent            Agent     `json:"agent"`
-	Brand            string    `json:"brand"`
-	BrandName        string    `json:"brandName"` // from the current policy; empty if the brand is gone
-	Scope            string    `json:"scope"`
-	ScopeDescription string    `json:"scopeDescription"`
-	CreatedAt        time.Time `json:"createdAt"`
-	ExpiresAt        time.Time `json:"expiresAt"`
+	ID               string       `json:"id"`
+	UserCode         string       `json:"userCode"` // XXXX-XXXX
+	Agent            domain.Agent `json:"agent"`
+	Brand            string       `json:"brand"`
+	BrandName        string       `json:"brandName"` // from the current policy; empty if the brand is gone
+	Scope            string       `json:"scope"`
+	ScopeDescription string       `json:"scopeDescription"`
+	CreatedAt        time.Time    `json:"createdAt"`
+	ExpiresAt        time.Time    `json:"expiresAt"`
 }
 
 func (s *Service) request(f store.DeviceFlow) Request {
 	r := Request{
-		ID: f.ID, UserCode: FormatUserCode(f.UserCode), Agent: Agent{f.AgentIss, f.AgentSub},
+		ID: f.ID, UserCode: FormatUserCode(f.UserCode), Agent: domain.Agent{Issuer: f.AgentIss, Subject: f.AgentSub},
 		Brand: f.Brand, Scope: f.Scope, CreatedAt: f.CreatedAt, ExpiresAt: f.ExpiresAt,
 	}
 	if b, ok := s.brand(f.Brand); ok {
@@ -87,9 +78,9 @@ func (s *Service) Pending(ctx context.Context) ([]Request, error) {
 
 // Lookup finds the request of a user code as typed or linked (?user_code=):
 // case, spaces and dashes do not matter (D14); any other character or another
-// length is ErrBadUserCode without a lookup (D15). status is one of the Status
-// constants; a pending request past its expiry reports StatusExpired.
-func (s *Service) Lookup(ctx context.Context, userCode string) (*Request, string, error) {
+// length is ErrBadUserCode without a lookup (D15). A pending request past its
+// expiry reports domain.FlowExpired.
+func (s *Service) Lookup(ctx context.Context, userCode string) (*Request, domain.FlowStatus, error) {
 	code, ok := normalizeUserCode(userCode)
 	if !ok {
 		return nil, "", ErrBadUserCode
@@ -102,8 +93,8 @@ func (s *Service) Lookup(ctx context.Context, userCode string) (*Request, string
 		return nil, "", err
 	}
 	status := f.Status
-	if status == StatusPending && !s.now().Before(f.ExpiresAt) {
-		status = StatusExpired
+	if status == domain.FlowPending && !s.now().Before(f.ExpiresAt) {
+		status = domain.FlowExpired
 	}
 	r := s.request(*f)
 	return &r, status, nil
@@ -138,23 +129,23 @@ func (s *Service) Decide(ctx context.Context, requestID, userCode string, allow 
 	)
 	f, err := s.db.UpdateFlow(ctx, requestID, func(f *store.DeviceFlow, _ *store.Grant) (*store.Grant, error) {
 		switch f.Status {
-		case store.FlowPending:
-		case store.FlowExpired:
+		case domain.FlowPending:
+		case domain.FlowExpired:
 			return nil, ErrExpired
-		case store.FlowLocked:
+		case domain.FlowLocked:
 			return nil, ErrLocked
 		default:
 			return nil, ErrAlreadyDecided
 		}
 		if !now.Before(f.ExpiresAt) {
-			f.Status = store.FlowExpired
+			f.Status = domain.FlowExpired
 			expiredNow = true
 			return nil, ErrExpired
 		}
 		if !codeOK || subtle.ConstantTimeCompare([]byte(code), []byte(f.UserCode)) != 1 {
 			f.FailedGuesses++
 			if f.FailedGuesses > s.cfg.MaxGuesses {
-				f.Status = store.FlowLocked
+				f.Status = domain.FlowLocked
 				f.DecidedAt = &now
 				locked = true
 				return nil, ErrLocked
@@ -162,14 +153,14 @@ func (s *Service) Decide(ctx context.Context, requestID, userCode string, allow 
 			return nil, ErrWrongCode
 		}
 		if !allow {
-			f.Status = store.FlowDenied
+			f.Status = domain.FlowDenied
 			f.DecidedAt = &now
 			return nil, nil
 		}
 		b, ok := s.brand(f.Brand)
 		if !ok || b.ScopeID != f.Scope {
 			// The owner saw a request for terms that no longer exist: close it.
-			f.Status = store.FlowDenied
+			f.Status = domain.FlowDenied
 			f.DecidedAt = &now
 			brandGone = true
 			return nil, ErrBrandChanged
@@ -178,7 +169,7 @@ func (s *Service) Decide(ctx context.Context, requestID, userCode string, allow 
 		if err != nil {
 			return nil, err
 		}
-		f.Status = store.FlowApproved
+		f.Status = domain.FlowApproved
 		f.Duration = string(d)
 		f.DecidedAt = &now
 		grant = g
@@ -187,9 +178,9 @@ func (s *Service) Decide(ctx context.Context, requestID, userCode string, allow 
 	if errors.Is(err, store.ErrFlowNotFound) {
 		return nil, ErrNotFound
 	}
-	agent := Agent{}
+	agent := domain.Agent{}
 	if f != nil {
-		agent = Agent{f.AgentIss, f.AgentSub}
+		agent = domain.Agent{Issuer: f.AgentIss, Subject: f.AgentSub}
 	}
 	switch {
 	case expiredNow:

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 func TestConsentDecisions(t *testing.T) {
@@ -94,7 +96,7 @@ func TestConsentDecisions(t *testing.T) {
 		_, err := f.svc.Decide(ctx, ra.ID, b.UserCode, true, "")
 		wantErr(t, err, ErrWrongCode)
 		for _, fs := range []*FlowStart{a, b} {
-			if _, status, _ := f.svc.Lookup(ctx, fs.UserCode); status != StatusPending {
+			if _, status, _ := f.svc.Lookup(ctx, fs.UserCode); status != domain.FlowPending {
 				t.Errorf("%s is %s", fs.UserCode, status)
 			}
 		}
@@ -126,7 +128,7 @@ func TestConsentDecisions(t *testing.T) {
 		if len(gs) != 1 || gs[0].ID != first.Grant.ID {
 			t.Errorf("grants = %+v", gs)
 		}
-		if _, status, _ := f.svc.Lookup(ctx, fs.UserCode); status != StatusApproved {
+		if _, status, _ := f.svc.Lookup(ctx, fs.UserCode); status != domain.FlowApproved {
 			t.Errorf("status = %s", status)
 		}
 	})
@@ -160,7 +162,7 @@ func TestDurations(t *testing.T) {
 	fs := f.start(alice, "review:read_only", "")
 	_, err := f.svc.Decide(ctx, f.request(fs).ID, fs.UserCode, true, "year")
 	wantErr(t, err, ErrBadDuration)
-	if _, status, _ := f.svc.Lookup(ctx, fs.UserCode); status != StatusPending {
+	if _, status, _ := f.svc.Lookup(ctx, fs.UserCode); status != domain.FlowPending {
 		t.Errorf("a refused duration decided the request: %s", status)
 	}
 }

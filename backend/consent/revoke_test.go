@@ -4,6 +4,8 @@ import (
 	"errors"
 	"sync"
 	"testing"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 func TestRevocation(t *testing.T) {
@@ -108,7 +110,7 @@ func TestRevokeIsIdempotentAndEndsPendingRequests(t *testing.T) {
 	}
 	_, err = f.svc.Poll(ctx, alice, again.DeviceCode, "192.0.2.1")
 	wantOAuth(t, err, CodeAccessDenied, 400)
-	if _, status, _ := f.svc.Lookup(ctx, other.UserCode); status != StatusPending {
+	if _, status, _ := f.svc.Lookup(ctx, other.UserCode); status != domain.FlowPending {
 		t.Errorf("other brand's request is %s", status)
 	}
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/store"
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -31,7 +32,7 @@ type Delegation struct {
 	GrantID   string
 	Scope     string
 	Brand     string
-	Agent     Agent
+	Agent     domain.Agent
 	ExpiresAt time.Time // the token's expiry
 }
 
@@ -73,7 +74,7 @@ func (s *Service) mint(g *store.Grant, now time.Time) (*Token, error) {
 //
 // A refusal is a *DelegationError whose Reason the gateway reports; any other
 // error is the store failing, not the token.
-func (s *Service) CheckDelegation(ctx context.Context, token string, agent Agent, brandID string) (*Delegation, error) {
+func (s *Service) CheckDelegation(ctx context.Context, token string, agent domain.Agent, brandID string) (*Delegation, error) {
 	d, err := s.checkDelegation(ctx, token, agent, brandID)
 	if de := (*DelegationError)(nil); errors.As(err, &de) {
 		s.log.Info("delegation refused", "reason", de.Reason, "detail", de.Detail, "agent_iss", agent.Issuer, "agent_sub", agent.Subject, "brand", brandID)
@@ -85,7 +86,7 @@ func refuse(reason, detail string) *DelegationError {
 	return &DelegationError{Reason: reason, Detail: detail}
 }
 
-func (s *Service) checkDelegation(ctx context.Context, token string, agent Agent, brandID string) (*Delegation, error) {
+func (s *Service) checkDelegation(ctx context.Context, token string, agent domain.Agent, brandID string) (*Delegation, error) {
 	if token == "" {
 		return nil, refuse(ReasonMissing, "no PACT-Delegation token")
 	}

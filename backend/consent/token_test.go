@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -205,10 +206,10 @@ func TestDelegationToken(t *testing.T) {
 		f := newFixture(t)
 		tok, _ := f.grant(alice, "review", Day)
 		// The node's own tokens are no identity: nothing is minted or started for them.
-		asIdentity := Agent{Issuer: publicURL, Subject: "alice"}
+		asIdentity := domain.Agent{Issuer: publicURL, Subject: "alice"}
 		_, err := f.svc.Refresh(ctx, asIdentity, "review")
 		wantOAuth(t, err, CodeInvalidClient, 401)
-		_, err = f.svc.StartFlow(ctx, Agent{Issuer: publicURL + "/", Subject: "alice"}, "review:read_only", "")
+		_, err = f.svc.StartFlow(ctx, domain.Agent{Issuer: publicURL + "/", Subject: "alice"}, "review:read_only", "")
 		wantOAuth(t, err, CodeInvalidClient, 401)
 		// A token is not a scope either.
 		_, err = f.svc.StartFlow(ctx, alice, tok.AccessToken, "")
@@ -248,7 +249,7 @@ func TestDelegationToken(t *testing.T) {
 	t.Run("G8 stolen token", func(t *testing.T) {
 		f := newFixture(t)
 		tok, _ := f.grant(alice, "review", Month)
-		for _, thief := range []Agent{bob, mallory} {
+		for _, thief := range []domain.Agent{bob, mallory} {
 			_, err := f.svc.CheckDelegation(ctx, tok.AccessToken, thief, "review")
 			wantReason(t, err, ReasonWrongAgent)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
 	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/identity"
 )
 
@@ -120,7 +121,7 @@ func (gt *gate) beforeTurn(ctx context.Context, cc *a2asrv.CallContext, id ident
 	if token == "" {
 		derr = &consent.DelegationError{Reason: "missing", Detail: "no " + DelegationHeader + " header"}
 	} else {
-		d, derr = gt.g.cfg.Consent.CheckDelegation(ctx, token, consent.Agent{Issuer: id.Issuer, Subject: id.Subject}, gt.brand)
+		d, derr = gt.g.cfg.Consent.CheckDelegation(ctx, token, domain.Agent{Issuer: id.Issuer, Subject: id.Subject}, gt.brand)
 	}
 	if derr != nil {
 		task, err := gt.authRequired(ctx, cc, id, p.Message, existing, derr)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/identity"
 )
 
@@ -25,7 +26,7 @@ func (g *Gateway) deviceAuthorization(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	start, err := g.cfg.Consent.StartFlow(r.Context(), consent.Agent{Issuer: id.Issuer, Subject: id.Subject}, r.PostForm.Get("scope"), r.PostForm.Get("brand"))
+	start, err := g.cfg.Consent.StartFlow(r.Context(), domain.Agent{Issuer: id.Issuer, Subject: id.Subject}, r.PostForm.Get("scope"), r.PostForm.Get("brand"))
 	if err != nil {
 		writeOAuthError(w, err)
 		return
@@ -39,7 +40,7 @@ func (g *Gateway) token(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	agent := consent.Agent{Issuer: id.Issuer, Subject: id.Subject}
+	agent := domain.Agent{Issuer: id.Issuer, Subject: id.Subject}
 	var tok *consent.Token
 	var err error
 	switch gt := r.PostForm.Get("grant_type"); gt {

@@ -29,14 +29,3 @@ func TestCheckMembers(t *testing.T) {
 		}
 	}
 }
-
-func TestIdentityKey(t *testing.T) {
-	a := Identity{Issuer: "https://a.example|x", Subject: "y"}
-	b := Identity{Issuer: "https://a.example", Subject: "x|y"}
-	if a.Key() == b.Key() {
-		t.Fatalf("distinct pairs share key %q", a.Key())
-	}
-	if got, want := (Identity{Issuer: "https://a.example", Subject: "alice"}).Key(), "17:https://a.example|alice"; got != want {
-		t.Fatalf("Key() = %q, want %q", got, want)
-	}
-}

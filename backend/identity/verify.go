@@ -7,12 +7,13 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 // allowedAlgs are the asymmetric algorithms accepted (J1, J2): none and HMAC never reach a key.
@@ -27,15 +28,8 @@ const (
 // Identity is a verified personal agent. The agent is the pair (Issuer, Subject), never the
 // subject alone.
 type Identity struct {
-	Issuer    string
-	Subject   string
+	domain.Agent
 	ExpiresAt time.Time
-}
-
-// Key is an unambiguous encoding of (Issuer, Subject): the issuer's length, a colon, the
-// issuer, a "|", the subject. No two distinct pairs share a key.
-func (i Identity) Key() string {
-	return strconv.Itoa(len(i.Issuer)) + ":" + i.Issuer + "|" + i.Subject
 }
 
 // Verifier checks identity JWTs. It is safe for concurrent use.
@@ -96,7 +90,7 @@ func (v *Verifier) Verify(ctx context.Context, raw string, clientIP string) (Ide
 	if err != nil {
 		return Identity{}, classify(tok, err)
 	}
-	return Identity{Issuer: claims.Issuer, Subject: claims.Subject, ExpiresAt: claims.ExpiresAt.Time}, nil
+	return Identity{Agent: domain.Agent{Issuer: claims.Issuer, Subject: claims.Subject}, ExpiresAt: claims.ExpiresAt.Time}, nil
 }
 
 // classify maps a golang-jwt failure to an *Error. Failures raised in keyFor pass through.

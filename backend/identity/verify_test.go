@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/identity/identitytest"
 )
 
@@ -16,7 +17,7 @@ func TestVerify(t *testing.T) {
 		clk := newClock()
 		is := newIssuer(t, clk)
 		id := wantOK(t, newVerifier(t, clk), is.Token("alice", testAud))
-		want := Identity{Issuer: is.URL, Subject: "alice", ExpiresAt: clk.Now().Add(5 * time.Minute)}
+		want := Identity{Agent: domain.Agent{Issuer: is.URL, Subject: "alice"}, ExpiresAt: clk.Now().Add(5 * time.Minute)}
 		if id != want {
 			t.Fatalf("identity = %+v, want %+v", id, want)
 		}

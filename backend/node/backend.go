@@ -17,6 +17,7 @@ import (
 
 	"github.com/aether/aether/backend/admin"
 	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/receipts"
 	"github.com/aether/aether/backend/store"
@@ -181,11 +182,11 @@ func (b *backend) LookupCode(ctx context.Context, code string) (admin.CodeLookup
 	case err != nil:
 		return admin.CodeLookup{}, err
 	}
-	out := admin.CodeLookup{UserCode: r.UserCode, Status: status}
+	out := admin.CodeLookup{UserCode: r.UserCode, Status: string(status)}
 	switch status {
-	case consent.StatusApproved, consent.StatusRedeemed:
+	case domain.FlowApproved, domain.FlowRedeemed:
 		out.Status = "allowed"
-	case consent.StatusLocked:
+	case domain.FlowLocked:
 		out.Status = "expired"
 	}
 	return out, nil

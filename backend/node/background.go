@@ -6,7 +6,6 @@ import (
 
 	"github.com/aether/aether/backend/codex"
 	"github.com/aether/aether/backend/consent"
-	"github.com/aether/aether/backend/identity"
 )
 
 // every runs fn now and then every d until ctx ends (a background job of the node).
@@ -58,7 +57,7 @@ func (n *Node) rejectOnFlowEnd(ctx context.Context) {
 			default:
 				continue
 			}
-			owner := identity.Identity{Issuer: ev.Agent.Issuer, Subject: ev.Agent.Subject}.Key()
+			owner := ev.Agent.Key()
 			ids, err := n.db.RejectAuthRequired(ctx, owner, ev.Brand, reason)
 			if err != nil {
 				n.log.Warn("could not end waiting tasks", "brand", ev.Brand, "err", err)

@@ -8,16 +8,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-)
 
-// Device flow statuses (the CHECK constraint of device_flows.status).
-const (
-	FlowPending  = "pending"
-	FlowApproved = "approved"
-	FlowDenied   = "denied"
-	FlowExpired  = "expired"
-	FlowRedeemed = "redeemed"
-	FlowLocked   = "locked"
+	"github.com/aether/aether/backend/domain"
 )
 
 var (
@@ -44,7 +36,7 @@ type DeviceFlow struct {
 	AgentSub       string
 	Brand          string
 	Scope          string
-	Status         string
+	Status         domain.FlowStatus
 	Interval       time.Duration // whole seconds
 	LastPollAt     *time.Time
 	FailedGuesses  int
@@ -74,22 +66,22 @@ type FlowLimits struct {
 type FlowUpdate func(f *DeviceFlow, g *Grant) (*Grant, error)
 
 type flowRow struct {
-	ID             string  `gorm:"column:id"`
-	DeviceCodeHash string  `gorm:"column:device_code_hash"`
-	UserCode       string  `gorm:"column:user_code"`
-	AgentIss       string  `gorm:"column:agent_iss"`
-	AgentSub       string  `gorm:"column:agent_sub"`
-	Brand          string  `gorm:"column:brand"`
-	Scope          string  `gorm:"column:scope"`
-	Status         string  `gorm:"column:status"`
-	IntervalS      int64   `gorm:"column:interval_s"`
-	LastPollAt     *int64  `gorm:"column:last_poll_at"`
-	FailedGuesses  int     `gorm:"column:failed_guesses"`
-	Duration       string  `gorm:"column:duration"`
-	GrantID        *string `gorm:"column:grant_id"`
-	CreatedAt      int64   `gorm:"column:created_at"`
-	ExpiresAt      int64   `gorm:"column:expires_at"`
-	DecidedAt      *int64  `gorm:"column:decided_at"`
+	ID             string            `gorm:"column:id"`
+	DeviceCodeHash string            `gorm:"column:device_code_hash"`
+	UserCode       string            `gorm:"column:user_code"`
+	AgentIss       string            `gorm:"column:agent_iss"`
+	AgentSub       string            `gorm:"column:agent_sub"`
+	Brand          string            `gorm:"column:brand"`
+	Scope          string            `gorm:"column:scope"`
+	Status         domain.FlowStatus `gorm:"column:status"`
+	IntervalS      int64             `gorm:"column:interval_s"`
+	LastPollAt     *int64            `gorm:"column:last_poll_at"`
+	FailedGuesses  int               `gorm:"column:failed_guesses"`
+	Duration       string            `gorm:"column:duration"`
+	GrantID        *string           `gorm:"column:grant_id"`
+	CreatedAt      int64             `gorm:"column:created_at"`
+	ExpiresAt      int64             `gorm:"column:expires_at"`
+	DecidedAt      *int64            `gorm:"column:decided_at"`
 }
 
 func (r *flowRow) record() DeviceFlow {
@@ -236,7 +228,7 @@ func (db *DB) ExpireFlows(ctx context.Context, now time.Time) ([]DeviceFlow, err
 		ids := make([]string, len(rows))
 		for i := range rows {
 			ids[i] = rows[i].ID
-			rows[i].Status = FlowExpired
+			rows[i].Status = domain.FlowExpired
 		}
 		return tx.Exec(`UPDATE device_flows SET status = 'expired' WHERE status = 'pending' AND id IN ?`, ids).Error
 	})

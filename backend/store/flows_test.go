@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 var flowT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -55,7 +57,7 @@ func TestCreateFlowUserCodeUnique(t *testing.T) {
 	}
 	// Once the first is no longer pending, its code may be reused.
 	_, err := db.UpdateFlow(ctx, "f1", func(f *DeviceFlow, _ *Grant) (*Grant, error) {
-		f.Status = FlowDenied
+		f.Status = domain.FlowDenied
 		return nil, nil
 	})
 	flowMust(t, err)
@@ -85,11 +87,11 @@ func TestUpdateFlowCommitsOutcomeAndLinksGrant(t *testing.T) {
 			t.Errorf("second read: guesses %d, grant %v", f.FailedGuesses, g)
 		}
 		now := flowT0.Add(time.Minute)
-		f.Status, f.DecidedAt, f.Duration = FlowApproved, &now, "month"
+		f.Status, f.DecidedAt, f.Duration = domain.FlowApproved, &now, "month"
 		return testGrant("g1", "alice"), nil
 	})
 	flowMust(t, err)
-	if f.GrantID != "g1" || f.Status != FlowApproved {
+	if f.GrantID != "g1" || f.Status != domain.FlowApproved {
 		t.Fatalf("flow after approval: %+v", f)
 	}
 	g, err := db.GrantByID(ctx, "g1")
@@ -124,13 +126,13 @@ func TestUpdateFlowSingleDecision(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			_, err := db.UpdateFlow(ctx, "f1", func(f *DeviceFlow, _ *Grant) (*Grant, error) {
-				if f.Status != FlowPending {
+				if f.Status != domain.FlowPending {
 					return nil, nil
 				}
 				mu.Lock()
 				winners++
 				mu.Unlock()
-				f.Status = FlowApproved
+				f.Status = domain.FlowApproved
 				return testGrant(fmt.Sprintf("g%d", i), "alice"), nil
 			})
 			if err != nil {
@@ -161,7 +163,7 @@ func TestExpireAndPruneFlows(t *testing.T) {
 	}
 	expired, err := db.ExpireFlows(ctx, flowT0.Add(10*time.Minute))
 	flowMust(t, err)
-	if len(expired) != 1 || expired[0].ID != "f1" || expired[0].Status != FlowExpired {
+	if len(expired) != 1 || expired[0].ID != "f1" || expired[0].Status != domain.FlowExpired {
 		t.Fatalf("expired = %+v", expired)
 	}
 	db.Close()
@@ -170,7 +172,7 @@ func TestExpireAndPruneFlows(t *testing.T) {
 	defer db.Close()
 	f, err := db.FlowByUserCode(ctx, "BBBBBBBB")
 	flowMust(t, err)
-	if f.Status != FlowExpired {
+	if f.Status != domain.FlowExpired {
 		t.Errorf("after reopen f1 is %s", f.Status)
 	}
 	n, err := db.PruneFlows(ctx, flowT0.Add(15*time.Minute))

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 // ErrGrantNotFound: no grant with that id (or no live one for that agent and brand).
@@ -196,7 +198,7 @@ func (db *DB) RevokeGrant(ctx context.Context, id string, now time.Time) (g *Gra
 			return err
 		}
 		for i := range rows {
-			rows[i].Status = FlowDenied
+			rows[i].Status = domain.FlowDenied
 			at := ms(now)
 			rows[i].DecidedAt = &at
 			if err := tx.Exec(`UPDATE device_flows SET status = 'denied', decided_at = ? WHERE id = ? AND status = 'pending'`,

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 // approveFlow stores a flow approved with grant g.
@@ -13,7 +15,7 @@ func approveFlow(t *testing.T, db *DB, f DeviceFlow, g *Grant) {
 	ctx := context.Background()
 	flowMust(t, db.CreateFlow(ctx, f, testFlowLimits))
 	_, err := db.UpdateFlow(ctx, f.ID, func(f *DeviceFlow, _ *Grant) (*Grant, error) {
-		f.Status = FlowApproved
+		f.Status = domain.FlowApproved
 		return g, nil
 	})
 	flowMust(t, err)
@@ -64,7 +66,7 @@ func TestRevokeGrant(t *testing.T) {
 	if !revoked || g.RevokedAt == nil || !g.RevokedAt.Equal(at) || g.Live(at) {
 		t.Fatalf("revoke: revoked=%v grant=%+v", revoked, g)
 	}
-	if len(denied) != 1 || denied[0].ID != "f2" || denied[0].Status != FlowDenied {
+	if len(denied) != 1 || denied[0].ID != "f2" || denied[0].Status != domain.FlowDenied {
 		t.Fatalf("denied = %+v", denied)
 	}
 	// Idempotent: the second call changes nothing, not even the time.
@@ -94,7 +96,7 @@ func TestRevokeGrant(t *testing.T) {
 	}
 	f, err := db.FlowByUserCode(ctx, "DDDDDDDD")
 	flowMust(t, err)
-	if f.Status != FlowPending {
+	if f.Status != domain.FlowPending {
 		t.Errorf("other agent's flow is %s", f.Status)
 	}
 }

@@ -1,0 +1,48 @@
+// Package domain is the vocabulary the node's packages share: who an agent is, which brand and
+// grant a turn runs under, and the states a turn and a consent request go through. It holds no
+// behaviour beyond naming and imports nothing but the standard library, so every package may
+// use it (docs/architecture.md).
+package domain
+
+import "strconv"
+
+// Agent is a personal agent as its identity JWT names it: the issuer and the subject there.
+// The same subject at another issuer is another agent. Its JSON is the JWT's own claim names,
+// as receipts carry it (docs/wire.md).
+type Agent struct {
+	Issuer  string `json:"iss"`
+	Subject string `json:"sub"`
+}
+
+// Key is an unambiguous encoding of the pair: the issuer's length, a colon, the issuer, a "|",
+// the subject. No two distinct agents share a key.
+func (a Agent) Key() string {
+	return strconv.Itoa(len(a.Issuer)) + ":" + a.Issuer + "|" + a.Subject
+}
+
+// BrandID names a brand of policy.json; GrantID a grant the owner signed.
+type (
+	BrandID = string
+	GrantID = string
+)
+
+// TurnStatus is how a turn ended, as its receipt says.
+type TurnStatus string
+
+const (
+	TurnCompleted TurnStatus = "completed"
+	TurnFailed    TurnStatus = "failed"
+	TurnCanceled  TurnStatus = "canceled"
+)
+
+// FlowStatus is where a device-flow consent request stands.
+type FlowStatus string
+
+const (
+	FlowPending  FlowStatus = "pending"
+	FlowApproved FlowStatus = "approved"
+	FlowDenied   FlowStatus = "denied"
+	FlowExpired  FlowStatus = "expired"
+	FlowRedeemed FlowStatus = "redeemed"
+	FlowLocked   FlowStatus = "locked"
+)
