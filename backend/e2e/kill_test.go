@@ -180,14 +180,16 @@ func (s *served) codexMarker() string {
 	return "CODEX_API_KEY=kill9-" + filepath.Base(filepath.Dir(s.e.dataDir))
 }
 
-// waitCodex waits until a turn's processes run beside the node.
+// waitCodex waits until the fake codex itself runs inside its turn's view (not just bwrap
+// setting the view up), as a turn in the middle of its work.
 func (s *served) waitCodex() {
 	t := s.e.t
 	t.Helper()
 	deadline := time.Now().Add(waitLimit)
 	for time.Now().Before(deadline) {
 		for _, pid := range codextest.Processes(s.codexMarker()) {
-			if pid != s.cmd.Process.Pid {
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			if strings.HasPrefix(string(cmdline), s.fake+"\x00exec\x00") {
 				return
 			}
 		}
