@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -169,6 +170,7 @@ type routes struct {
 	single   *brandRoute // set when exactly one brand is configured
 	jwks     http.Handler
 	metadata http.Handler
+	proxies  []netip.Prefix // pact.trustedProxies
 }
 
 // brandRoute is one brand's card and A2A handlers.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"strings"
 
@@ -91,7 +90,7 @@ func (g *Gateway) authenticate(r *http.Request) (identity.Identity, *wireError) 
 		e := errUnauthenticated.with("use the Bearer scheme for the identity JWT")
 		return identity.Identity{}, &e
 	}
-	id, err := g.cfg.Identity.Verify(r.Context(), strings.TrimSpace(tok), clientIP(r))
+	id, err := g.cfg.Identity.Verify(r.Context(), strings.TrimSpace(tok), g.clientIP(r))
 	if err != nil {
 		if errors.Is(err, identity.ErrRateLimited) {
 			e := errRateLimited.with("too many new issuers from this client; retry later")
@@ -103,7 +102,7 @@ func (g *Gateway) authenticate(r *http.Request) (identity.Identity, *wireError) 
 		if errors.As(err, &ie) {
 			desc, code = ie.Description, ie.Code
 		}
-		g.cfg.Logger.Info("identity rejected", "reason", code, "client", clientIP(r))
+		g.cfg.Logger.Info("identity rejected", "reason", code, "client", g.clientIP(r))
 		e := errUnauthenticated.with(desc)
 		return identity.Identity{}, &e
 	}
@@ -154,12 +153,9 @@ func toWire(err error) *wireError {
 	return &e
 }
 
-func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
+// clientIP is the agent's address as the trusted proxies tell it (clientaddr.go).
+func (g *Gateway) clientIP(r *http.Request) string {
+	return clientAddr(r, g.routes.Load().proxies)
 }
 
 // headerSafe keeps a description inside a quoted header parameter.

@@ -50,7 +50,7 @@ func (g *Gateway) token(w http.ResponseWriter, r *http.Request) {
 			writeOAuthError(w, &consent.OAuthError{Code: "invalid_request", Description: "device_code is required", Status: http.StatusBadRequest})
 			return
 		}
-		tok, err = g.cfg.Consent.Poll(r.Context(), agent, code, clientIP(r))
+		tok, err = g.cfg.Consent.Poll(r.Context(), agent, code, g.clientIP(r))
 	case grantRefreshGrant:
 		tok, err = g.cfg.Consent.Refresh(r.Context(), agent, r.PostForm.Get("brand"))
 	case "":

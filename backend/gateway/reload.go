@@ -20,7 +20,7 @@ func (g *Gateway) Reload(p *policy.Policy) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	u := newURLs(p.Pact.PublicURL)
-	next := &routes{policy: p, hash: p.Hash(), brands: map[string]*brandRoute{}}
+	next := &routes{policy: p, hash: p.Hash(), brands: map[string]*brandRoute{}, proxies: p.Pact.Proxies()}
 	for _, b := range p.Pact.Brands {
 		if old := g.brands[b.ID]; old != nil && reflect.DeepEqual(old.brand, b) && old.brandURL == u.brand(b.ID) {
 			next.brands[b.ID] = old

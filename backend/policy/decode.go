@@ -9,7 +9,7 @@ import (
 
 var (
 	topFields   = []string{"pact", "scopes"}
-	pactFields  = []string{"publicUrl", "audience", "allowInsecureLocalIssuers", "brands"}
+	pactFields  = []string{"publicUrl", "audience", "allowInsecureLocalIssuers", "trustedProxies", "brands"}
 	brandFields = []string{"id", "name", "description", "capability", "instructions", "workspace", "accessMode", "scope"}
 	scopeFields = []string{"id", "description"}
 )
@@ -166,6 +166,15 @@ func (d *decoder) pact(path string, n *node) *Pact {
 		Audience:                  d.str(path+".audience", f["audience"]),
 		AllowInsecureLocalIssuers: d.boolean(path+".allowInsecureLocalIssuers", f["allowInsecureLocalIssuers"]),
 		Brands:                    []Brand{},
+	}
+	if v := f["trustedProxies"]; v != nil {
+		if v.kind != kindArray {
+			d.report(path+".trustedProxies", `must be an array of CIDRs such as "127.0.0.1/32", found `+v.describe())
+		} else {
+			for i, e := range v.elems {
+				pc.TrustedProxies = append(pc.TrustedProxies, d.str(indexPath(path+".trustedProxies", i), e))
+			}
+		}
 	}
 	if v := f["brands"]; v != nil {
 		if v.kind != kindArray {

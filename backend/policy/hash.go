@@ -28,12 +28,16 @@ func (p *Policy) Hash() string {
 				"scope":        map[string]any{"id": b.Scope.ID, "description": b.Scope.Description},
 			})
 		}
-		doc["pact"] = map[string]any{
+		pact := map[string]any{
 			"publicUrl":                 p.Pact.PublicURL,
 			"audience":                  p.Pact.Audience,
 			"allowInsecureLocalIssuers": p.Pact.AllowInsecureLocalIssuers,
 			"brands":                    brands,
 		}
+		if len(p.Pact.TrustedProxies) > 0 { // absent, the hash of every earlier policy stands
+			pact["trustedProxies"] = p.Pact.TrustedProxies
+		}
+		doc["pact"] = pact
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)

@@ -71,6 +71,7 @@ package policy
 
 import (
 	"fmt"
+	"net/netip"
 	"runtime"
 	"strings"
 )
@@ -116,10 +117,32 @@ type Policy struct {
 
 // Pact is the "pact" section of policy.json.
 type Pact struct {
-	PublicURL                 string  `json:"publicUrl"`
-	Audience                  string  `json:"audience"`
-	AllowInsecureLocalIssuers bool    `json:"allowInsecureLocalIssuers"`
-	Brands                    []Brand `json:"brands"`
+	PublicURL                 string `json:"publicUrl"`
+	Audience                  string `json:"audience"`
+	AllowInsecureLocalIssuers bool   `json:"allowInsecureLocalIssuers"`
+	// TrustedProxies are the CIDRs of the TLS proxies in front of the gateway: only a peer in
+	// one of them may say, in Forwarded or X-Forwarded-For, whom it forwards (docs/deploy.md).
+	TrustedProxies []string `json:"trustedProxies,omitempty"`
+	Brands         []Brand  `json:"brands"`
+}
+
+// Proxies parses TrustedProxies (Validate has checked them); a bare address is a prefix of one.
+func (pc *Pact) Proxies() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range pc.TrustedProxies {
+		if p, err := parseProxy(s); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func parseProxy(s string) (netip.Prefix, error) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	return p.Masked(), err
 }
 
 // Brand is one capability the owner offers to personal agents.

@@ -83,6 +83,11 @@ func (c *checker) policy(p *Policy) {
 func (c *checker) pact(path string, pc *Pact) {
 	c.url(path+".publicUrl", pc.PublicURL, pc.AllowInsecureLocalIssuers)
 	c.url(path+".audience", pc.Audience, pc.AllowInsecureLocalIssuers)
+	for i, s := range pc.TrustedProxies {
+		if _, err := parseProxy(s); err != nil {
+			c.add(indexPath(path+".trustedProxies", i), fmt.Sprintf("%q is not an address or a CIDR; write the proxy's address, e.g. \"127.0.0.1/32\" or \"::1\"", s))
+		}
+	}
 	ids := map[string]int{}
 	c.dirs = make([]string, len(pc.Brands))
 	for i, b := range pc.Brands {
