@@ -51,6 +51,7 @@ type envConfig struct {
 	codexPath string // the Codex binary; default the fake
 	publicURL string // the policy's publicUrl and audience; default the gateway's own http:// address
 	log       io.Writer
+	proxies   []string // pact.trustedProxies
 }
 
 // withLog sends the node's log to w.
@@ -100,7 +101,8 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	if cfg.publicURL != "" {
 		e.publicURL = cfg.publicURL
 	}
-	pol := fmt.Sprintf(`{"pact":{"publicUrl":%q,"audience":%q,"allowInsecureLocalIssuers":true,"brands":%s}}`, e.publicURL, e.publicURL, cfg.brands)
+	proxies, _ := json.Marshal(append([]string{}, cfg.proxies...))
+	pol := fmt.Sprintf(`{"pact":{"publicUrl":%q,"audience":%q,"allowInsecureLocalIssuers":true,"trustedProxies":%s,"brands":%s}}`, e.publicURL, e.publicURL, proxies, cfg.brands)
 	if err := os.WriteFile(e.policy, []byte(pol), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -384,6 +386,11 @@ func (a *adminClient) decide(userCode, decision string) (int, map[string]any) {
 
 // withPublicURL serves the node at another publicUrl, e.g. a TLS proxy's https:// one.
 func withPublicURL(u string) envOption { return func(c *envConfig) { c.publicURL = u } }
+
+// withTrustedProxies sets pact.trustedProxies.
+func withTrustedProxies(cidrs ...string) envOption {
+	return func(c *envConfig) { c.proxies = cidrs }
+}
 
 // withCodexPath runs the node with another Codex binary (a missing one, say).
 func withCodexPath(p string) envOption { return func(c *envConfig) { c.codexPath = p } }

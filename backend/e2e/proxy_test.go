@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -33,10 +34,8 @@ import (
 // owner allows on the admin API), the turn, and the receipt verified with the JWKS fetched
 // through the proxy; a second run gets its answer with the saved token. Every request went to
 // the proxy, every URL in every answer the node gave is an https:// one, and the forwarding
-// headers an agent sends itself never reach the gateway.
-//
-// (That the node sees the agent's own address through the proxy needs pact.trustedProxies,
-// which the node does not have yet: see docs/deploy.md.)
+// headers an agent sends itself never reach the gateway. (TestTLSProxyTrustedProxies shows
+// the node seeing the agent's own address through it.)
 func TestTLSProxy(t *testing.T) {
 	caddy := caddyBinary(t)
 	t.Parallel()
@@ -314,4 +313,51 @@ func (r *recorder) all() []exchange {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]exchange(nil), r.log...)
+}
+
+// TestTLSProxyTrustedProxies: with the proxy's address in pact.trustedProxies the node counts
+// an agent under its own address, as the proxy forwards it, not the proxy's; without it, under
+// the proxy's. The agent connects from 127.0.0.2; the node logs the address of a refused
+// identity.
+func TestTLSProxyTrustedProxies(t *testing.T) {
+	caddy := caddyBinary(t)
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		proxies []string
+		want    string
+	}{
+		{"trusted", []string{"127.0.0.1/32"}, "client=127.0.0.2"},
+		{"not trusted", nil, "client=127.0.0.1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			public := fmt.Sprintf("https://127.0.0.1:%d", freePort(t))
+			var log lockedBuffer
+			e := newEnv(t, withPublicURL(public), withTrustedProxies(tc.proxies...), withLog(&log))
+			roots := startCaddy(t, caddy, public, strings.TrimPrefix(e.opts.PactListen, "http://"))
+			dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
+			hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, DialContext: dialer.DialContext}}
+			req, _ := http.NewRequest("POST", public+"/a2a/review", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer not.a.jwt")
+			req.Header.Set("X-Forwarded-For", "203.0.113.9") // the agent's own claim never counts
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("a bad identity through the proxy: %d", resp.StatusCode)
+			}
+			var line string
+			for _, l := range strings.Split(log.String(), "\n") {
+				if strings.Contains(l, "identity rejected") {
+					line = l
+				}
+			}
+			if !strings.Contains(line, tc.want) {
+				t.Fatalf("the node logged %q; want %s", line, tc.want)
+			}
+		})
+	}
 }
