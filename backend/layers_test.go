@@ -9,7 +9,8 @@ import (
 
 // TestLayers keeps the rules of the architecture: nothing under backend/
 // imports the desktop toolkit; only store imports gorm; service packages do
-// not serve HTTP (identity and the reference agent are HTTP clients).
+// not serve HTTP (identity and the reference agent are HTTP clients); the
+// gateway does not import store.
 func TestLayers(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...").CombinedOutput()
 	if err != nil {
@@ -28,6 +29,8 @@ func TestLayers(t *testing.T) {
 				t.Errorf("%s imports %s: only store talks to the database", pkg, imp)
 			case imp == "net/http" && services[pkg]:
 				t.Errorf("%s imports net/http: services are called by the transport packages, they do not serve", pkg)
+			case imp == mod+"store" && pkg == "gateway":
+				t.Errorf("gateway imports store: it reads tasks through its Config and grants through consent")
 			}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
 	"github.com/aether/aether/backend/codex"
 	"github.com/aether/aether/backend/consent"
@@ -31,6 +32,7 @@ const metaThread = "aether.codexThreadId"
 type executor struct {
 	g     *Gateway
 	brand string
+	tasks taskstore.Store // the route's
 }
 
 // turn is one running turn, found by task id for CancelTask and disconnects.
@@ -109,20 +111,20 @@ func (t *turnTable) remove(id a2a.TaskID) {
 
 func (e *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
-		streaming, _ := ec.User.Attributes[attrStreaming].(bool)
-		t := &turnRun{ec: ec, yield: yield, task: ec.StoredTask, created: ec.StoredTask != nil, streaming: streaming}
+		c := callFrom(ctx)
+		t := &turnRun{ec: ec, yield: yield, task: ec.StoredTask, created: ec.StoredTask != nil, streaming: c.streaming}
 		if t.task == nil {
 			t.task = a2a.NewSubmittedTask(ec, ec.Message)
 			// A stream shows "submitted" first; a plain send creates the task
 			// directly in its first real state, one write fewer.
-			if streaming {
+			if c.streaming {
 				if !yield(t.task, nil) {
 					return
 				}
 				t.created = true
 			}
 		}
-		e.run(ctx, t)
+		e.run(ctx, c, t)
 	}
 }
 
@@ -165,9 +167,8 @@ func (t *turnRun) finish(arts []*a2a.TaskArtifactUpdateEvent, final *a2a.TaskSta
 	t.yield(final, nil)
 }
 
-func (e *executor) run(ctx context.Context, t *turnRun) {
+func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 	ec := t.ec
-	attrs := ec.User.Attributes
 	rt := e.g.routes.Load() // the policy snapshot this turn runs on (P11)
 	br := rt.brands[e.brand]
 	if br == nil {
@@ -175,19 +176,16 @@ func (e *executor) run(ctx context.Context, t *turnRun) {
 		return
 	}
 	brand := br.brand
-	iss, _ := attrs[attrIssuer].(string)
-	sub, _ := attrs[attrSubject].(string)
-	grant, _ := attrs[attrGrant].(string)
-	if grant == "" {
+	if c.grant == "" {
 		// The gate lets no turn through without a delegation; refuse loudly if one gets here.
 		t.status(a2a.TaskStateFailed, "no delegation on this turn")
 		return
 	}
-	if !e.g.grantTurns.take(grant) {
+	if !e.g.grantTurns.take(c.grant) {
 		t.status(a2a.TaskStateFailed, fmt.Sprintf("too many turns of this grant are running or waiting (at most %d at once); retry when one has finished", maxTurnsPerGrant))
 		return
 	}
-	defer e.g.grantTurns.release(grant)
+	defer e.g.grantTurns.release(c.grant)
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
 	tr := &turn{cancel: cancel, done: make(chan struct{})}
@@ -197,10 +195,10 @@ func (e *executor) run(ctx context.Context, t *turnRun) {
 	}
 	defer e.g.turns.remove(ec.TaskID)
 	defer close(tr.done)
-	if disc, ok := attrs[attrDisconnect].(<-chan struct{}); ok {
+	if c.disconnect != nil {
 		go func() {
 			select {
-			case <-disc:
+			case <-c.disconnect:
 				cancel(errDisconnected)
 			case <-runCtx.Done():
 			}
@@ -214,7 +212,7 @@ func (e *executor) run(ctx context.Context, t *turnRun) {
 	}
 	base := receipts.Turn{
 		ID: newID("t_"), TaskID: string(ec.TaskID), ContextID: ec.ContextID, Brand: brand.ID, BrandScope: brand.Scope.ID,
-		GrantID: grant, Agent: receipts.Agent{Issuer: iss, Subject: sub}, PolicyHash: rt.hash, RequestHash: reqHash,
+		GrantID: c.grant, Agent: receipts.Agent{Issuer: c.agent.Issuer, Subject: c.agent.Subject}, PolicyHash: rt.hash, RequestHash: reqHash,
 		StartedAt: time.Now().UTC(),
 	}
 	// The turn record and the WORKING state are written side by side (one
@@ -246,7 +244,7 @@ func (e *executor) run(ctx context.Context, t *turnRun) {
 	end.Usage = receipts.Usage{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens, OutputTokens: res.Usage.OutputTokens}
 	end.Violation = res.WorkspaceChanged
 	// A revoke during the turn lets it finish; the receipt says so (V2).
-	if revoked, err := e.g.cfg.Store.GrantRevoked(ctx, grant); err == nil && revoked {
+	if revoked, err := e.g.cfg.Consent.Revoked(ctx, c.grant); err == nil && revoked {
 		end.GrantRevokedDuringTurn = true
 	}
 	rec, err := e.g.cfg.Ledger.Append(context.WithoutCancel(ctx), end)
@@ -447,7 +445,7 @@ func (e *executor) threadFor(ctx context.Context, ec *a2asrv.ExecutorContext) st
 		return ""
 	}
 	none := 0
-	page, err := e.g.cfg.Store.TaskStore(e.brand, ownerFromContext).List(ctx, &a2a.ListTasksRequest{ContextID: ec.ContextID, PageSize: 10, HistoryLength: &none})
+	page, err := e.tasks.List(ctx, &a2a.ListTasksRequest{ContextID: ec.ContextID, PageSize: 10, HistoryLength: &none})
 	if err != nil {
 		return ""
 	}

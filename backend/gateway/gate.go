@@ -16,14 +16,27 @@ import (
 	"github.com/aether/aether/backend/identity"
 )
 
-// Attributes the gate puts on CallContext.User for the executor.
-const (
-	attrIssuer     = "iss"
-	attrSubject    = "sub"
-	attrGrant      = "grant"
-	attrDisconnect = "disconnect" // <-chan struct{} of a streaming request
-	attrStreaming  = "streaming"  // the turn streams its events
-)
+// call is what the gate lets a turn through with, for the executor. It travels
+// on the context the gate returns, which a2a-go hands on to Execute (detached
+// from the request's cancellation, values kept).
+type call struct {
+	agent      domain.Agent
+	grant      domain.GrantID
+	streaming  bool            // the turn streams its events
+	disconnect <-chan struct{} // closed when a streaming client goes away
+}
+
+type callKey struct{}
+
+func withCall(ctx context.Context, c call) context.Context {
+	return context.WithValue(ctx, callKey{}, c)
+}
+
+// callFrom is the zero call when the gate let none through: no grant, no turn.
+func callFrom(ctx context.Context) call {
+	c, _ := ctx.Value(callKey{}).(call)
+	return c
+}
 
 // gate is the call interceptor of one brand. It sets the caller on the call,
 // enforces A2A-Version, task ownership and terminal states, and answers a turn
@@ -35,6 +48,7 @@ type gate struct {
 	g     *Gateway
 	brand string
 	urls  urls
+	tasks taskstore.Store // the route's
 }
 
 func (gt *gate) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2asrv.Request) (context.Context, any, error) {
@@ -42,7 +56,7 @@ func (gt *gate) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2asrv.
 	if !ok {
 		return ctx, nil, a2a.ErrUnauthenticated
 	}
-	cc.User = a2asrv.NewAuthenticatedUser(id.Key(), map[string]any{attrIssuer: id.Issuer, attrSubject: id.Subject})
+	cc.User = a2asrv.NewAuthenticatedUser(id.Key(), nil)
 	if vals, ok := cc.ServiceParams().Get("a2a-version"); ok {
 		for _, v := range vals {
 			if v = strings.TrimSpace(v); v != "" && v != "1" && !strings.HasPrefix(v, "1.") {
@@ -66,7 +80,7 @@ func (gt *gate) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2asrv.
 // ownTask loads a task the caller owns on this brand; anything else is
 // TaskNotFound, so task ids are no existence oracle.
 func (gt *gate) ownTask(ctx context.Context, id identity.Identity, tid a2a.TaskID) (a2a.TaskState, error) {
-	owner, brand, state, err := gt.g.cfg.Store.TaskOwner(ctx, tid)
+	owner, brand, state, err := gt.g.cfg.Tasks.TaskOwner(ctx, tid)
 	if err != nil || owner != id.Key() || brand != gt.brand {
 		return "", a2a.ErrTaskNotFound
 	}
@@ -84,7 +98,7 @@ func (gt *gate) beforeSubscribe(ctx context.Context, id identity.Identity, p *a2
 	if state == a2a.TaskStateAuthRequired && !gt.g.turns.running(p.ID) {
 		// Nothing runs for an idle AUTH_REQUIRED task: answer its snapshot
 		// rather than the SDK's TaskNotFound (or a stream that never ends).
-		st, err := gt.g.cfg.Store.TaskStore(gt.brand, ownerFromContext).Get(ctx, p.ID)
+		st, err := gt.tasks.Get(ctx, p.ID)
 		if err != nil {
 			return ctx, nil, a2a.ErrTaskNotFound
 		}
@@ -109,7 +123,7 @@ func (gt *gate) beforeTurn(ctx context.Context, cc *a2asrv.CallContext, id ident
 		if gt.g.turns.running(p.Message.TaskID) {
 			return ctx, nil, a2a.NewError(a2a.ErrUnsupportedOperation, "a turn is already running on this task; wait for it or cancel it")
 		}
-		st, err := gt.g.cfg.Store.TaskStore(gt.brand, ownerFromContext).Get(ctx, p.Message.TaskID)
+		st, err := gt.tasks.Get(ctx, p.Message.TaskID)
 		if err != nil {
 			return ctx, nil, a2a.ErrTaskNotFound
 		}
@@ -121,7 +135,7 @@ func (gt *gate) beforeTurn(ctx context.Context, cc *a2asrv.CallContext, id ident
 	if token == "" {
 		derr = &consent.DelegationError{Reason: "missing", Detail: "no " + DelegationHeader + " header"}
 	} else {
-		d, derr = gt.g.cfg.Consent.CheckDelegation(ctx, token, domain.Agent{Issuer: id.Issuer, Subject: id.Subject}, gt.brand)
+		d, derr = gt.g.cfg.Consent.CheckDelegation(ctx, token, id.Agent, gt.brand)
 	}
 	if derr != nil {
 		task, err := gt.authRequired(ctx, cc, id, p.Message, existing, derr)
@@ -130,12 +144,11 @@ func (gt *gate) beforeTurn(ctx context.Context, cc *a2asrv.CallContext, id ident
 		}
 		return ctx, task, nil
 	}
-	cc.User.Attributes[attrGrant] = d.GrantID
+	c := call{agent: id.Agent, grant: d.GrantID}
 	if cc.Method() == "SendStreamingMessage" {
-		cc.User.Attributes[attrDisconnect] = ctx.Done()
-		cc.User.Attributes[attrStreaming] = true
+		c.streaming, c.disconnect = true, ctx.Done()
 	}
-	return ctx, nil, nil
+	return withCall(ctx, c), nil, nil
 }
 
 // authRequired stores (or updates) the task in TASK_STATE_AUTH_REQUIRED with
@@ -152,7 +165,6 @@ func (gt *gate) authRequired(ctx context.Context, cc *a2asrv.CallContext, id ide
 	br := gt.g.routes.Load().brands[gt.brand]
 	scope := br.brand.Scope.ID
 	now := time.Now().UTC()
-	tasks := gt.g.cfg.Store.TaskStore(gt.brand, ownerFromContext)
 
 	var task *a2a.Task
 	if existing == nil {
@@ -190,13 +202,13 @@ func (gt *gate) authRequired(ctx context.Context, cc *a2asrv.CallContext, id ide
 	task.Status = a2a.TaskStatus{State: a2a.TaskStateAuthRequired, Message: status, Timestamp: &now}
 	var err error
 	if existing == nil {
-		_, err = tasks.Create(ctx, task)
+		_, err = gt.tasks.Create(ctx, task)
 	} else {
-		st, gerr := tasks.Get(ctx, task.ID)
+		st, gerr := gt.tasks.Get(ctx, task.ID)
 		if gerr != nil {
 			return nil, a2a.ErrTaskNotFound
 		}
-		_, err = tasks.Update(ctx, &taskstore.UpdateRequest{Task: task, Event: msg, PrevTask: st.Task, PrevVersion: st.Version})
+		_, err = gt.tasks.Update(ctx, &taskstore.UpdateRequest{Task: task, Event: msg, PrevTask: st.Task, PrevVersion: st.Version})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store auth-required task: %w", err)

@@ -13,13 +13,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
+
 	"github.com/aether/aether/backend/codex"
 	"github.com/aether/aether/backend/consent"
 	"github.com/aether/aether/backend/identity"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/receipts"
-	"github.com/aether/aether/backend/store"
 )
 
 // Runner runs one coding-agent turn (codex.Runner in production).
@@ -32,12 +34,20 @@ type Identities interface {
 	Verify(ctx context.Context, raw, clientIP string) (identity.Identity, error)
 }
 
+// Tasks is the node's task table (store.DB in production): a brand's a2a-go task
+// store, private to each caller, and who owns a task, which the gate checks
+// before a call reaches the SDK.
+type Tasks interface {
+	TaskStore(brand string, owner func(ctx context.Context) (string, error)) taskstore.Store
+	TaskOwner(ctx context.Context, id a2a.TaskID) (owner, brand string, state a2a.TaskState, err error)
+}
+
 // Config is everything the gateway needs; the node builds it.
 type Config struct {
 	ConsentURL  string // https://127.0.0.1:<admin-port>/pact/consent
 	Identity    Identities
 	Consent     *consent.Service
-	Store       *store.DB
+	Tasks       Tasks
 	Ledger      *receipts.Ledger
 	Runner      Runner
 	Keys        keys.Set

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/aether/aether/backend/consent"
-	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/identity"
 )
 
@@ -26,7 +25,7 @@ func (g *Gateway) deviceAuthorization(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	start, err := g.cfg.Consent.StartFlow(r.Context(), domain.Agent{Issuer: id.Issuer, Subject: id.Subject}, r.PostForm.Get("scope"), r.PostForm.Get("brand"))
+	start, err := g.cfg.Consent.StartFlow(r.Context(), id.Agent, r.PostForm.Get("scope"), r.PostForm.Get("brand"))
 	if err != nil {
 		writeOAuthError(w, err)
 		return
@@ -40,7 +39,7 @@ func (g *Gateway) token(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	agent := domain.Agent{Issuer: id.Issuer, Subject: id.Subject}
+	agent := id.Agent
 	var tok *consent.Token
 	var err error
 	switch gt := r.PostForm.Get("grant_type"); gt {

@@ -56,9 +56,10 @@ func (g *Gateway) newBrandRoute(u urls, b policy.Brand) (*brandRoute, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: card for %s: %w", b.ID, err)
 	}
-	tasks := g.cfg.Store.TaskStore(b.ID, ownerFromContext)
-	gate := &gate{g: g, brand: b.ID, urls: u}
-	exec := &executor{g: g, brand: b.ID}
+	// One task store per route: the SDK, the gate and the executor share it.
+	tasks := g.cfg.Tasks.TaskStore(b.ID, ownerFromContext)
+	gate := &gate{g: g, brand: b.ID, urls: u, tasks: tasks}
+	exec := &executor{g: g, brand: b.ID, tasks: tasks}
 	h := a2asrv.NewHandler(exec,
 		a2asrv.WithTaskStore(tasks),
 		a2asrv.WithCallInterceptors(gate),

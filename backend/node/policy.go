@@ -91,7 +91,7 @@ func (n *Node) startGateway(publicURL, consentURL string) error {
 			Logger:                    n.log,
 		}),
 		Consent:   n.consent,
-		Store:     n.db,
+		Tasks:     n.db,
 		Ledger:    n.ledger,
 		Runner:    n.turns,
 		Keys:      n.ring.Set(),
