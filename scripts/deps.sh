@@ -3,7 +3,7 @@
 # does nothing (quickly) when it is all there. Run again at will.
 #
 #   scripts/deps.sh run       the node: bubblewrap (every Codex turn runs inside it), the
-#                             frontend's npm packages, the pinned codex
+#                             frontend's and interop/'s npm packages, the pinned codex
 #   scripts/deps.sh desktop   run + the desktop app's build packages (GTK, WebKitGTK)
 #   scripts/deps.sh package   desktop + what builds the .deb (dpkg-dev, ImageMagick,
 #                             desktop-file-utils)
@@ -72,11 +72,14 @@ if [ ${#missing[@]} -gt 0 ]; then
 	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The frontend's npm packages, when package-lock.json is newer than what is installed.
-if [ ! -f frontend/node_modules/.package-lock.json ] || [ frontend/package-lock.json -nt frontend/node_modules/.package-lock.json ]; then
-	echo "== npm ci (frontend)"
-	(cd frontend && npm ci --no-audit --no-fund --loglevel=error)
-fi
+# The frontend's npm packages, and interop/'s (the A2A JavaScript SDK that backend/e2e/jssdk_test.go
+# drives), each when its package-lock.json is newer than what is installed.
+for dir in frontend interop; do
+	if [ ! -f $dir/node_modules/.package-lock.json ] || [ $dir/package-lock.json -nt $dir/node_modules/.package-lock.json ]; then
+		echo "== npm ci ($dir)"
+		(cd $dir && npm ci --no-audit --no-fund --loglevel=error)
+	fi
+done
 
 # The pinned codex, in .cache/codex (scripts/install-codex.sh does nothing when it is there).
 log=$(mktemp)
