@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/node"
 	"github.com/aether/aether/backend/receipts"
-	"github.com/aether/aether/backend/store"
 )
 
 // dataDirFlag resolves --data-dir with the same default as the node.
@@ -37,10 +35,6 @@ func receiptsVerify(args []string, env Env) int {
 		fmt.Fprintln(env.Stderr, "aether receipts verify:", err)
 		return 2
 	}
-	opts := receipts.VerifyOptions{}
-	if *seq > 0 {
-		opts.Expect = &store.Checkpoint{Seq: *seq, Hash: *hash}
-	}
 	var rep *receipts.Report
 	if *in != "" {
 		f, err := os.Open(*in)
@@ -49,7 +43,7 @@ func receiptsVerify(args []string, env Env) int {
 			return 2
 		}
 		defer f.Close()
-		rep, err = receipts.Verify(ctx, receipts.ReadJSONL(f), set, opts)
+		rep, err = node.VerifyExport(ctx, f, set, *seq, *hash)
 		if err != nil {
 			fmt.Fprintln(env.Stderr, "aether receipts verify:", err)
 			return 2
@@ -60,13 +54,13 @@ func receiptsVerify(args []string, env Env) int {
 			fmt.Fprintln(env.Stderr, "aether receipts verify:", err)
 			return 2
 		}
-		db, err := store.Open(filepath.Join(d, "pact.sqlite"))
+		rs, err := node.OpenReceipts(d)
 		if err != nil {
 			fmt.Fprintln(env.Stderr, "aether receipts verify:", err)
 			return 1
 		}
-		defer db.Close()
-		rep, err = receipts.VerifyDB(ctx, db, set, opts)
+		defer rs.Close()
+		rep, err = rs.Verify(ctx, set, *seq, *hash)
 		if err != nil {
 			fmt.Fprintln(env.Stderr, "aether receipts verify:", err)
 			return 1
@@ -98,21 +92,14 @@ func verifyKeys(jwksPath, dir string, env Env) (keys.Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(filepath.Join(d, "node.key")); err != nil {
-		return nil, fmt.Errorf("no node key in %s: pass --data-dir or --jwks", d)
-	}
-	ring, err := keys.LoadRing(d)
+	set, n, err := node.VerifyingKeys(d)
 	if err != nil {
 		return nil, err
-	}
-	n, err := ring.VerifyRotations(d)
-	if err != nil {
-		return nil, fmt.Errorf("key rotations: %w", err)
 	}
 	if n > 0 {
 		fmt.Fprintf(env.Stdout, "Key ring: %d rotation(s), each signed by the key it retired.\n", n)
 	}
-	return ring.Set(), nil
+	return set, nil
 }
 
 func receiptsExport(args []string, env Env) int {
@@ -127,12 +114,12 @@ func receiptsExport(args []string, env Env) int {
 		fmt.Fprintln(env.Stderr, "aether receipts export:", err)
 		return 2
 	}
-	db, err := store.Open(filepath.Join(d, "pact.sqlite"))
+	rs, err := node.OpenReceipts(d)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, "aether receipts export:", err)
 		return 1
 	}
-	defer db.Close()
+	defer rs.Close()
 	var w io.Writer = env.Stdout
 	if *out != "" {
 		f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -143,8 +130,7 @@ func receiptsExport(args []string, env Env) int {
 		defer f.Close()
 		w = f
 	}
-	ctx := context.Background()
-	if err := receipts.Export(ctx, db.AllReceipts(ctx), w); err != nil {
+	if err := rs.Export(context.Background(), w); err != nil {
 		fmt.Fprintln(env.Stderr, "aether receipts export:", err)
 		return 1
 	}

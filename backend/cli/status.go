@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
+
+	"github.com/aether/aether/backend/node"
 )
 
 // nodeClient talks to a running node's API with the admin token from the data dir.
@@ -23,21 +22,11 @@ func newNodeClient(dir string) (*nodeClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := os.ReadFile(filepath.Join(d, "node.json"))
+	addr, tok, err := node.LocalAPI(d)
 	if err != nil {
-		return nil, fmt.Errorf("no running node found for %s (start one with `aether node serve`): %w", d, err)
+		return nil, err
 	}
-	var addrs struct {
-		API string `json:"api"`
-	}
-	if err := json.Unmarshal(raw, &addrs); err != nil || addrs.API == "" {
-		return nil, fmt.Errorf("%s/node.json is unreadable", d)
-	}
-	tok, err := os.ReadFile(filepath.Join(d, "admin.token"))
-	if err != nil {
-		return nil, fmt.Errorf("read the admin token: %w", err)
-	}
-	return &nodeClient{base: "http://" + addrs.API, token: strings.TrimSpace(string(tok)), http: &http.Client{Timeout: 15 * time.Second}}, nil
+	return &nodeClient{base: "http://" + addr, token: tok, http: &http.Client{Timeout: 15 * time.Second}}, nil
 }
 
 func (c *nodeClient) do(method, path string, out any) error {

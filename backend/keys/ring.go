@@ -35,6 +35,12 @@ type Ring struct {
 	retired Set
 }
 
+// HasRing tells whether dir holds a signing key, without creating one.
+func HasRing(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, fileCurrent))
+	return err == nil
+}
+
 // LoadRing reads the ring in dir, creating the signing key on first start.
 func LoadRing(dir string) (*Ring, error) {
 	cur, err := LoadOrCreate(filepath.Join(dir, fileCurrent))

@@ -1,17 +1,23 @@
 package node
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/aether/aether/backend/keys"
+	"github.com/aether/aether/backend/receipts"
+	"github.com/aether/aether/backend/store"
 )
 
-// Files inside the data dir.
+// Files inside the data dir, besides the key ring's (backend/keys).
 const (
 	fileLock      = "node.lock"
 	fileTLSCert   = "admin-tls.crt"
@@ -80,4 +86,78 @@ func RotateKey(dataDir string) (oldKID, newKID string, err error) {
 	}
 	defer lock.Close()
 	return keys.Rotate(dataDir, time.Now())
+}
+
+// LocalAPI is what a local tool needs to call the node running on dataDir: the node API's
+// address (from node.json) and the admin token.
+func LocalAPI(dataDir string) (addr, token string, err error) {
+	raw, err := os.ReadFile(filepath.Join(dataDir, fileAddresses))
+	if err != nil {
+		return "", "", fmt.Errorf("no running node found for %s (start one with `aether node serve`): %w", dataDir, err)
+	}
+	var a Addresses
+	if err := json.Unmarshal(raw, &a); err != nil || a.API == "" {
+		return "", "", fmt.Errorf("%s/%s is unreadable", dataDir, fileAddresses)
+	}
+	tok, err := os.ReadFile(filepath.Join(dataDir, fileToken))
+	if err != nil {
+		return "", "", fmt.Errorf("read the admin token: %w", err)
+	}
+	return a.API, strings.TrimSpace(string(tok)), nil
+}
+
+// VerifyingKeys is dataDir's key ring (the signing key and the keys it replaced) as the set
+// receipts verify with; rotations is how many rotation statements it checked on the way.
+func VerifyingKeys(dataDir string) (set keys.Set, rotations int, err error) {
+	if !keys.HasRing(dataDir) {
+		return nil, 0, fmt.Errorf("no node key in %s: pass --data-dir or --jwks", dataDir)
+	}
+	ring, err := keys.LoadRing(dataDir)
+	if err != nil {
+		return nil, 0, err
+	}
+	n, err := ring.VerifyRotations(dataDir)
+	if err != nil {
+		return nil, 0, fmt.Errorf("key rotations: %w", err)
+	}
+	return ring.Set(), n, nil
+}
+
+// Receipts is a data dir's receipt store, opened without the node for the offline verbs
+// (`aether receipts verify|export`).
+type Receipts struct{ db *store.DB }
+
+// OpenReceipts opens dataDir's pact.sqlite; close it when done.
+func OpenReceipts(dataDir string) (*Receipts, error) {
+	db, err := store.Open(filepath.Join(dataDir, fileDB))
+	if err != nil {
+		return nil, err
+	}
+	return &Receipts{db: db}, nil
+}
+
+// Close closes the store.
+func (r *Receipts) Close() error { return r.db.Close() }
+
+// Verify checks every signature and the whole chain with set and, when expectSeq > 0, against
+// a high-water mark kept elsewhere (T4, T6).
+func (r *Receipts) Verify(ctx context.Context, set keys.Set, expectSeq int64, expectHash string) (*receipts.Report, error) {
+	return receipts.VerifyDB(ctx, r.db, set, expect(expectSeq, expectHash))
+}
+
+// Export writes every receipt as JSON Lines, oldest first.
+func (r *Receipts) Export(ctx context.Context, w io.Writer) error {
+	return receipts.Export(ctx, r.db.AllReceipts(ctx), w)
+}
+
+// VerifyExport is Verify for an exported JSON Lines file.
+func VerifyExport(ctx context.Context, in io.Reader, set keys.Set, expectSeq int64, expectHash string) (*receipts.Report, error) {
+	return receipts.Verify(ctx, receipts.ReadJSONL(in), set, expect(expectSeq, expectHash))
+}
+
+func expect(seq int64, hash string) receipts.VerifyOptions {
+	if seq <= 0 {
+		return receipts.VerifyOptions{}
+	}
+	return receipts.VerifyOptions{Expect: &store.Checkpoint{Seq: seq, Hash: hash}}
 }
