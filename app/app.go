@@ -19,8 +19,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aether/aether/backend/consent"
 	"github.com/aether/aether/backend/node"
+	"github.com/aether/aether/backend/owner"
 	"github.com/wailsapp/wails/v2"
 	"github.com/wailsapp/wails/v2/pkg/logger"
 	"github.com/wailsapp/wails/v2/pkg/menu"
@@ -74,7 +74,7 @@ type App struct {
 	startErr error
 	notes    notifier
 	stopped  chan struct{} // closed when the consent watcher ended
-	unwatch  func()
+	unwatch  context.CancelFunc
 
 	ready chan struct{} // closed once Wails' context is known
 	ctx   context.Context
@@ -204,13 +204,14 @@ func (a *App) startNode(ui fs.FS, brandsIfEmpty bool) {
 	}
 	a.node = n
 	a.notes = newNotifier(notifyActions{decide: a.decide, open: a.showRequest, lost: a.quit}, a.log)
-	events, unwatch := n.Consent().Subscribe()
+	watch, unwatch := context.WithCancel(context.Background())
+	events := n.Owner().Events(watch)
 	a.unwatch, a.stopped = unwatch, make(chan struct{})
 	go func() {
 		defer close(a.stopped)
 		a.watchConsent(events)
 	}()
-	if st := n.DesktopState(); brandsIfEmpty && (st.Brands == 0 || st.PolicyError != nil) {
+	if st := n.Owner().DesktopState(); brandsIfEmpty && (st.Brands == 0 || st.PolicyError != nil) {
 		a.show(pageBrands)
 	}
 }
@@ -368,7 +369,7 @@ func (a *App) togglePause() {
 	if n == nil {
 		return
 	}
-	if err := n.SetPaused(!n.DesktopState().Paused); err != nil {
+	if err := n.Owner().SetPaused(!n.Owner().DesktopState().Paused); err != nil {
 		a.log.Warn("pause", "err", err)
 	}
 	a.refresh()
@@ -404,11 +405,11 @@ func (a *App) refresh() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	pending, err := n.Consent().Pending(ctx)
+	pending, err := n.Owner().Pending(ctx)
 	if err != nil {
 		a.log.Warn("list pending requests", "err", err)
 	}
-	st := n.DesktopState()
+	st := n.Owner().DesktopState()
 	ts := trayState{pending: pending, paused: st.Paused, running: st.Running}
 	if a.login != nil {
 		ts.autostartOK, ts.autostart = true, a.login.enabled()
@@ -418,24 +419,28 @@ func (a *App) refresh() {
 
 // watchConsent raises a notification for every new request (an event, never a poll) and
 // keeps the tray current, until the subscription ends.
-func (a *App) watchConsent(events <-chan consent.Event) {
+func (a *App) watchConsent(events <-chan owner.Event) {
 	// Requests still waiting from before a restart are news too.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	if pending, err := a.node.Consent().Pending(ctx); err == nil {
+	if pending, err := a.node.Owner().Pending(ctx); err == nil {
 		for _, r := range pending {
 			a.notes.request(r)
 		}
 	}
 	cancel()
 	for ev := range events {
-		switch ev.Kind {
-		case consent.EventRequestAdded:
-			if ev.Request != nil {
-				a.notes.request(*ev.Request)
+		ce, ok := ev.Data.(owner.ConsentEvent)
+		if !ok {
+			continue
+		}
+		switch ce.Kind {
+		case owner.ConsentAdded:
+			if ce.Request != nil {
+				a.notes.request(*ce.Request)
 			}
-		case consent.EventRequestDecided, consent.EventRequestExpired:
-			if ev.Request != nil {
-				a.notes.withdraw(ev.Request.ID)
+		case owner.ConsentDecided, owner.ConsentExpired:
+			if ce.Request != nil {
+				a.notes.withdraw(ce.Request.ID)
 			}
 		default:
 			continue
@@ -445,18 +450,19 @@ func (a *App) watchConsent(events <-chan consent.Event) {
 }
 
 // decide is a notification's Allow or Deny: the same decision as the Consent page's
-// buttons (request id and its user code, the default duration). Two decisions on one
-// request cannot both win: consent.Decide is a single conditional update.
-func (a *App) decide(r consent.Request, allow bool) {
+// buttons (request id and its user code), with the default duration. Two decisions on one
+// request cannot both win: the decision is a single conditional update.
+func (a *App) decide(r owner.ConsentRequest, allow bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d, err := a.node.Consent().Decide(ctx, r.ID, r.UserCode, allow, consent.DefaultDuration)
-	who, brand := agentName(r.Agent), clean(r.BrandName)
-	if brand == "" {
-		brand = clean(r.Brand)
+	req := owner.DecisionRequest{UserCode: r.UserCode, Decision: owner.DecisionDeny}
+	if allow {
+		req.Decision = owner.DecisionAllow
 	}
+	d, err := a.node.Owner().Decide(ctx, r.ID, req)
+	who, brand := agentName(r.Agent), clean(r.Brand.Name)
 	switch {
-	case err == nil && d.Outcome == consent.OutcomeAllowed:
+	case err == nil && d.Status == owner.OutcomeAllowed:
 		a.log.Info("allowed from a notification", "request", r.ID, "grant", d.Grant.ID)
 		until := "until you revoke it"
 		if d.Grant.ExpiresAt != nil {
@@ -466,8 +472,7 @@ func (a *App) decide(r consent.Request, allow bool) {
 	case err == nil:
 		a.log.Info("denied from a notification", "request", r.ID)
 		a.notes.tell("Denied", who+" cannot use "+brand+".")
-	case errors.Is(err, consent.ErrAlreadyDecided), errors.Is(err, consent.ErrExpired),
-		errors.Is(err, consent.ErrLocked), errors.Is(err, consent.ErrBrandChanged), errors.Is(err, consent.ErrNotFound):
+	case errors.Is(err, owner.ErrAlreadyDecided), errors.Is(err, owner.ErrExpired), errors.Is(err, owner.ErrNotFound):
 		a.log.Info("notification decision refused", "request", r.ID, "err", err)
 		a.notes.tell("Not changed", fmt.Sprint(err))
 	default:

@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aether/aether/backend/consent"
-	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/owner"
 )
 
 func TestUserCodeFromArgs(t *testing.T) {
@@ -54,10 +53,10 @@ func TestNavigateJS(t *testing.T) {
 }
 
 func TestNotificationText(t *testing.T) {
-	r := consent.Request{
+	r := owner.ConsentRequest{
 		ID: "df_1", UserCode: "BCDF-GHJK",
-		Agent: domain.Agent{Issuer: "https://agent.example/id", Subject: "alice"},
-		Brand: "review", BrandName: "Code review", Scope: "review:read_only", ScopeDescription: "Review code (read only)",
+		Agent: owner.Agent{Issuer: "https://agent.example/id", Subject: "alice"},
+		Brand: owner.BrandRef{ID: "review", Name: "Code review"}, Scope: owner.Scope{ID: "review:read_only", Description: "Review code (read only)"},
 		ExpiresAt: time.Now().Add(10 * time.Minute),
 	}
 	summary, body := notificationText(r, true)
@@ -98,7 +97,7 @@ func TestNotificationText(t *testing.T) {
 }
 
 func TestTrayText(t *testing.T) {
-	r := consent.Request{UserCode: "BCDF-GHJK", Agent: domain.Agent{Issuer: "https://agent.example:8443", Subject: "alice"}, Brand: "review", BrandName: "Code review"}
+	r := owner.ConsentRequest{UserCode: "BCDF-GHJK", Agent: owner.Agent{Issuer: "https://agent.example:8443", Subject: "alice"}, Brand: owner.BrandRef{ID: "review", Name: "Code review"}}
 	if got, want := requestLabel(r), "alice @ agent.example:8443 → Code review (BCDF-GHJK)"; got != want {
 		t.Errorf("requestLabel = %q, want %q", got, want)
 	}
@@ -107,8 +106,8 @@ func TestTrayText(t *testing.T) {
 		want string
 	}{
 		{trayState{running: true}, "Aether: no requests waiting"},
-		{trayState{running: true, pending: []consent.Request{r}}, "Aether: 1 request waiting for you"},
-		{trayState{running: true, pending: []consent.Request{r, r}}, "Aether: 2 requests waiting for you"},
+		{trayState{running: true, pending: []owner.ConsentRequest{r}}, "Aether: 1 request waiting for you"},
+		{trayState{running: true, pending: []owner.ConsentRequest{r, r}}, "Aether: 2 requests waiting for you"},
 		{trayState{running: true, paused: true}, "Aether: gateway paused"},
 		{trayState{}, "Aether: the gateway is stopped (policy.json has errors)"},
 	}

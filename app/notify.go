@@ -1,13 +1,13 @@
 package app
 
-import "github.com/aether/aether/backend/consent"
+import "github.com/aether/aether/backend/owner"
 
 // notifier shows consent requests as desktop notifications with Allow and Deny. Where
 // there is no notification server it shows nothing and says so once in the log: the tray
 // badge and the Consent page still list every request.
 type notifier interface {
 	// request shows a new device authorization request.
-	request(consent.Request)
+	request(owner.ConsentRequest)
 	// withdraw removes a request's notification once it was decided or expired elsewhere.
 	withdraw(requestID string)
 	// tell shows a short message without actions (the result of a decision).
@@ -19,7 +19,7 @@ type notifier interface {
 // notification, and only for the server's own Allow or Deny; everything else (a click on
 // the body, a dismissal) at most opens the window on that request.
 type notifyActions struct {
-	decide func(r consent.Request, allow bool)
+	decide func(r owner.ConsentRequest, allow bool)
 	open   func(userCode string)
 	// lost is called when the session bus goes away without close (the session ended).
 	lost func()
@@ -27,7 +27,7 @@ type notifyActions struct {
 
 type noNotifier struct{}
 
-func (noNotifier) request(consent.Request) {}
-func (noNotifier) withdraw(string)         {}
-func (noNotifier) tell(string, string)     {}
-func (noNotifier) close()                  {}
+func (noNotifier) request(owner.ConsentRequest) {}
+func (noNotifier) withdraw(string)              {}
+func (noNotifier) tell(string, string)          {}
+func (noNotifier) close()                       {}

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/owner"
 	"github.com/godbus/dbus/v5"
 )
 
@@ -40,7 +40,7 @@ type dbusNotifier struct {
 	image *notificationImage
 
 	mu        sync.Mutex
-	byID      map[uint32]consent.Request // shown notification → its request
+	byID      map[uint32]owner.ConsentRequest // shown notification → its request
 	byRequest map[string]uint32
 	closing   bool
 	warned    atomic.Bool // "no notification server" was logged
@@ -59,7 +59,7 @@ func newNotifier(act notifyActions, log *slog.Logger) notifier {
 			return noNotifier{}
 		}
 	}
-	n := &dbusNotifier{conn: conn, log: log, act: act, byID: map[uint32]consent.Request{}, byRequest: map[string]uint32{}}
+	n := &dbusNotifier{conn: conn, log: log, act: act, byID: map[uint32]owner.ConsentRequest{}, byRequest: map[string]uint32{}}
 	if img, err := newNotificationImage(smallIcon); err == nil {
 		n.image = &img
 	}
@@ -73,7 +73,7 @@ func (n *dbusNotifier) call(ctx context.Context, method string, args ...any) *db
 	return n.conn.Object(notifyName, notifyPath).CallWithContext(ctx, notifyIface+"."+method, 0, args...)
 }
 
-func (n *dbusNotifier) request(r consent.Request) {
+func (n *dbusNotifier) request(r owner.ConsentRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var caps []string
@@ -209,7 +209,7 @@ func (n *dbusNotifier) fromServer(sender string) bool {
 	return sender != "" && sender == owner
 }
 
-func (n *dbusNotifier) forget(id uint32) (consent.Request, bool) {
+func (n *dbusNotifier) forget(id uint32) (owner.ConsentRequest, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	r, ok := n.byID[id]

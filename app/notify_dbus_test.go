@@ -13,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aether/aether/backend/consent"
-	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/owner"
 	"github.com/godbus/dbus/v5"
 )
 
@@ -142,7 +141,7 @@ func startNotifier(t *testing.T) (notifier, chan decision, chan string, logLines
 	t.Helper()
 	decided, opened, logs := make(chan decision, 8), make(chan string, 8), make(logLines, 64)
 	n := newNotifier(notifyActions{
-		decide: func(r consent.Request, allow bool) { decided <- decision{r.ID, allow} },
+		decide: func(r owner.ConsentRequest, allow bool) { decided <- decision{r.ID, allow} },
 		open:   func(code string) { opened <- code },
 	}, slog.New(slog.NewTextHandler(logs, nil)))
 	if _, ok := n.(*dbusNotifier); !ok {
@@ -163,10 +162,10 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
-func testRequest(id, code string) consent.Request {
-	return consent.Request{
-		ID: id, UserCode: code, Agent: domain.Agent{Issuer: "https://agent.example", Subject: "alice"},
-		Brand: "review", BrandName: "Code review", Scope: "review:read_only", ScopeDescription: "Review code (read only)",
+func testRequest(id, code string) owner.ConsentRequest {
+	return owner.ConsentRequest{
+		ID: id, UserCode: code, Agent: owner.Agent{Issuer: "https://agent.example", Subject: "alice"},
+		Brand: owner.BrandRef{ID: "review", Name: "Code review"}, Scope: owner.Scope{ID: "review:read_only", Description: "Review code (read only)"},
 		ExpiresAt: time.Now().Add(10 * time.Minute),
 	}
 }

@@ -10,8 +10,7 @@ import (
 
 	"golang.org/x/net/idna"
 
-	"github.com/aether/aether/backend/consent"
-	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/owner"
 )
 
 // clean makes text that came from an agent (issuer, subject) or a policy safe to show in a
@@ -45,7 +44,7 @@ func shorten(s string, n int) string {
 }
 
 // agentName is the short form of an agent for menus: subject @ issuer host.
-func agentName(a domain.Agent) string {
+func agentName(a owner.Agent) string {
 	host := a.Issuer
 	if u, err := url.Parse(a.Issuer); err == nil && u.Host != "" {
 		host = asciiHost(u)
@@ -85,11 +84,8 @@ func escapeMarkup(s string) string {
 // notificationText is a consent request as a desktop notification: who asks (issuer and
 // subject, in full), for which brand and scope, and the user code the agent's user sees,
 // so the owner can match the two before pressing Allow.
-func notificationText(r consent.Request, markup bool) (summary, body string) {
-	brand := clean(r.BrandName)
-	if brand == "" {
-		brand = clean(r.Brand)
-	}
+func notificationText(r owner.ConsentRequest, markup bool) (summary, body string) {
+	brand := clean(r.Brand.Name)
 	summary = "Allow an agent to use " + shorten(brand, 60) + "?"
 	esc := func(s string) string { return s }
 	if markup {
@@ -99,14 +95,14 @@ func notificationText(r consent.Request, markup bool) (summary, body string) {
 	if markup {
 		bold = func(s string) string { return "<b>" + s + "</b>" }
 	}
-	scope := clean(r.Scope)
-	if d := clean(r.ScopeDescription); d != "" {
+	scope := clean(r.Scope.ID)
+	if d := clean(r.Scope.Description); d != "" {
 		scope = d + " [" + scope + "]"
 	}
 	lines := []string{
 		"Agent: " + bold(esc(shorten(clean(r.Agent.Subject), 80))),
 		"Issuer: " + esc(shorten(issuerText(r.Agent.Issuer), 120)),
-		"Brand: " + esc(shorten(brand, 60)+" ["+shorten(clean(r.Brand), 40)+"]"),
+		"Brand: " + esc(shorten(brand, 60)+" ["+shorten(clean(r.Brand.ID), 40)+"]"),
 		"Scope: " + esc(shorten(scope, 120)),
 		"Code: " + bold(esc(r.UserCode)),
 	}

@@ -3,7 +3,7 @@ package app
 import (
 	"fmt"
 
-	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/owner"
 )
 
 // tray is the status icon and its menu. Linux uses a StatusNotifierItem (fyne.io/systray);
@@ -23,7 +23,7 @@ type tray interface {
 
 // trayState is everything the tray shows.
 type trayState struct {
-	pending   []consent.Request // oldest first
+	pending   []owner.ConsentRequest // oldest first
 	paused    bool
 	running   bool // false: the gateway is stopped (policy errors), Pause makes no sense
 	failed    bool // the node could not start (the window says why)
@@ -65,12 +65,8 @@ func trayTooltip(st trayState) string {
 
 // requestLabel is one pending request in the menu: who, for which brand, and the code
 // the agent shows its user.
-func requestLabel(r consent.Request) string {
-	brand := r.BrandName
-	if brand == "" {
-		brand = r.Brand
-	}
-	return fmt.Sprintf("%s → %s (%s)", shorten(agentName(r.Agent), 48), shorten(clean(brand), 32), r.UserCode)
+func requestLabel(r owner.ConsentRequest) string {
+	return fmt.Sprintf("%s → %s (%s)", shorten(agentName(r.Agent), 48), shorten(clean(r.Brand.Name), 32), r.UserCode)
 }
 
 func pendingHeader(n int) string {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,8 @@ import (
 	"testing"
 	"testing/fstest"
 	"time"
+
+	"github.com/aether/aether/backend/owner"
 )
 
 // fakeBackend is an in-memory Backend: enough state to see that the guards let the right calls
@@ -23,23 +26,24 @@ type fakeBackend struct {
 	mu          sync.Mutex
 	calls       map[string]int
 	decided     map[string]bool
-	grants      []Grant
-	brands      []Brand
-	lastFilter  ReceiptFilter
-	events      chan Event
+	grants      []owner.Grant
+	brands      []owner.Brand
+	lastFilter  owner.ReceiptFilter
+	events      chan owner.Event
 	streams     chan context.Context // each Events call's ctx
 	nilLists    bool
 	exportFails bool
+	noGateway   bool // SetPaused fails
 }
 
 func newFakeBackend() *fakeBackend {
 	return &fakeBackend{
 		calls:   map[string]int{},
 		decided: map[string]bool{},
-		grants: []Grant{{ID: "g1", Agent: Agent{Issuer: "https://agent.example", Subject: "alice", IssuerOrigin: "https://agent.example"},
-			Brand: BrandRef{ID: "docs", Name: "Docs"}, Scope: Scope{ID: "docs.read"}, AccessMode: "read_only", Status: "active"}},
-		brands:  []Brand{{ID: "docs", Name: "Docs", Workspace: "/srv/docs", AccessMode: "read_only", Scope: Scope{ID: "docs.read"}}},
-		events:  make(chan Event),
+		grants: []owner.Grant{{ID: "g1", Agent: owner.Agent{Issuer: "https://agent.example", Subject: "alice", IssuerOrigin: "https://agent.example"},
+			Brand: owner.BrandRef{ID: "docs", Name: "Docs"}, Scope: owner.Scope{ID: "docs.read"}, AccessMode: "read_only", Status: "active"}},
+		brands:  []owner.Brand{{ID: "docs", Name: "Docs", Workspace: "/srv/docs", AccessMode: "read_only", Scope: owner.Scope{ID: "docs.read"}}},
+		events:  make(chan owner.Event),
 		streams: make(chan context.Context, 8),
 	}
 }
@@ -50,7 +54,7 @@ func (f *fakeBackend) count(name string) int {
 	return f.calls[name]
 }
 
-func (f *fakeBackend) filter() ReceiptFilter {
+func (f *fakeBackend) filter() owner.ReceiptFilter {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.lastFilter
@@ -68,50 +72,50 @@ func (f *fakeBackend) note(name string) {
 	f.calls[name]++
 }
 
-func (f *fakeBackend) Status(ctx context.Context) (Status, error) {
+func (f *fakeBackend) Status(ctx context.Context) (owner.Status, error) {
 	f.note("Status")
-	st := Status{Gateway: GatewayStatus{Listen: "127.0.0.1:8080", Running: true}, Pending: 1}
+	st := owner.Status{Gateway: owner.GatewayStatus{Listen: "127.0.0.1:8080", Running: true}, Pending: 1}
 	if !f.nilLists {
 		st.Brands = f.brands
 	}
 	return st, nil
 }
 
-func (f *fakeBackend) Pending(ctx context.Context) ([]ConsentRequest, error) {
+func (f *fakeBackend) Pending(ctx context.Context) ([]owner.ConsentRequest, error) {
 	f.note("Pending")
 	if f.nilLists {
 		return nil, nil
 	}
-	return []ConsentRequest{{ID: "req1", UserCode: "BCDF-GHJK", Brand: BrandRef{ID: "docs", Name: "Docs"}}}, nil
+	return []owner.ConsentRequest{{ID: "req1", UserCode: "BCDF-GHJK", Brand: owner.BrandRef{ID: "docs", Name: "Docs"}}}, nil
 }
 
-func (f *fakeBackend) LookupCode(ctx context.Context, code string) (CodeLookup, error) {
+func (f *fakeBackend) LookupCode(ctx context.Context, code string) (owner.CodeLookup, error) {
 	f.note("LookupCode")
-	return CodeLookup{UserCode: code, Status: "unknown"}, nil
+	return owner.CodeLookup{UserCode: code, Status: "unknown"}, nil
 }
 
-func (f *fakeBackend) Decide(ctx context.Context, id string, req DecisionRequest) (DecisionResult, error) {
+func (f *fakeBackend) Decide(ctx context.Context, id string, req owner.DecisionRequest) (owner.DecisionResult, error) {
 	f.note("Decide")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
 	case id == "old":
-		return DecisionResult{}, fmt.Errorf("the request expired at 10:05: %w", ErrExpired)
+		return owner.DecisionResult{}, fmt.Errorf("the request expired at 10:05: %w", owner.ErrExpired)
 	case id != "req1":
-		return DecisionResult{}, fmt.Errorf("consent request %s: %w", id, ErrNotFound)
+		return owner.DecisionResult{}, fmt.Errorf("consent request %s: %w", id, owner.ErrNotFound)
 	case req.UserCode != "BCDF-GHJK":
-		return DecisionResult{}, fmt.Errorf("decide %s: %w", id, ErrCodeMismatch)
+		return owner.DecisionResult{}, fmt.Errorf("decide %s: %w", id, owner.ErrCodeMismatch)
 	case f.decided[id]:
-		return DecisionResult{}, fmt.Errorf("this request was already decided: %w", ErrAlreadyDecided)
+		return owner.DecisionResult{}, fmt.Errorf("this request was already decided: %w", owner.ErrAlreadyDecided)
 	}
 	f.decided[id] = true
-	if req.Decision == DecisionDeny {
-		return DecisionResult{Status: "denied"}, nil
+	if req.Decision == owner.DecisionDeny {
+		return owner.DecisionResult{Status: "denied"}, nil
 	}
-	return DecisionResult{Status: "allowed", Grant: &f.grants[0]}, nil
+	return owner.DecisionResult{Status: "allowed", Grant: &f.grants[0]}, nil
 }
 
-func (f *fakeBackend) Grants(ctx context.Context) ([]Grant, error) {
+func (f *fakeBackend) Grants(ctx context.Context) ([]owner.Grant, error) {
 	f.note("Grants")
 	if f.nilLists {
 		return nil, nil
@@ -119,7 +123,7 @@ func (f *fakeBackend) Grants(ctx context.Context) ([]Grant, error) {
 	return f.grants, nil
 }
 
-func (f *fakeBackend) Revoke(ctx context.Context, id string) (Grant, error) {
+func (f *fakeBackend) Revoke(ctx context.Context, id string) (owner.Grant, error) {
 	f.note("Revoke")
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -129,32 +133,32 @@ func (f *fakeBackend) Revoke(ctx context.Context, id string) (Grant, error) {
 			return f.grants[i], nil
 		}
 	}
-	return Grant{}, fmt.Errorf("grant %s: %w", id, ErrNotFound)
+	return owner.Grant{}, fmt.Errorf("grant %s: %w", id, owner.ErrNotFound)
 }
 
-func (f *fakeBackend) Receipts(ctx context.Context, flt ReceiptFilter) (ReceiptPage, error) {
+func (f *fakeBackend) Receipts(ctx context.Context, flt owner.ReceiptFilter) (owner.ReceiptPage, error) {
 	f.note("Receipts")
 	f.mu.Lock()
 	f.lastFilter = flt
 	f.mu.Unlock()
 	if flt.Cursor == "bad" {
-		return ReceiptPage{}, fmt.Errorf("cursor: %w", ErrInvalid)
+		return owner.ReceiptPage{}, fmt.Errorf("cursor: %w", owner.ErrInvalid)
 	}
 	if f.nilLists {
-		return ReceiptPage{}, nil
+		return owner.ReceiptPage{}, nil
 	}
-	return ReceiptPage{Receipts: []ReceiptSummary{{ID: "r1", Seq: 1, Status: "completed"}}, NextCursor: "c2"}, nil
+	return owner.ReceiptPage{Receipts: []owner.ReceiptSummary{{ID: "r1", Seq: 1, Status: "completed"}}, NextCursor: "c2"}, nil
 }
 
-func (f *fakeBackend) Receipt(ctx context.Context, id string) (ReceiptDetail, error) {
+func (f *fakeBackend) Receipt(ctx context.Context, id string) (owner.ReceiptDetail, error) {
 	f.note("Receipt")
 	if id != "r1" {
-		return ReceiptDetail{}, fmt.Errorf("receipt %s: %w", id, ErrNotFound)
+		return owner.ReceiptDetail{}, fmt.Errorf("receipt %s: %w", id, owner.ErrNotFound)
 	}
-	return ReceiptDetail{Receipt: ReceiptSummary{ID: "r1", Seq: 1}, Claims: json.RawMessage(`{"seq":1}`), JWS: "a.b.c", Verify: VerifyResult{OK: true}}, nil
+	return owner.ReceiptDetail{Receipt: owner.ReceiptSummary{ID: "r1", Seq: 1}, Claims: json.RawMessage(`{"seq":1}`), JWS: "a.b.c", Verify: owner.VerifyResult{OK: true}}, nil
 }
 
-func (f *fakeBackend) ExportReceipts(ctx context.Context, flt ReceiptFilter, w io.Writer) error {
+func (f *fakeBackend) ExportReceipts(ctx context.Context, flt owner.ReceiptFilter, w io.Writer) error {
 	f.note("ExportReceipts")
 	f.mu.Lock()
 	f.lastFilter = flt
@@ -167,19 +171,19 @@ func (f *fakeBackend) ExportReceipts(ctx context.Context, flt ReceiptFilter, w i
 	return err
 }
 
-func (f *fakeBackend) Brands(ctx context.Context) (BrandsView, error) {
+func (f *fakeBackend) Brands(ctx context.Context) (owner.BrandsView, error) {
 	f.note("Brands")
-	v := BrandsView{PolicyPath: "/data/policy.json"}
+	v := owner.BrandsView{PolicyPath: "/data/policy.json"}
 	if !f.nilLists {
 		v.Brands = f.brands
 	}
 	return v, nil
 }
 
-func (f *fakeBackend) PutBrand(ctx context.Context, id string, b Brand) ([]Brand, error) {
+func (f *fakeBackend) PutBrand(ctx context.Context, id string, b owner.Brand) ([]owner.Brand, error) {
 	f.note("PutBrand")
 	if b.Workspace == "" {
-		return nil, &FieldErrors{Fields: []FieldError{{Field: "workspace", Message: "a workspace folder is required"}}}
+		return nil, &owner.FieldErrors{Fields: []owner.FieldError{{Field: "workspace", Message: "a workspace folder is required"}}}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -193,7 +197,7 @@ func (f *fakeBackend) PutBrand(ctx context.Context, id string, b Brand) ([]Brand
 	return f.brands, nil
 }
 
-func (f *fakeBackend) DeleteBrand(ctx context.Context, id string) ([]Brand, error) {
+func (f *fakeBackend) DeleteBrand(ctx context.Context, id string) ([]owner.Brand, error) {
 	f.note("DeleteBrand")
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -203,12 +207,22 @@ func (f *fakeBackend) DeleteBrand(ctx context.Context, id string) ([]Brand, erro
 			return f.brands, nil
 		}
 	}
-	return nil, fmt.Errorf("brand %s: %w", id, ErrNotFound)
+	return nil, fmt.Errorf("brand %s: %w", id, owner.ErrNotFound)
 }
 
-func (f *fakeBackend) Events(ctx context.Context) (<-chan Event, error) {
+func (f *fakeBackend) SetPaused(paused bool) error {
+	f.note("SetPaused")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.noGateway {
+		return errors.New("the gateway is not running: policy.json has errors")
+	}
+	return nil
+}
+
+func (f *fakeBackend) Events(ctx context.Context) <-chan owner.Event {
 	f.note("Events")
-	out := make(chan Event)
+	out := make(chan owner.Event)
 	go func() {
 		defer close(out)
 		for {
@@ -225,7 +239,7 @@ func (f *fakeBackend) Events(ctx context.Context) (<-chan Event, error) {
 		}
 	}()
 	f.streams <- ctx
-	return out, nil
+	return out
 }
 
 // clock is the injected Now.

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/aether/aether/backend/owner"
 	"github.com/aether/aether/backend/version"
 )
 
@@ -22,9 +23,9 @@ type ctxKey struct{}
 
 // errorBody is every error answer of the API.
 type errorBody struct {
-	Error  string       `json:"error"`
-	Status string       `json:"status,omitempty"`
-	Fields []FieldError `json:"fields,omitempty"`
+	Error  string             `json:"error"`
+	Status string             `json:"status,omitempty"`
+	Fields []owner.FieldError `json:"fields,omitempty"`
 }
 
 func (s *Server) routes() *http.ServeMux {
@@ -130,7 +131,7 @@ func (s *Server) getConsent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) postDecision(w http.ResponseWriter, r *http.Request) {
-	var req DecisionRequest
+	var req owner.DecisionRequest
 	if !s.decode(w, r, &req) {
 		return
 	}
@@ -146,14 +147,14 @@ func (s *Server) postDecision(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-func checkDecision(req DecisionRequest) string {
-	durationOK := req.Duration == Duration1Day || req.Duration == Duration30Days || req.Duration == DurationForever
+func checkDecision(req owner.DecisionRequest) string {
+	durationOK := req.Duration == owner.Duration1Day || req.Duration == owner.Duration30Days || req.Duration == owner.DurationForever
 	switch {
 	case req.UserCode == "" || len(req.UserCode) > 32:
 		return "userCode is required (XXXX-XXXX)"
-	case req.Decision != DecisionAllow && req.Decision != DecisionDeny:
+	case req.Decision != owner.DecisionAllow && req.Decision != owner.DecisionDeny:
 		return `decision must be "allow" or "deny"`
-	case req.Decision == DecisionAllow && !durationOK, req.Decision == DecisionDeny && req.Duration != "" && !durationOK:
+	case req.Decision == owner.DecisionAllow && !durationOK, req.Decision == owner.DecisionDeny && req.Duration != "" && !durationOK:
 		return `duration must be "1d", "30d" or "forever"`
 	}
 	return ""
@@ -178,7 +179,7 @@ func (s *Server) postRevoke(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getReceipts(w http.ResponseWriter, r *http.Request) {
-	f, err := parseFilter(r, DefaultReceiptLimit)
+	f, err := parseFilter(r, owner.DefaultReceiptLimit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -235,27 +236,27 @@ func (e *exportWriter) Write(p []byte) (int, error) {
 }
 
 // parseFilter reads the receipt query; limit is used when the query gives none.
-func parseFilter(r *http.Request, limit int) (ReceiptFilter, error) {
+func parseFilter(r *http.Request, limit int) (owner.ReceiptFilter, error) {
 	q := r.URL.Query()
-	f := ReceiptFilter{Agent: q.Get("agent"), Brand: q.Get("brand"), Status: q.Get("status"), Cursor: q.Get("cursor"), Limit: limit}
+	f := owner.ReceiptFilter{Agent: q.Get("agent"), Brand: q.Get("brand"), Status: q.Get("status"), Cursor: q.Get("cursor"), Limit: limit}
 	for name, v := range map[string]string{"agent": f.Agent, "brand": f.Brand, "status": f.Status, "cursor": f.Cursor} {
 		if len(v) > 512 {
-			return f, fmt.Errorf("%s is too long: %w", name, ErrInvalid)
+			return f, fmt.Errorf("%s is too long: %w", name, owner.ErrInvalid)
 		}
 	}
 	for name, dst := range map[string]*time.Time{"from": &f.From, "to": &f.To} {
 		if v := q.Get(name); v != "" {
 			t, err := time.Parse(time.RFC3339, v)
 			if err != nil {
-				return f, fmt.Errorf("%s must be an RFC 3339 time: %w", name, ErrInvalid)
+				return f, fmt.Errorf("%s must be an RFC 3339 time: %w", name, owner.ErrInvalid)
 			}
 			*dst = t
 		}
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxReceiptLimit {
-			return f, fmt.Errorf("limit must be 1 to %d: %w", MaxReceiptLimit, ErrInvalid)
+		if err != nil || n < 1 || n > owner.MaxReceiptLimit {
+			return f, fmt.Errorf("limit must be 1 to %d: %w", owner.MaxReceiptLimit, owner.ErrInvalid)
 		}
 		f.Limit = n
 	}
@@ -273,13 +274,13 @@ func (s *Server) getBrands(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) putBrand(w http.ResponseWriter, r *http.Request) {
-	var b Brand
+	var b owner.Brand
 	if !s.decode(w, r, &b) {
 		return
 	}
 	id := r.PathValue("id")
 	if b.ID != id {
-		s.fail(w, r, &FieldErrors{Fields: []FieldError{{Field: "id", Message: fmt.Sprintf("must be %q, the brand in the address", id)}}})
+		s.fail(w, r, &owner.FieldErrors{Fields: []owner.FieldError{{Field: "id", Message: fmt.Sprintf("must be %q, the brand in the address", id)}}})
 		return
 	}
 	bs, err := s.b.PutBrand(r.Context(), id, b)
@@ -333,9 +334,10 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
-// fail answers a Backend (or validation) error with its status.
+// fail answers a Backend (or validation) error with its status: the one mapping of owner's
+// error kinds, for the admin API and the node API alike.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var fe *FieldErrors
+	var fe *owner.FieldErrors
 	switch {
 	case errors.As(err, &fe):
 		msg := fe.Message
@@ -343,13 +345,13 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 			msg = "the brand is not valid"
 		}
 		writeError(w, http.StatusUnprocessableEntity, errorBody{Error: msg, Fields: nonNil(fe.Fields)})
-	case errors.Is(err, ErrAlreadyDecided):
+	case errors.Is(err, owner.ErrAlreadyDecided):
 		writeError(w, http.StatusConflict, errorBody{Error: err.Error(), Status: "already_decided"})
-	case errors.Is(err, ErrExpired):
+	case errors.Is(err, owner.ErrExpired):
 		writeError(w, http.StatusGone, errorBody{Error: err.Error(), Status: "expired"})
-	case errors.Is(err, ErrCodeMismatch), errors.Is(err, ErrInvalid):
+	case errors.Is(err, owner.ErrCodeMismatch), errors.Is(err, owner.ErrInvalid):
 		writeError(w, http.StatusBadRequest, errorBody{Error: err.Error()})
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, owner.ErrNotFound):
 		writeError(w, http.StatusNotFound, errorBody{Error: err.Error()})
 	case errors.Is(err, errClosed):
 		writeError(w, http.StatusServiceUnavailable, errorBody{Error: err.Error()})

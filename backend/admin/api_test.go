@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aether/aether/backend/owner"
 	"github.com/aether/aether/backend/version"
 )
 
@@ -133,7 +134,7 @@ func TestAPIAnswers(t *testing.T) {
 		if m := jsonBody(t, body); m["nextCursor"] != "c2" || len(m["receipts"].([]any)) != 1 {
 			t.Fatalf("receipts %s", body)
 		}
-		want := ReceiptFilter{Agent: "alice", Brand: "docs", Status: "failed", Cursor: "c1", Limit: DefaultReceiptLimit,
+		want := owner.ReceiptFilter{Agent: "alice", Brand: "docs", Status: "failed", Cursor: "c1", Limit: owner.DefaultReceiptLimit,
 			From: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 3, 1, 23, 0, 0, 0, time.UTC)}
 		got := e.b.filter()
 		if got.Agent != want.Agent || got.Brand != want.Brand || got.Status != want.Status || got.Cursor != want.Cursor ||

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/aether/aether/backend/owner"
 )
 
 // getEvents streams Backend events as server-sent events until the client goes, the backend
@@ -23,11 +25,7 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errClosed)
 		return
 	}
-	ch, err := s.b.Events(ctx)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+	ch := s.b.Events(ctx)
 	rc := http.NewResponseController(w)
 	// A server-wide WriteTimeout would cut the stream; the pings keep dead clients detectable.
 	_ = rc.SetWriteDeadline(time.Time{})
@@ -69,7 +67,7 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func sseChunk(ev Event) (string, error) {
+func sseChunk(ev owner.Event) (string, error) {
 	if ev.Name == "" || strings.ContainsAny(ev.Name, "\r\n:") {
 		return "", fmt.Errorf("bad event name %q", ev.Name)
 	}

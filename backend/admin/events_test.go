@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aether/aether/backend/owner"
 )
 
 // openStream starts GET /api/events and returns a reader positioned after the retry line.
@@ -53,18 +55,18 @@ func TestEvents(t *testing.T) {
 		_, br := openStream(t, e, context.Background(), cookie)
 		backendCtx := <-e.b.streams
 
-		req := ConsentRequest{ID: "req1", UserCode: "BCDF-GHJK"}
-		e.b.events <- Event{Name: EventConsent, Data: ConsentEvent{Pending: 1, Request: &req, Kind: "added"}}
+		req := owner.ConsentRequest{ID: "req1", UserCode: "BCDF-GHJK"}
+		e.b.events <- owner.Event{Name: owner.EventConsent, Data: owner.ConsentEvent{Pending: 1, Request: &req, Kind: "added"}}
 		chunk := readChunk(t, br)
 		name, data, ok := strings.Cut(chunk, "\ndata: ")
 		if !ok || name != "event: consent" {
 			t.Fatalf("chunk %q", chunk)
 		}
-		var ce ConsentEvent
+		var ce owner.ConsentEvent
 		if err := json.Unmarshal([]byte(data), &ce); err != nil || ce.Kind != "added" || ce.Request == nil || ce.Request.UserCode != "BCDF-GHJK" {
 			t.Fatalf("data %q (%v)", data, err)
 		}
-		e.b.events <- Event{Name: EventPolicy}
+		e.b.events <- owner.Event{Name: owner.EventPolicy}
 		if got := readChunk(t, br); got != "event: policy\ndata: {}\n" {
 			t.Fatalf("policy chunk %q", got)
 		}

@@ -1,5 +1,7 @@
-// Package admin is the owner's admin HTTP handler: the JSON API of docs/admin-api.md, the
-// embedded UI, and the guards in front of them (docs/threats.md: C1–C12, V6, S8).
+// Package admin is the owner's HTTP transport over owner.Service: the JSON API of
+// docs/admin-api.md with the embedded UI, the node API for local tools, and the guards in front
+// of them (docs/threats.md: C1–C12, V6, S8). Every service error becomes a status in one place
+// (fail).
 //
 // Handler is for the HTTPS admin listener on 127.0.0.1. In front of everything it sets the
 // security headers, then checks the Host (421, C3), then cross-origin requests (403, C1, C2,
@@ -11,6 +13,9 @@
 // always signed in. It still requires the CSRF token on non-GET calls: the UI fetches it anyway,
 // and a foreign page that somehow ended up in the window could send requests but cannot read
 // /api/session (no CORS), so it cannot act blind.
+//
+// NodeHandler is for the node API listener on 127.0.0.1: the admin token as a bearer token
+// instead of a session, and a loopback Host.
 package admin
 
 import (

@@ -91,8 +91,8 @@ func (n *Node) checkCodex(ctx context.Context) {
 	}
 }
 
-// Codex is the last Codex health check.
-func (n *Node) Codex() codex.Health {
+// codexHealth is the last Codex health check.
+func (n *Node) codexHealth() codex.Health {
 	n.healthMu.Lock()
 	defer n.healthMu.Unlock()
 	return n.health

@@ -1,6 +1,7 @@
-// Package node is the composition root: it builds the gateway, the admin UI,
-// the node API and the services under them from flags and policy.json, and
-// starts and stops them. The CLI and the desktop app are thin shells over it.
+// Package node is the composition root: it opens the data dir, builds the services, the
+// owner's service over them and the gateway from flags and policy.json, binds the listeners
+// with their handlers, and starts and stops all of it. The CLI and the desktop app are thin
+// shells over it; the offline CLI verbs open the data dir through it (datadir.go).
 package node
 
 import (
@@ -17,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aether/aether/backend/admin"
@@ -25,7 +27,7 @@ import (
 	"github.com/aether/aether/backend/fsutil"
 	"github.com/aether/aether/backend/gateway"
 	"github.com/aether/aether/backend/keys"
-	"github.com/aether/aether/backend/policy"
+	"github.com/aether/aether/backend/owner"
 	"github.com/aether/aether/backend/receipts"
 	"github.com/aether/aether/backend/store"
 )
@@ -72,15 +74,17 @@ type Node struct {
 	ledger  *receipts.Ledger
 	runner  *codex.Runner
 	turns   gateway.Runner
+	owner   *owner.Service
 	admin   *admin.Server
-	hub     *hub
+	// gw is nil until a policy first loads. Its routes are the one served policy: consent and
+	// the owner read the brands from there (served).
+	gw atomic.Pointer[gateway.Gateway]
 
-	mu         sync.Mutex
-	pol        *policy.Policy // last good policy; nil when none loaded yet
-	polErr     error          // the current file's problem, if any
+	applyMu    sync.Mutex // one policy applied at a time
+	mu         sync.Mutex // the policy file's state
+	polErr     error      // the current file's problem, if any
 	polPath    string
 	polModTime time.Time
-	gw         *gateway.Gateway
 
 	servers  []*http.Server
 	lns      []net.Listener
@@ -107,7 +111,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	n = &Node{opts: o, log: o.Logger, hub: newHub()}
+	n = &Node{opts: o, log: o.Logger}
 	started := n // the named result is nil by the time a failure is returned
 	defer func() {
 		if err != nil {
@@ -142,7 +146,8 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	if n.db, err = store.Open(n.path(fileDB)); err != nil {
 		return nil, err
 	}
-	if err = n.loadPolicy(); err != nil && !o.Desktop {
+	pol, err := n.loadPolicy()
+	if err != nil && !o.Desktop {
 		return nil, err
 	}
 	n.runner = &codex.Runner{Path: o.CodexPath, Home: o.CodexHome, StateDir: n.path(dirCodex),
@@ -177,14 +182,18 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	consentURL := "https://" + n.addrs.Admin + "/pact/consent"
 
 	publicURL := "http://" + n.addrs.Gateway
-	if n.pol != nil && n.pol.Pact != nil {
-		publicURL = n.pol.Pact.PublicURL
+	if pol != nil {
+		publicURL = pol.Pact.PublicURL
 	}
 	n.addrs.PublicURL = publicURL
 	n.consent = consent.New(n.db, n.key, consent.Config{
 		PublicURL: publicURL, ConsentURL: consentURL, Brands: n.consentBrands, Logger: n.log,
 	})
 	n.ledger = receipts.NewLedger(n.db, n.key, publicURL, time.Now)
+	n.owner = owner.New(owner.Config{
+		Consent: n.consent, Ledger: n.ledger, Keys: n.ring.Set(), Node: ownerNode{n},
+		Listen: n.addrs.Gateway, PublicURL: publicURL, AdminURL: "https://" + n.addrs.Admin,
+	})
 	if err = n.checkHead(ctx); err != nil {
 		return nil, err
 	}
@@ -194,17 +203,19 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	if err = n.saveHead(ctx); err != nil {
 		return nil, err
 	}
-	if err = n.startGateway(publicURL, consentURL); err != nil && !o.Desktop {
-		return nil, err
+	if pol != nil {
+		if err = n.startGateway(pol, publicURL, consentURL); err != nil && !o.Desktop {
+			return nil, err
+		}
 	}
 
-	n.admin = admin.New(admin.Config{Token: n.token, Addr: n.addrs.Admin, UI: o.UI, Log: n.log, OnConsentLink: o.OnConsentLink}, &backend{n: n})
+	n.admin = admin.New(admin.Config{Token: n.token, Addr: n.addrs.Admin, UI: o.UI, Log: n.log, OnConsentLink: o.OnConsentLink}, n.owner)
 	gwSrv := &http.Server{Handler: http.HandlerFunc(n.serveGateway), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, IdleTimeout: 2 * time.Minute}
 	// Browsers that do not trust the self-signed certificate yet fail handshakes: debug noise.
 	quiet := slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)
 	adminSrv := &http.Server{Handler: n.admin.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: quiet,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}
-	apiSrv := &http.Server{Handler: n.apiHandler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	apiSrv := &http.Server{Handler: n.admin.NodeHandler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
 	n.servers = []*http.Server{gwSrv, adminSrv, apiSrv}
 	go n.serve(gwSrv, gwLn, false)
 	go n.serve(adminSrv, adminLn, true)
@@ -217,7 +228,10 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	n.stop = cancel
 	n.bg.Add(2)
 	go n.rejectOnFlowEnd(bgCtx)
-	go n.bridgeConsent(bgCtx)
+	go func() {
+		defer n.bg.Done()
+		n.owner.Forward(bgCtx)
+	}()
 	n.every(bgCtx, 2*time.Second, n.sweep)
 	n.every(bgCtx, 2*time.Second, n.watchPolicy)
 	n.every(bgCtx, 5*time.Second, n.keepHead)
@@ -253,8 +267,8 @@ func (n *Node) SignInURL() string {
 // Admin is the admin UI server (the desktop serves its DesktopHandler in the window).
 func (n *Node) Admin() *admin.Server { return n.admin }
 
-// Consent is the device-flow and grant service (desktop notifications decide through it).
-func (n *Node) Consent() *consent.Service { return n.consent }
+// Owner is the owner's service: the desktop's tray and notifications act through it.
+func (n *Node) Owner() *owner.Service { return n.owner }
 
 func listenLoopback(port int, what string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
@@ -312,10 +326,7 @@ func (n *Node) Stop(ctx context.Context) error {
 	}
 	var errs []error
 	// Turns first: a streaming request stays open until its turn ends.
-	n.mu.Lock()
-	gw := n.gw
-	n.mu.Unlock()
-	if gw != nil {
+	if gw := n.gw.Load(); gw != nil {
 		gw.Pause() // no new turns while the running ones end
 		if err := gw.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("stop running turns: %w", err))

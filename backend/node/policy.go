@@ -42,14 +42,14 @@ func (n *Node) policyPath() string {
 // the Brands page's saves are checked by the same rules as a hand edit.
 func (n *Node) policyLimits() policy.Limits { return policy.Limits{DataDir: n.dataDir} }
 
-// loadPolicy reads the policy file. A broken file never yields a guessed
+// loadPolicy reads the policy file at start. A broken file never yields a guessed
 // policy: the error is kept for the UI and the gateway stops serving turns.
-func (n *Node) loadPolicy() error {
+func (n *Node) loadPolicy() (*policy.Policy, error) {
 	path := n.policyPath()
 	n.polPath = path
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && n.opts.StarterPolicy {
 		if err := policy.Save(path, n.starterPolicy()); err != nil {
-			return fmt.Errorf("write a starter policy: %w", err)
+			return nil, fmt.Errorf("write a starter policy: %w", err)
 		}
 		n.log.Info("wrote a starter policy with no brands; add one on the Brands page", "path", path)
 	}
@@ -65,23 +65,16 @@ func (n *Node) loadPolicy() error {
 	}
 	if err != nil {
 		n.polErr = err
-		return err
+		return nil, err
 	}
-	n.pol, n.polErr = p, nil
 	if n.opts.PolicyPath == "" || n.opts.Desktop {
 		fsutil.WriteFileAtomic(n.path(fileLastPol), []byte(path+"\n"), 0o600)
 	}
-	return nil
+	return p, nil
 }
 
-// startGateway builds the gateway on the loaded policy.
-func (n *Node) startGateway(publicURL, consentURL string) error {
-	n.mu.Lock()
-	p := n.pol
-	n.mu.Unlock()
-	if p == nil {
-		return n.polErr
-	}
+// startGateway builds the gateway on p; from then on it holds the served policy.
+func (n *Node) startGateway(p *policy.Policy, publicURL, consentURL string) error {
 	gw, err := gateway.New(gateway.Config{
 		ConsentURL: consentURL,
 		Identity: identity.New(identity.Config{
@@ -95,23 +88,22 @@ func (n *Node) startGateway(publicURL, consentURL string) error {
 		Ledger:    n.ledger,
 		Runner:    n.turns,
 		Keys:      n.ring.Set(),
-		OnReceipt: n.onReceipt,
+		OnReceipt: n.owner.ReceiptAdded,
 		Logger:    n.log,
 	}, p)
 	if err != nil {
 		return err
 	}
-	n.mu.Lock()
-	n.gw = gw
-	n.mu.Unlock()
+	n.gw.Store(gw)
 	return nil
 }
 
 // serveGateway answers on the gateway listener; with no valid policy it says
 // so (503) rather than serve a guessed one.
 func (n *Node) serveGateway(w http.ResponseWriter, r *http.Request) {
+	gw := n.gw.Load()
 	n.mu.Lock()
-	gw, perr := n.gw, n.polErr
+	perr := n.polErr
 	n.mu.Unlock()
 	if perr != nil || gw == nil {
 		if r.URL.Path == "/healthz" {
@@ -125,26 +117,28 @@ func (n *Node) serveGateway(w http.ResponseWriter, r *http.Request) {
 	gw.Handler().ServeHTTP(w, r)
 }
 
-// applyPolicy makes p the served policy (after a save from the Brands page or
-// a hand edit of the file).
+// applyPolicy makes p the served policy (after a save from the Brands page or a hand edit of
+// the file). The gateway's routes are the only copy of it, so the one store that swaps them
+// swaps it for consent and the owner too: none of them ever sees other brands than the
+// gateway serves (docs/architecture.md).
 func (n *Node) applyPolicy(p *policy.Policy) error {
-	n.mu.Lock()
-	gw, old := n.gw, n.pol
-	n.mu.Unlock()
-	if old != nil && old.Pact.PublicURL != p.Pact.PublicURL {
-		n.log.Warn("publicUrl changed: restart the node for tokens and receipts to use the new one", "old", old.Pact.PublicURL, "new", p.Pact.PublicURL)
-	}
+	n.applyMu.Lock()
+	defer n.applyMu.Unlock()
+	gw := n.gw.Load()
 	if gw == nil {
-		n.mu.Lock()
-		n.pol, n.polErr = p, nil
-		n.mu.Unlock()
-		return n.startGateway(n.addrs.PublicURL, "https://"+n.addrs.Admin+"/pact/consent")
-	}
-	if err := gw.Reload(p); err != nil {
-		return err
+		if err := n.startGateway(p, n.addrs.PublicURL, "https://"+n.addrs.Admin+"/pact/consent"); err != nil {
+			return err
+		}
+	} else {
+		if old := gw.Policy(); old.Pact.PublicURL != p.Pact.PublicURL {
+			n.log.Warn("publicUrl changed: restart the node for tokens and receipts to use the new one", "old", old.Pact.PublicURL, "new", p.Pact.PublicURL)
+		}
+		if err := gw.Reload(p); err != nil {
+			return err
+		}
 	}
 	n.mu.Lock()
-	n.pol, n.polErr = p, nil
+	n.polErr = nil
 	n.mu.Unlock()
 	return nil
 }
@@ -174,7 +168,7 @@ func (n *Node) reloadFromFile() {
 		n.polErr = err
 		n.mu.Unlock()
 		n.log.Error("policy.json has errors: the gateway stops serving until it is fixed", "path", n.polPath, "err", err)
-		n.notifyPolicy()
+		n.owner.PolicyChanged()
 		return
 	}
 	n.mu.Unlock()
@@ -183,15 +177,21 @@ func (n *Node) reloadFromFile() {
 	} else {
 		n.log.Info("policy reloaded", "path", n.polPath, "brands", len(p.Pact.Brands))
 	}
-	n.notifyPolicy()
+	n.owner.PolicyChanged()
 }
 
-// consentBrands is what consent knows of the current brands.
+// served is the policy the gateway serves; nil before one loaded.
+func (n *Node) served() *policy.Policy {
+	if gw := n.gw.Load(); gw != nil {
+		return gw.Policy()
+	}
+	return nil
+}
+
+// consentBrands is what consent knows of the brands: those of the served policy.
 func (n *Node) consentBrands() []consent.BrandInfo {
-	n.mu.Lock()
-	p := n.pol
-	n.mu.Unlock()
-	if p == nil || p.Pact == nil {
+	p := n.served()
+	if p == nil {
 		return nil
 	}
 	out := make([]consent.BrandInfo, 0, len(p.Pact.Brands))

@@ -1,16 +1,14 @@
-package admin
+package owner
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"strings"
 	"time"
 )
 
-// The JSON shapes below are exactly those of docs/admin-api.md. They are admin's own types so that
-// admin depends on no service package; the node converts with small adapters.
+// The JSON shapes below are exactly those of docs/admin-api.md (and frontend/src/api.ts): every
+// transport sends them as they are.
 
 // Scope is a brand scope as shown to the owner.
 type Scope struct {
@@ -24,8 +22,8 @@ type BrandRef struct {
 	Name string `json:"name"`
 }
 
-// Brand is one brand of policy.json. CardURL is computed by the node; it is accepted (and
-// ignored by the adapter) in a PUT body because the UI sends back what it got.
+// Brand is one brand of policy.json. CardURL is computed by the service; it is accepted (and
+// ignored) in a PUT body because the UI sends back what it got.
 type Brand struct {
 	ID          string `json:"id"`
 	Name        string `json:"name"`
@@ -44,7 +42,6 @@ type Agent struct {
 	IssuerOrigin string `json:"issuerOrigin"`
 }
 
-// ConsentRequest is a pending device-flow request.
 // CodeLookup is what became of the request with a user code: "pending", "allowed",
 // "denied", "expired", or "unknown" (no such request, or not a well-formed code).
 type CodeLookup struct {
@@ -52,6 +49,7 @@ type CodeLookup struct {
 	Status   string `json:"status"`
 }
 
+// ConsentRequest is a pending device-flow request.
 type ConsentRequest struct {
 	ID        string    `json:"id"`
 	UserCode  string    `json:"userCode"`
@@ -151,8 +149,7 @@ type BrandsView struct {
 	Error      *PolicyError `json:"error"`
 }
 
-// Status is the answer of GET /api/status. Admin.URL is filled from Config.Addr when empty,
-// Version with this build's version (backend/version) when empty.
+// Status is the answer of GET /api/status.
 type Status struct {
 	Version      string           `json:"version"`
 	Gateway      GatewayStatus    `json:"gateway"`
@@ -219,19 +216,25 @@ const (
 	DurationForever = "forever"
 )
 
-// DecisionRequest is the body of POST /api/consent/{id}/decision. Admin has checked that
-// Decision is allow or deny and, for allow, that Duration is one of the three durations.
+// DecisionRequest is the body of POST /api/consent/{id}/decision. Duration "" is the default
+// (30 days): what a desktop notification's Allow gives.
 type DecisionRequest struct {
 	UserCode string `json:"userCode"`
 	Decision string `json:"decision"`
 	Duration string `json:"duration"`
 }
 
-// DecisionResult is the 200 answer of a decision: Status is "allowed" or "denied".
+// DecisionResult is the 200 answer of a decision.
 type DecisionResult struct {
-	Status string `json:"status"`
+	Status string `json:"status"` // OutcomeAllowed or OutcomeDenied
 	Grant  *Grant `json:"grant,omitempty"`
 }
+
+// Outcomes of a decision.
+const (
+	OutcomeAllowed = "allowed"
+	OutcomeDenied  = "denied"
+)
 
 // Event names of GET /api/events.
 const (
@@ -247,21 +250,28 @@ type Event struct {
 	Data any
 }
 
-// ConsentEvent is the data of a consent event; Kind is "added", "decided" or "expired".
+// ConsentEvent is the data of a consent event.
 type ConsentEvent struct {
 	Pending int             `json:"pending"`
 	Request *ConsentRequest `json:"request,omitempty"`
-	Kind    string          `json:"kind"`
+	Kind    string          `json:"kind"` // ConsentAdded, ConsentDecided or ConsentExpired
 }
 
-// Sentinel errors a Backend wraps (fmt.Errorf("…: %w", admin.ErrExpired)) to choose the status;
-// the wrapped message is what the owner reads.
+// Kinds of a ConsentEvent.
+const (
+	ConsentAdded   = "added"
+	ConsentDecided = "decided"
+	ConsentExpired = "expired"
+)
+
+// Errors of the service, by kind: each transport maps a kind to its answer (admin's fail), and
+// the message is what the owner reads.
 var (
-	ErrNotFound       = errors.New("not found")                             // 404
-	ErrInvalid        = errors.New("invalid request")                       // 400, e.g. a bad cursor
-	ErrCodeMismatch   = errors.New("user code does not match this request") // 400
-	ErrAlreadyDecided = errors.New("already decided")                       // 409 {"status":"already_decided"}
-	ErrExpired        = errors.New("expired")                               // 410 {"status":"expired"}
+	ErrNotFound       = errors.New("not found")
+	ErrInvalid        = errors.New("invalid request") // e.g. a bad cursor
+	ErrCodeMismatch   = errors.New("user code does not match this request")
+	ErrAlreadyDecided = errors.New("already decided")
+	ErrExpired        = errors.New("expired")
 )
 
 // FieldError is a validation message next to one field (a Brand JSON key).
@@ -270,7 +280,7 @@ type FieldError struct {
 	Message string `json:"message"`
 }
 
-// FieldErrors is returned by PutBrand when the brand is not valid: 422 with the fields.
+// FieldErrors is returned by PutBrand when the brand is not valid, with the fields at fault.
 type FieldErrors struct {
 	Message string // "" → "the brand is not valid"
 	Fields  []FieldError
@@ -289,36 +299,4 @@ func (e *FieldErrors) Error() string {
 		return msg
 	}
 	return msg + " (" + strings.Join(parts, "; ") + ")"
-}
-
-// Backend is what the node provides to the admin API (through adapters over consent, receipts
-// and policy). Every method is called only for a signed-in owner.
-type Backend interface {
-	Status(ctx context.Context) (Status, error)
-	// Pending lists pending consent requests, oldest first.
-	Pending(ctx context.Context) ([]ConsentRequest, error)
-	// LookupCode says what became of the request with that user code, so that a consent
-	// link to a request that is no longer pending can say why.
-	LookupCode(ctx context.Context, userCode string) (CodeLookup, error)
-	// Decide records the owner's decision for request id bound to req.UserCode (C8).
-	// Errors: ErrNotFound, ErrCodeMismatch, ErrAlreadyDecided (C6), ErrExpired (C7).
-	Decide(ctx context.Context, id string, req DecisionRequest) (DecisionResult, error)
-	// Grants lists grants, newest first.
-	Grants(ctx context.Context) ([]Grant, error)
-	// Revoke revokes grant id; revoking a revoked grant returns it unchanged. ErrNotFound.
-	Revoke(ctx context.Context, id string) (Grant, error)
-	// Receipts returns one page, newest first. ErrInvalid for a bad cursor.
-	Receipts(ctx context.Context, f ReceiptFilter) (ReceiptPage, error)
-	// Receipt returns one receipt. ErrNotFound.
-	Receipt(ctx context.Context, id string) (ReceiptDetail, error)
-	// ExportReceipts writes the matching receipts as JSON Lines, one per line.
-	ExportReceipts(ctx context.Context, f ReceiptFilter, w io.Writer) error
-	Brands(ctx context.Context) (BrandsView, error)
-	// PutBrand creates or replaces brand id (b.ID == id) and saves policy.json; *FieldErrors
-	// when the brand is not valid. Returns all brands.
-	PutBrand(ctx context.Context, id string, b Brand) ([]Brand, error)
-	// DeleteBrand removes brand id and saves policy.json. ErrNotFound. Returns all brands.
-	DeleteBrand(ctx context.Context, id string) ([]Brand, error)
-	// Events streams UI events until ctx ends, then closes the channel.
-	Events(ctx context.Context) (<-chan Event, error)
 }

@@ -1,0 +1,30 @@
+package admin
+
+import (
+	"context"
+	"io"
+
+	"github.com/aether/aether/backend/owner"
+)
+
+// Backend is what admin serves: *owner.Service, or a test's fake. Every method is called only
+// for a signed-in owner or a caller with the admin token. Its errors are owner's kinds, which
+// fail maps to statuses.
+type Backend interface {
+	Status(ctx context.Context) (owner.Status, error)
+	Pending(ctx context.Context) ([]owner.ConsentRequest, error)
+	LookupCode(ctx context.Context, userCode string) (owner.CodeLookup, error)
+	Decide(ctx context.Context, id string, req owner.DecisionRequest) (owner.DecisionResult, error)
+	Grants(ctx context.Context) ([]owner.Grant, error)
+	Revoke(ctx context.Context, id string) (owner.Grant, error)
+	Receipts(ctx context.Context, f owner.ReceiptFilter) (owner.ReceiptPage, error)
+	Receipt(ctx context.Context, id string) (owner.ReceiptDetail, error)
+	ExportReceipts(ctx context.Context, f owner.ReceiptFilter, w io.Writer) error
+	Brands(ctx context.Context) (owner.BrandsView, error)
+	PutBrand(ctx context.Context, id string, b owner.Brand) ([]owner.Brand, error)
+	DeleteBrand(ctx context.Context, id string) ([]owner.Brand, error)
+	Events(ctx context.Context) <-chan owner.Event
+	SetPaused(paused bool) error
+}
+
+var _ Backend = (*owner.Service)(nil)

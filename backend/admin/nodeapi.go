@@ -1,0 +1,55 @@
+package admin
+
+import (
+	"crypto/subtle"
+	"net"
+	"net/http"
+	"strings"
+)
+
+// NodeHandler serves the node API, on its own listener on 127.0.0.1, for local tools (`aether
+// status`, `aether grants …`): the same operations, answers and errors as /api/*, under /v1/
+// (docs/admin-api.md). Every call needs the admin token as a bearer token; no cookie counts, so
+// there is no CSRF token. A loopback Host is required so that a rebinding page cannot reach it.
+func (s *Server) NodeHandler() http.Handler {
+	mux := http.NewServeMux()
+	get := func(h http.HandlerFunc) http.HandlerFunc { return methods(map[string]http.HandlerFunc{"GET": h}) }
+	post := func(h http.HandlerFunc) http.HandlerFunc { return methods(map[string]http.HandlerFunc{"POST": h}) }
+	mux.HandleFunc("/v1/status", get(s.getStatus))
+	mux.HandleFunc("/v1/consent", get(s.getConsent))
+	mux.HandleFunc("/v1/grants", get(s.getGrants))
+	mux.HandleFunc("/v1/grants/{id}/revoke", post(s.postRevoke))
+	mux.HandleFunc("/v1/gateway/pause", post(s.setPaused(true)))
+	mux.HandleFunc("/v1/gateway/resume", post(s.setPaused(false)))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, errorBody{Error: "no such API: " + r.URL.Path})
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		setSecurityHeaders(w.Header())
+		host, _, err := net.SplitHostPort(r.Host)
+		if err != nil {
+			host = r.Host
+		}
+		if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" {
+			http.Error(w, "misdirected request", http.StatusMisdirectedRequest)
+			return
+		}
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || s.cfg.Token == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="aether-node"`)
+			writeError(w, http.StatusUnauthorized, errorBody{Error: "the admin token is required (Authorization: Bearer <token from admin.token>)"})
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) setPaused(paused bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := s.b.SetPaused(paused); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"paused": paused})
+	}
+}

@@ -1,0 +1,135 @@
+package owner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/domain"
+)
+
+// Pending lists the pending consent requests, oldest first.
+func (s *Service) Pending(ctx context.Context) ([]ConsentRequest, error) {
+	reqs, err := s.cfg.Consent.Pending(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ConsentRequest, 0, len(reqs))
+	for _, r := range reqs {
+		out = append(out, requestDTO(r))
+	}
+	return out, nil
+}
+
+// LookupCode says what became of the request with that user code, so that a consent link to a
+// request that is no longer pending can say why.
+func (s *Service) LookupCode(ctx context.Context, code string) (CodeLookup, error) {
+	r, status, err := s.cfg.Consent.Lookup(ctx, code)
+	switch {
+	case errors.Is(err, consent.ErrNotFound), errors.Is(err, consent.ErrBadUserCode):
+		return CodeLookup{UserCode: code, Status: "unknown"}, nil
+	case err != nil:
+		return CodeLookup{}, err
+	}
+	out := CodeLookup{UserCode: r.UserCode, Status: string(status)}
+	switch status {
+	case domain.FlowApproved, domain.FlowRedeemed:
+		out.Status = "allowed"
+	case domain.FlowLocked:
+		out.Status = "expired"
+	}
+	return out, nil
+}
+
+// Decide records the owner's decision for request id bound to req.UserCode (C8), from the
+// Consent page or a desktop notification. Errors: ErrNotFound, ErrCodeMismatch,
+// ErrAlreadyDecided (C6), ErrExpired (C7), ErrInvalid.
+func (s *Service) Decide(ctx context.Context, id string, req DecisionRequest) (DecisionResult, error) {
+	var allow bool
+	switch req.Decision {
+	case DecisionAllow:
+		allow = true
+	case DecisionDeny:
+	default:
+		return DecisionResult{}, fmt.Errorf("%w: decision must be allow or deny", ErrInvalid)
+	}
+	dur, err := durationOf(req.Duration)
+	if err != nil {
+		return DecisionResult{}, err
+	}
+	d, err := s.cfg.Consent.Decide(ctx, id, req.UserCode, allow, dur)
+	if err != nil {
+		return DecisionResult{}, consentErr(err)
+	}
+	res := DecisionResult{Status: d.Outcome}
+	if d.Grant != nil {
+		g := s.grantDTO(*d.Grant)
+		res.Grant = &g
+	}
+	return res, nil
+}
+
+// durationOf maps the UI's choices onto grant lifetimes.
+func durationOf(s string) (consent.Duration, error) {
+	switch s {
+	case "":
+		return consent.DefaultDuration, nil
+	case Duration1Day:
+		return consent.Day, nil
+	case Duration30Days:
+		return consent.Month, nil
+	case DurationForever:
+		return consent.Forever, nil
+	}
+	return "", fmt.Errorf("%w: duration must be 1d, 30d or forever", ErrInvalid)
+}
+
+// consentErr classifies consent's errors by the service's kinds, keeping consent's own words
+// for the owner.
+func consentErr(err error) error {
+	for _, m := range []struct{ from, to error }{
+		{consent.ErrNotFound, ErrNotFound},
+		{consent.ErrAlreadyDecided, ErrAlreadyDecided},
+		{consent.ErrExpired, ErrExpired},
+		{consent.ErrLocked, ErrExpired},
+		{consent.ErrBrandChanged, ErrExpired},
+		{consent.ErrWrongCode, ErrCodeMismatch},
+		{consent.ErrBadUserCode, ErrCodeMismatch},
+		{consent.ErrBadDuration, ErrInvalid},
+	} {
+		if errors.Is(err, m.from) {
+			return kindError{err, m.to}
+		}
+	}
+	return err
+}
+
+// kindError is err, classified as kind.
+type kindError struct{ err, kind error }
+
+func (e kindError) Error() string        { return e.err.Error() }
+func (e kindError) Is(target error) bool { return target == e.kind }
+func (e kindError) Unwrap() error        { return e.err }
+
+// Grants lists the grants, newest first.
+func (s *Service) Grants(ctx context.Context) ([]Grant, error) {
+	gs, err := s.cfg.Consent.Grants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Grant, 0, len(gs))
+	for _, g := range gs {
+		out = append(out, s.grantDTO(g))
+	}
+	return out, nil
+}
+
+// Revoke revokes grant id; revoking a revoked grant returns it unchanged. ErrNotFound.
+func (s *Service) Revoke(ctx context.Context, id string) (Grant, error) {
+	g, err := s.cfg.Consent.Revoke(ctx, id)
+	if err != nil {
+		return Grant{}, consentErr(err)
+	}
+	return s.grantDTO(*g), nil
+}

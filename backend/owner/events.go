@@ -1,0 +1,94 @@
+package owner
+
+import (
+	"context"
+	"sync"
+
+	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/receipts"
+)
+
+// Events streams the owner's events (consent, grant, receipt, policy) until ctx ends, then
+// closes the channel. Delivery never blocks the publisher: a stream that falls behind loses
+// events, and its reader re-reads the lists on the next one.
+func (s *Service) Events(ctx context.Context) <-chan Event { return s.hub.subscribe(ctx) }
+
+// Forward turns consent's events into consent and grant events until ctx ends; the node runs it.
+func (s *Service) Forward(ctx context.Context) {
+	events, stop := s.cfg.Consent.Subscribe()
+	defer stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			pending := 0
+			if reqs, err := s.cfg.Consent.Pending(ctx); err == nil {
+				pending = len(reqs)
+			}
+			ce := ConsentEvent{Pending: pending}
+			if ev.Request != nil {
+				r := requestDTO(*ev.Request)
+				ce.Request = &r
+			}
+			switch ev.Kind {
+			case consent.EventRequestAdded:
+				ce.Kind = ConsentAdded
+			case consent.EventRequestDecided:
+				ce.Kind = ConsentDecided
+			case consent.EventRequestExpired:
+				ce.Kind = ConsentExpired
+			}
+			if ce.Kind != "" {
+				s.hub.publish(Event{Name: EventConsent, Data: ce})
+			}
+			if ev.Grant != nil {
+				s.hub.publish(Event{Name: EventGrant, Data: s.grantDTO(*ev.Grant)})
+			}
+		}
+	}
+}
+
+// PolicyChanged tells the streams that the served policy or its file changed.
+func (s *Service) PolicyChanged() { s.hub.publish(Event{Name: EventPolicy}) }
+
+// ReceiptAdded tells the streams of a committed receipt (the gateway calls it).
+func (s *Service) ReceiptAdded(r *receipts.Receipt) {
+	s.hub.publish(Event{Name: EventReceipt, Data: receiptDTO(r)})
+}
+
+// hub fans events out to the streams.
+type hub struct {
+	mu   sync.Mutex
+	subs map[chan Event]struct{}
+}
+
+func newHub() *hub { return &hub{subs: map[chan Event]struct{}{}} }
+
+func (h *hub) subscribe(ctx context.Context) <-chan Event {
+	ch := make(chan Event, 32)
+	h.mu.Lock()
+	h.subs[ch] = struct{}{}
+	h.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(h.subs, ch)
+		close(ch)
+	})
+	return ch
+}
+
+func (h *hub) publish(ev Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs {
+		select {
+		case ch <- ev:
+		default:
+		}
+	}
+}

@@ -1,0 +1,75 @@
+package owner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/aether/aether/backend/receipts"
+	"github.com/aether/aether/backend/store"
+)
+
+func storeFilter(f ReceiptFilter) (store.ReceiptFilter, error) {
+	sf := store.ReceiptFilter{Agent: f.Agent, Brand: f.Brand, Status: f.Status, From: f.From, To: f.To, Limit: f.Limit}
+	if f.Cursor != "" {
+		c, err := strconv.ParseInt(f.Cursor, 10, 64)
+		if err != nil || c < 0 {
+			return sf, fmt.Errorf("%w: bad cursor", ErrInvalid)
+		}
+		sf.Cursor = c
+	}
+	return sf, nil
+}
+
+// Receipts returns one page of receipts, newest first. ErrInvalid for a bad cursor.
+func (s *Service) Receipts(ctx context.Context, f ReceiptFilter) (ReceiptPage, error) {
+	sf, err := storeFilter(f)
+	if err != nil {
+		return ReceiptPage{}, err
+	}
+	recs, next, err := s.cfg.Ledger.List(ctx, sf)
+	if err != nil {
+		return ReceiptPage{}, err
+	}
+	page := ReceiptPage{Receipts: make([]ReceiptSummary, 0, len(recs))}
+	for i := range recs {
+		page.Receipts = append(page.Receipts, receiptDTO(&recs[i]))
+	}
+	if next > 0 {
+		page.NextCursor = strconv.FormatInt(next, 10)
+	}
+	return page, nil
+}
+
+// Receipt returns one receipt with its claims and whether it verifies. ErrNotFound.
+func (s *Service) Receipt(ctx context.Context, id string) (ReceiptDetail, error) {
+	r, err := s.cfg.Ledger.Get(ctx, id)
+	if errors.Is(err, store.ErrReceiptNotFound) {
+		return ReceiptDetail{}, fmt.Errorf("%w: no receipt %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return ReceiptDetail{}, err
+	}
+	claims, err := json.Marshal(r.Claims)
+	if err != nil {
+		return ReceiptDetail{}, err
+	}
+	d := ReceiptDetail{Receipt: receiptDTO(r), Claims: claims, JWS: r.JWS, Verify: VerifyResult{OK: true}}
+	if _, err := receipts.VerifyOne(r.JWS, s.cfg.Keys); err != nil {
+		d.Verify = VerifyResult{OK: false, Error: err.Error()}
+	}
+	return d, nil
+}
+
+// ExportReceipts writes the matching receipts as JSON Lines, oldest first, one per line.
+func (s *Service) ExportReceipts(ctx context.Context, f ReceiptFilter, w io.Writer) error {
+	sf, err := storeFilter(f)
+	if err != nil {
+		return err
+	}
+	sf.Oldest = true
+	return receipts.Export(ctx, s.cfg.Ledger.Source(ctx, sf), w)
+}
