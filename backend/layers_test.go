@@ -17,7 +17,7 @@ func TestLayers(t *testing.T) {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	const mod = "github.com/aether/aether/backend/"
-	services := map[string]bool{"policy": true, "store": true, "keys": true, "consent": true, "codex": true, "receipts": true, "fsutil": true}
+	services := map[string]bool{"policy": true, "store": true, "keys": true, "consent": true, "codex": true, "receipts": true, "fsutil": true, "owner": true}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		fields := strings.Fields(line)
 		pkg, imports := strings.TrimPrefix(fields[0], mod), fields[1:]
@@ -32,6 +32,59 @@ func TestLayers(t *testing.T) {
 			case imp == mod+"store" && pkg == "gateway":
 				t.Errorf("gateway imports store: it reads tasks through its Config and grants through consent")
 			}
+		}
+	}
+}
+
+// TestOwnerLayers keeps the owner's side to one front door (docs/architecture.md): the desktop
+// app reaches consent, the store and the gateway only through owner and node; the CLI never
+// opens the database itself; admin is a transport over owner alone; and node, the composition
+// root, is the only package that imports both transports, gateway and admin.
+func TestOwnerLayers(t *testing.T) {
+	const root = "github.com/aether/aether/"
+	// The desktop tags, so that app is listed as the desktop binary builds it.
+	out, err := exec.Command("go", "list", "-tags", "desktop,production,webkit2_41", "-f", `{{.ImportPath}} {{join .Imports " "}}`, root+"...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	never := map[string]struct {
+		imports []string
+		why     string
+	}{
+		"app":         {[]string{"backend/consent", "backend/store", "backend/gateway"}, "the desktop acts through owner.Service"},
+		"backend/cli": {[]string{"backend/store"}, "the offline verbs open the data dir through node"},
+	}
+	adminMay := map[string]bool{"backend/owner": true, "backend/fsutil": true, "backend/version": true}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(fields[0], root)
+		seen[pkg] = true
+		imports := map[string]bool{}
+		for _, imp := range fields[1:] {
+			if rel, ok := strings.CutPrefix(imp, root); ok {
+				imports[rel] = true
+			}
+		}
+		for _, bad := range never[pkg].imports {
+			if imports[bad] {
+				t.Errorf("%s imports %s: %s", pkg, bad, never[pkg].why)
+			}
+		}
+		if pkg == "backend/admin" {
+			for imp := range imports {
+				if !adminMay[imp] {
+					t.Errorf("admin imports %s: it is a transport over owner.Service alone", imp)
+				}
+			}
+		}
+		if imports["backend/gateway"] && imports["backend/admin"] && pkg != "backend/node" {
+			t.Errorf("%s imports both gateway and admin: only node, the composition root, wires them", pkg)
+		}
+	}
+	for pkg := range never {
+		if !seen[pkg] {
+			t.Errorf("go list did not list %s: the rules above checked nothing", pkg)
 		}
 	}
 }
