@@ -15,7 +15,7 @@ export AETHER_REQUIRE_BROWSER := 1
 export AETHER_REQUIRE_CADDY := 1
 endif
 
-.PHONY: run serve deps build desktop package package-test test lint go-test ui-check gui-test bench version clean
+.PHONY: run serve deps build desktop package package-test test lint go-test ui-check gui-test bench fuzz version clean
 
 run: ## get what is needed and start the app on the example policy
 	scripts/run.sh
@@ -65,6 +65,24 @@ gui-test:
 bench: ## prints the benchmark ratios B1–B6 (never fails on a timing)
 	@AETHER_BENCH=1 go test -p 1 -count=1 -run 'TestPrint' -v ./backend/... | grep -E '^B[0-9]' || true
 	@scripts/bench-desktop.sh
+
+# The fuzz targets, package:name (README.md, "Fuzzing"). `go test` runs their seed corpora in
+# testdata/fuzz/<name>/ (so CI does); `make fuzz` fuzzes each in turn for FUZZTIME.
+FUZZ_TARGETS := \
+	backend/gateway:FuzzBodyGuard backend/gateway:FuzzDeviceForm \
+	backend/identity:FuzzIdentityPrepass backend/identity:FuzzIdentityVerify \
+	backend/consent:FuzzUserCode backend/policy:FuzzPolicyParse \
+	backend/receipts:FuzzReceiptsVerify backend/receipts:FuzzReceiptsExport \
+	backend/agent:FuzzAgentCard backend/codex:FuzzCodexEvents
+FUZZTIME ?= 10m
+# Go minimizes every new interesting input for up to 60s, which stalls a target fed large seeds.
+FUZZMINIMIZETIME ?= 5s
+
+fuzz: ## fuzzes every target for FUZZTIME (10m each); a crasher is written to its package's testdata/fuzz/<name>/
+	@failed=""; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "go test -run '^$$' -fuzz '^$$name$$' -fuzztime $(FUZZTIME) ./$$pkg"; \
+		go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) ./$$pkg || failed="$$failed $$name"; \
+	done; if [ -n "$$failed" ]; then echo "fuzz: failed:$$failed (the crashers are in testdata/fuzz/<name>/)"; exit 1; fi
 
 clean:
 	rm -rf bin dist test-results

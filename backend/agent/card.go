@@ -128,7 +128,7 @@ func ParseCard(data []byte, cardURL string) (*Card, error) {
 		// interface, so its origin is the node's; the brand may still be in
 		// the card URL.
 		u, err := url.Parse(ifaces[0].URL)
-		if err != nil || u.Host == "" {
+		if err != nil || u.Scheme == "" || u.Host == "" {
 			return nil, fmt.Errorf("agent card %s: interface URL %q is not absolute", cardURL, ifaces[0].URL)
 		}
 		card.PublicURL = u.Scheme + "://" + u.Host
@@ -167,7 +167,7 @@ func ParseCard(data []byte, cardURL string) (*Card, error) {
 // splitBrandURL splits <publicUrl>/a2a/<brand>[/] into its parts.
 func splitBrandURL(raw string) (publicURL, brand string, ok bool) {
 	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
+	if err != nil || u.Scheme == "" || u.Host == "" { // "//host/a2a/x" has no origin to trust
 		return "", "", false
 	}
 	p := strings.TrimSuffix(u.Path, "/")

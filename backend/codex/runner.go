@@ -606,10 +606,10 @@ func (g *progressGate) emit(text string) {
 		return
 	}
 	g.last = t
-	if len(text) > 4*maxProgressRunes {
-		text = text[:4*maxProgressRunes]
-	}
-	if text = oneLine(g.red.redact(text), maxProgressRunes); text != "" {
+	// Clean, then redact, then cut (S10): a character cleaned away after the redactor ran would
+	// join a secret around it, and a cut before it could leave part of one. A text is one line
+	// of codex's capped output, so this stays linear in that output.
+	if text = oneLine(g.red.redact(oneLine(text, len(text))), maxProgressRunes); text != "" {
 		g.fn(Progress{Text: text})
 	}
 }

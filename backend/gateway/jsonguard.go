@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -16,6 +17,7 @@ const (
 	maxBodyBytes = 4 << 20
 	maxDepth     = 64
 	maxIDLen     = 256
+	maxIntID     = 1 << 53
 )
 
 // bodyError says which standard error a bad body gets.
@@ -39,6 +41,11 @@ func (e *bodyError) Error() string { return e.detail }
 func checkJSON(body []byte) error {
 	if !utf8.Valid(body) {
 		return &bodyError{kindParse, "body is not valid UTF-8"}
+	}
+	// Not JSON is a parse error whatever else is wrong before the cut (R5 before R3, R12).
+	if !json.Valid(body) {
+		err := json.Unmarshal(body, new(any)) // the syntax error, for the message
+		return &bodyError{kindParse, "malformed JSON: " + err.Error()}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -72,7 +79,7 @@ func walk(dec *json.Decoder, depth int) error {
 				return &bodyError{kindParse, "malformed JSON: " + err.Error()}
 			}
 			key, _ := kt.(string)
-			folded := strings.ToLower(key)
+			folded := foldKey(key)
 			if seen[folded] {
 				return &bodyError{kindInvalid, fmt.Sprintf("duplicate key %q", key)}
 			}
@@ -92,6 +99,25 @@ func walk(dec *json.Decoder, depth int) error {
 		return &bodyError{kindParse, "malformed JSON: " + err.Error()}
 	}
 	return nil
+}
+
+// foldKey folds a key the way encoding/json matches it to a struct field, so that keys equal
+// under bytes.EqualFold fold alike (R12): ToLower alone misses "ſ" (U+017F), which a2a-go
+// reads as "s". A rune becomes the smallest of its case-folding orbit, ASCII letters lower case.
+func foldKey(k string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= utf8.RuneSelf {
+			least := r
+			for o := unicode.SimpleFold(r); o != r; o = unicode.SimpleFold(o) {
+				least = min(least, o)
+			}
+			r = least
+		}
+		if 'A' <= r && r <= 'Z' {
+			r += 'a' - 'A'
+		}
+		return r
+	}, k)
 }
 
 // envelope is the part of a JSON-RPC request checked before dispatch.
@@ -150,8 +176,10 @@ func checkID(raw json.RawMessage) (json.RawMessage, error) {
 	if err := json.Unmarshal(raw, &n); err != nil {
 		return nil, &bodyError{kindInvalid, "id must be a string or an integer"}
 	}
-	if _, err := n.Int64(); err != nil {
-		return nil, &bodyError{kindInvalid, "id must be a string or an integer"}
+	// a2a-go decodes a number id as a float64 and answers with that: past 2^53 it would
+	// answer another id than it was sent (R11).
+	if v, err := n.Int64(); err != nil || v > maxIntID || v < -maxIntID {
+		return nil, &bodyError{kindInvalid, "id must be a string or an integer of at most 2^53"}
 	}
 	return raw, nil
 }

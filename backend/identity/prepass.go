@@ -93,7 +93,8 @@ func checkMembers(b []byte, registered []string) *Error {
 			return errMalformed
 		}
 		for _, r := range registered {
-			if len(name) == len(r) && string(name) != r && bytes.EqualFold(name, []byte(r)) {
+			// No length test: "ſub" (U+017F) is longer than "sub" and still folds to it.
+			if string(name) != r && bytes.EqualFold(name, []byte(r)) {
 				return errDuplicate
 			}
 		}
