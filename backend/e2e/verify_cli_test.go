@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -56,7 +57,8 @@ func TestReceiptsVerifyCLI(t *testing.T) {
 	wg.Wait()
 	e.stop()
 
-	if code, out := verifyCLI(t, e.dataDir); code != 0 || !strings.Contains(out, "OK: 1000 receipt(s)") {
+	if code, out := verifyCLI(t, e.dataDir); code != 0 || !strings.Contains(out, "OK: 1000 receipt(s)") ||
+		!strings.Contains(out, "receipts.head: seq 1000") {
 		t.Fatalf("verify after 1,000 turns: exit %d\n%s", code, out)
 	}
 	path := filepath.Join(e.dataDir, "pact.sqlite")
@@ -102,7 +104,21 @@ func TestReceiptsVerifyCLI(t *testing.T) {
 		{"T2 two receipts swapped", []string{
 			"UPDATE receipts SET seq = 100000 WHERE seq = 300", "UPDATE receipts SET seq = 300 WHERE seq = 301", "UPDATE receipts SET seq = 301 WHERE seq = 100000"}, "receipt 300"},
 		{"T3 a receipt deleted in the middle", []string{"DELETE FROM receipts WHERE seq = 700"}, "701"},
+		// The store's own mark goes with the tail; receipts.head, outside the file, still names 1000.
+		{"T4 the last two receipts cut and the store's mark removed", []string{
+			"DELETE FROM receipts WHERE seq > 998", "DELETE FROM meta WHERE key = 'receipts.high_water'"}, "1000"},
 	}
+	t.Run("T4 without receipts.head verify says what it cannot see", func(t *testing.T) {
+		restoreFile(t, saved, path)
+		head := filepath.Join(e.dataDir, "receipts.head")
+		kept := copyFile(t, head)
+		os.Remove(head)
+		defer restoreFile(t, kept, head)
+		code, out := verifyCLI(t, e.dataDir)
+		if code != 0 || !strings.Contains(out, "No "+head+": the newest receipts could have been cut without a trace") {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+	})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			tamper(t, append(dropGuards, c.stmts...)...)

@@ -125,7 +125,10 @@ func VerifyingKeys(dataDir string) (set keys.Set, rotations int, err error) {
 
 // Receipts is a data dir's receipt store, opened without the node for the offline verbs
 // (`aether receipts verify|export`).
-type Receipts struct{ db *store.DB }
+type Receipts struct {
+	db  *store.DB
+	dir string
+}
 
 // OpenReceipts opens dataDir's pact.sqlite; close it when done.
 func OpenReceipts(dataDir string) (*Receipts, error) {
@@ -133,7 +136,15 @@ func OpenReceipts(dataDir string) (*Receipts, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Receipts{db: db}, nil
+	return &Receipts{db: db, dir: dataDir}, nil
+}
+
+// Head is the chain's head as the node last recorded it outside pact.sqlite (receipts.head),
+// so that verify can tell a cut tail from a short chain (T4); ok is false without the file.
+func (r *Receipts) Head() (head store.Checkpoint, path string, ok bool, err error) {
+	path = filepath.Join(r.dir, fileHead)
+	head, ok, err = readHead(path)
+	return head, path, ok, err
 }
 
 // Close closes the store.

@@ -18,18 +18,11 @@ const fileHead = "receipts.head"
 
 // checkHead refuses a receipt store that lost receipts the node once wrote.
 func (n *Node) checkHead(ctx context.Context) error {
-	data, err := os.ReadFile(n.path(fileHead))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+	c, ok, err := readHead(n.path(fileHead))
 	if err != nil {
-		return fmt.Errorf("read %s: %w", fileHead, err)
+		return fmt.Errorf("%w: move it aside to start without the check", err)
 	}
-	var c store.Checkpoint
-	if err := json.Unmarshal(data, &c); err != nil {
-		return fmt.Errorf("%s is unreadable (%v): move it aside to start without the check", n.path(fileHead), err)
-	}
-	if c.Seq == 0 {
+	if !ok || c.Seq == 0 {
 		return nil
 	}
 	if err := n.ledger.Confirm(ctx, c); err != nil {
@@ -37,6 +30,21 @@ func (n *Node) checkHead(ctx context.Context) error {
 			"Restore the newest pact.sqlite; to accept the loss and go on, move %s aside", err, n.path(fileHead))
 	}
 	return nil
+}
+
+// readHead reads a receipts.head file; ok is false when there is none.
+func readHead(path string) (c store.Checkpoint, ok bool, err error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return c, false, nil
+	}
+	if err != nil {
+		return c, false, fmt.Errorf("read %s: %w", path, err)
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return c, false, fmt.Errorf("%s is unreadable (%v)", path, err)
+	}
+	return c, true, nil
 }
 
 // saveHead records the chain's head (after start, every few seconds while
