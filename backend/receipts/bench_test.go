@@ -86,23 +86,14 @@ func seedScale(tb testing.TB, e *env, n int) {
 	}
 	startTurns(tb, e, turns)
 	ctx := context.Background()
-	head := store.Checkpoint{}
 	for start := 0; start < n; start += 1000 {
 		part := turns[start:min(start+1000, n)]
-		ids := make([]string, len(part))
-		byTurn := map[string][]*request{}
-		for i, t := range part {
-			ids[i] = t.ID
-			byTurn[t.ID] = []*request{{turn: t}}
-		}
-		rows, _, err := e.l.sign(ids, byTurn, head)
-		if err != nil {
+		if err := e.db.AppendReceipts(ctx, func(tail store.Checkpoint) ([]store.Receipt, error) {
+			rows, _, err := e.l.sign(part, tail)
+			return rows, err
+		}); err != nil {
 			tb.Fatal(err)
 		}
-		if err := e.db.AppendReceipts(ctx, rows); err != nil {
-			tb.Fatal(err)
-		}
-		head = store.Checkpoint{Seq: rows[len(rows)-1].Seq, Hash: rows[len(rows)-1].Hash}
 	}
 }
 

@@ -110,8 +110,7 @@ func TestExport(t *testing.T) {
 	// forked its chain would make.
 	fork := func() string {
 		tr := testTurn(900)
-		_, recs, err := e.l.sign([]string{tr.ID}, map[string][]*request{tr.ID: {{turn: tr}}},
-			store.Checkpoint{Seq: 9, Hash: rows[8].Hash})
+		_, recs, err := e.l.sign([]Turn{tr}, store.Checkpoint{Seq: 9, Hash: rows[8].Hash})
 		if err != nil {
 			t.Fatal(err)
 		}

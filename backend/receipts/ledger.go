@@ -18,66 +18,49 @@ import (
 // ErrClosed: the ledger was closed; no more receipts are taken.
 var ErrClosed = errors.New("receipts ledger closed")
 
-// maxBatch bounds one group commit.
-const maxBatch = 256
-
-// Ledger appends receipts to the node's chain. Concurrent Appends are group
-// committed: one goroutine takes every waiting append (up to maxBatch), signs
-// them in chain order, commits them in one transaction (synchronous=FULL, one
-// fsync) and only then answers each caller.
+// Ledger appends receipts to the node's chain. It builds and signs the
+// receipts; store.DB.AppendReceipts reads the tail, calls the signer and
+// commits in one write of the store's group commit, so many concurrent
+// appends share one fsync and the chain's order is decided there alone.
 type Ledger struct {
 	db     *store.DB
 	key    *keys.Key
 	issuer string
 	now    func() time.Time
 
-	mu      sync.Mutex
-	pending []*request
-	closed  bool
-	wake    chan struct{}
-	done    chan struct{}
-
-	head *store.Checkpoint // the committer's view of the tail; nil: read it again
+	mu       sync.Mutex
+	closed   bool
+	inflight sync.WaitGroup // appends taken before Close
 }
 
-type request struct {
-	ctx  context.Context
-	turn Turn
-	out  chan outcome
-}
-
-type outcome struct {
-	r   *Receipt
-	err error
-}
-
-// NewLedger starts a ledger over db signing with key; issuer is the node's
-// publicUrl (the receipts' iss). now nil means time.Now. Close it when done.
+// NewLedger makes a ledger over db signing with key; issuer is the node's
+// publicUrl (the receipts' iss). now nil means time.Now. Close it before db.
 func NewLedger(db *store.DB, key *keys.Key, issuer string, now func() time.Time) *Ledger {
 	if now == nil {
 		now = time.Now
 	}
-	l := &Ledger{db: db, key: key, issuer: issuer, now: now, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	go l.run()
-	return l
+	return &Ledger{db: db, key: key, issuer: issuer, now: now}
 }
 
-// Close stops taking appends, waits until every append already taken is
-// committed (or failed), and stops the committer.
+// Close stops taking appends and waits until every append already taken is
+// committed (or failed).
 func (l *Ledger) Close() error {
 	l.mu.Lock()
 	l.closed = true
 	l.mu.Unlock()
-	l.signal()
-	<-l.done
+	l.inflight.Wait()
 	return nil
 }
 
-func (l *Ledger) signal() {
-	select {
-	case l.wake <- struct{}{}:
-	default:
+// enter counts an append in, unless the ledger is closed; done counts it out.
+func (l *Ledger) enter() (done func(), err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, ErrClosed
 	}
+	l.inflight.Add(1)
+	return l.inflight.Done, nil
 }
 
 // Start records t as running, before any of its work runs (T8: a turn that
@@ -93,9 +76,10 @@ func (l *Ledger) Start(ctx context.Context, t Turn) error {
 
 // Append signs and commits the receipt that ends turn t (started with Start,
 // with the same identifying fields and StartedAt) and returns it once it is
-// durable. Appending a turn that already has a receipt returns that receipt
-// (T9). ctx is honoured only until the append joins a batch: give it a context
-// that outlives the client's connection, the receipt must be written anyway.
+// durable (T8). Appending a turn that already has a receipt returns that
+// receipt (T9). ctx is honoured only until the append joins a group commit:
+// give it a context that outlives the client's connection, the receipt must
+// be written anyway.
 func (l *Ledger) Append(ctx context.Context, t Turn) (*Receipt, error) {
 	if t.EndedAt.IsZero() {
 		t.EndedAt = l.now()
@@ -103,12 +87,36 @@ func (l *Ledger) Append(ctx context.Context, t Turn) (*Receipt, error) {
 	if err := checkTurnEnd(t); err != nil {
 		return nil, fmt.Errorf("receipt for turn %s: %w", t.ID, err)
 	}
-	reqs, err := l.enqueue(ctx, []Turn{t})
+	recs, err := l.append(ctx, []Turn{t})
+	if errors.Is(err, store.ErrTurnNotRunning) {
+		// T9: the turn already ended, so its receipt is committed; hand it back.
+		if existing, _ := l.db.ReceiptsForTurns(ctx, []string{t.ID}); len(existing) == 1 {
+			return fromRow(existing[t.ID])
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("receipt for turn %s: %w", t.ID, err)
+	}
+	return recs[0], nil
+}
+
+// append signs turns as the next receipts of the chain, in order, and commits
+// them together: all or none.
+func (l *Ledger) append(ctx context.Context, turns []Turn) ([]*Receipt, error) {
+	done, err := l.enter()
 	if err != nil {
 		return nil, err
 	}
-	o := <-reqs[0].out
-	return o.r, o.err
+	defer done()
+	var recs []*Receipt
+	err = l.db.AppendReceipts(ctx, func(tail store.Checkpoint) (rows []store.Receipt, err error) {
+		rows, recs, err = l.sign(turns, tail)
+		return rows, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return recs, nil
 }
 
 // Recover ends every turn still running — the node stopped in the middle of
@@ -128,21 +136,12 @@ func (l *Ledger) Recover(ctx context.Context) (int, error) {
 			Status: store.TurnFailed, Reason: ReasonNodeStopped, ExitCode: -1,
 			StartedAt: o.StartedAt, EndedAt: later(now, o.StartedAt)}
 	}
-	reqs, err := l.enqueue(ctx, turns)
-	if err != nil {
-		return 0, err
+	// One write: the chain takes them oldest first, and all or none.
+	if _, err := l.append(ctx, turns); err != nil {
+		return 0, fmt.Errorf("end %d interrupted turns: %w", len(turns), err)
 	}
-	var errs []error
-	n := 0
-	for _, r := range reqs {
-		if o := <-r.out; o.err != nil {
-			errs = append(errs, o.err)
-		} else {
-			n++
-		}
-	}
-	slog.Warn("receipts: ended turns the node was running when it stopped", "count", n, "failed", len(errs))
-	return n, errors.Join(errs...)
+	slog.Warn("receipts: ended turns the node was running when it stopped", "count", len(turns))
+	return len(turns), nil
 }
 
 func later(a, b time.Time) time.Time {
@@ -245,165 +244,17 @@ func checkTurnEnd(t Turn) error {
 	return nil
 }
 
-func (l *Ledger) enqueue(ctx context.Context, turns []Turn) ([]*request, error) {
-	reqs := make([]*request, len(turns))
-	for i, t := range turns {
-		reqs[i] = &request{ctx: ctx, turn: t, out: make(chan outcome, 1)}
-	}
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return nil, ErrClosed
-	}
-	l.pending = append(l.pending, reqs...)
-	l.mu.Unlock()
-	l.signal()
-	return reqs, nil
-}
-
-// take removes up to maxBatch waiting appends.
-func (l *Ledger) take() (batch []*request, closed bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := min(len(l.pending), maxBatch)
-	batch = append(batch, l.pending[:n]...)
-	l.pending = append(l.pending[:0], l.pending[n:]...)
-	return batch, l.closed
-}
-
-// run is the committer: one batch at a time, so the chain is signed in the
-// order it is stored.
-func (l *Ledger) run() {
-	defer close(l.done)
-	for range l.wake {
-		for {
-			batch, closed := l.take()
-			if len(batch) == 0 {
-				if closed {
-					return
-				}
-				break
-			}
-			l.commit(batch)
-		}
-	}
-}
-
-// maxStale bounds how often one batch is re-signed because the stored chain
-// moved under it (only another writer of the same file can cause that).
-const maxStale = 2
-
-func (l *Ledger) commit(batch []*request) {
-	ctx := context.Background()
-	// One entry per turn: a retry racing its original gets the same receipt.
-	byTurn := map[string][]*request{}
-	var order []string
-	for _, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			r.out <- outcome{err: err}
-			continue
-		}
-		if _, ok := byTurn[r.turn.ID]; !ok {
-			order = append(order, r.turn.ID)
-		}
-		byTurn[r.turn.ID] = append(byTurn[r.turn.ID], r)
-	}
-	reply := func(id string, rec *Receipt, err error) {
-		for _, r := range byTurn[id] {
-			if rec != nil {
-				cp := *rec
-				r.out <- outcome{r: &cp}
-			} else {
-				r.out <- outcome{err: err}
-			}
-		}
-		delete(byTurn, id)
-	}
-	failAll := func(err error) {
-		for _, id := range order {
-			reply(id, nil, err)
-		}
-	}
-	stale := 0
-	for len(order) > 0 {
-		if l.head == nil {
-			h, err := l.db.ReceiptHead(ctx)
-			if err != nil {
-				failAll(err)
-				return
-			}
-			l.head = &h
-		}
-		// T9: a turn that already has its receipt gets that one back.
-		existing, err := l.db.ReceiptsForTurns(ctx, order)
-		if err != nil {
-			failAll(err)
-			return
-		}
-		fresh := order[:0:0]
-		for _, id := range order {
-			if row, ok := existing[id]; ok {
-				rec, err := fromRow(row)
-				reply(id, rec, err)
-			} else {
-				fresh = append(fresh, id)
-			}
-		}
-		order = fresh
-		if len(order) == 0 {
-			return
-		}
-		rows, recs, err := l.sign(order, byTurn, *l.head)
-		if err != nil {
-			failAll(err)
-			return
-		}
-		err = l.db.AppendReceipts(ctx, rows)
-		var te *store.TurnError
-		switch {
-		case err == nil:
-			last := rows[len(rows)-1]
-			l.head = &store.Checkpoint{Seq: last.Seq, Hash: last.Hash}
-			for i, id := range order {
-				reply(id, recs[i], nil)
-			}
-			return
-		case errors.As(err, &te):
-			// Only that turn is wrong: answer it, re-sign the rest.
-			reply(te.TurnID, nil, fmt.Errorf("receipt for turn %s: %w", te.TurnID, te.Err))
-			order = remove(order, te.TurnID)
-		case (errors.Is(err, store.ErrChainHead) || errors.Is(err, store.ErrReceiptConflict)) && stale < maxStale:
-			stale++
-			l.head = nil
-		default:
-			l.head = nil
-			failAll(err)
-			return
-		}
-	}
-}
-
-func remove(ids []string, id string) []string {
-	out := ids[:0:0]
-	for _, v := range ids {
-		if v != id {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// sign builds and signs the receipts of turns in order, continuing from head.
-func (l *Ledger) sign(order []string, byTurn map[string][]*request, head store.Checkpoint) ([]store.Receipt, []*Receipt, error) {
-	rows := make([]store.Receipt, len(order))
-	recs := make([]*Receipt, len(order))
-	prev, seq := head.Hash, head.Seq
+// sign builds and signs the receipts of turns in order, continuing the chain
+// from tail. The store calls it inside the write that commits them.
+func (l *Ledger) sign(turns []Turn, tail store.Checkpoint) ([]store.Receipt, []*Receipt, error) {
+	rows := make([]store.Receipt, len(turns))
+	recs := make([]*Receipt, len(turns))
+	prev, seq := tail.Hash, tail.Seq
 	if seq == 0 {
 		prev = Genesis(l.key.ID())
 	}
 	now := l.now()
-	for i, id := range order {
-		t := byTurn[id][0].turn
+	for i, t := range turns {
 		seq++
 		rid, err := newID()
 		if err != nil {
@@ -419,7 +270,7 @@ func (l *Ledger) sign(order []string, byTurn map[string][]*request, head store.C
 		c.IssuedAt = jwt.NewNumericDate(now)
 		jws, err := l.key.Sign(Typ, c)
 		if err != nil {
-			return nil, nil, fmt.Errorf("receipt for turn %s: %w", t.ID, err)
+			return nil, nil, fmt.Errorf("sign the receipt of turn %s: %w", t.ID, err)
 		}
 		hash := HashBytes([]byte(jws))
 		rows[i] = store.Receipt{Seq: seq, ID: rid, TurnID: t.ID, PrevHash: prev, Hash: hash, TaskID: t.TaskID,

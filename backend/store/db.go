@@ -27,7 +27,9 @@ type DB struct {
 
 	// Group commit: concurrent writes wait in queue and one committer runs
 	// them together in one transaction, each inside its own savepoint, so one
-	// fsync serves many callers. Nobody is answered before the commit.
+	// fsync serves many callers. Nobody is answered before the commit. The
+	// receipt chain is extended here too, one write after another
+	// (AppendReceipts), so its order needs no queue of its own.
 	mu      sync.Mutex
 	queue   []*writeReq
 	wake    chan struct{}
@@ -36,7 +38,7 @@ type DB struct {
 }
 
 type writeReq struct {
-	fn   func(tx *gorm.DB) error
+	fn   func(tx *gorm.DB, ch *chain) error
 	err  error
 	done chan struct{}
 }
@@ -59,6 +61,10 @@ func dsn(path string, readOnly bool) string {
 		// writers never deadlock upgrading from a read lock. (The driver ignores
 		// _txlock when _time_format is set, so times are stored as integers.)
 		q.Set("_txlock", "immediate")
+		// The group commit's savepoints journal each page they touch: keep that
+		// sub-journal in memory, not spilled to a temporary file past 64 KiB.
+		// Durability is the WAL's and does not change.
+		q.Add("_pragma", "temp_store(MEMORY)")
 	}
 	return "file:" + path + "?" + q.Encode()
 }
@@ -139,10 +145,17 @@ var ErrClosed = errors.New("pact.sqlite is closed")
 // savepoint (an error rolls back that fn alone). It returns after the commit
 // is durable. fn must use tx only, never db.w or db.r, and must not keep tx.
 func (db *DB) write(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return db.writeChain(ctx, func(tx *gorm.DB, _ *chain) error { return fn(tx) })
+}
+
+// writeChain is write for a fn that appends receipts: ch is the chain's tail
+// in this transaction. fn advances it by what it appended, and only when it
+// returns nil (an error rolls its savepoint back).
+func (db *DB) writeChain(ctx context.Context, fn func(tx *gorm.DB, ch *chain) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	req, err := db.enqueue(fn)
+	req, err := db.push(fn)
 	if err != nil {
 		return err
 	}
@@ -152,6 +165,10 @@ func (db *DB) write(ctx context.Context, fn func(tx *gorm.DB) error) error {
 
 // enqueue hands fn to the committer without waiting for it.
 func (db *DB) enqueue(fn func(tx *gorm.DB) error) (*writeReq, error) {
+	return db.push(func(tx *gorm.DB, _ *chain) error { return fn(tx) })
+}
+
+func (db *DB) push(fn func(tx *gorm.DB, ch *chain) error) (*writeReq, error) {
 	req := &writeReq{fn: fn, done: make(chan struct{})}
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -196,10 +213,13 @@ func (db *DB) commitLoop() {
 }
 
 func (db *DB) commit(batch []*writeReq) {
+	var ch chain
 	err := db.w.Transaction(func(tx *gorm.DB) error {
 		if len(batch) == 1 {
-			batch[0].err = run(tx, batch[0].fn)
-			return batch[0].err
+			if batch[0].err = run(tx, &ch, batch[0].fn); batch[0].err != nil {
+				return batch[0].err
+			}
+			return ch.flush(tx)
 		}
 		// Savepoints straight on the connection: gorm's statement machinery
 		// costs more than the statements themselves here.
@@ -209,7 +229,7 @@ func (db *DB) commit(batch []*writeReq) {
 			if _, err := conn.ExecContext(ctx, "SAVEPOINT "+sp); err != nil {
 				return err
 			}
-			if req.err = run(tx, req.fn); req.err != nil {
+			if req.err = run(tx, &ch, req.fn); req.err != nil {
 				if _, err := conn.ExecContext(ctx, "ROLLBACK TO "+sp); err != nil {
 					return err
 				}
@@ -218,7 +238,7 @@ func (db *DB) commit(batch []*writeReq) {
 				return err
 			}
 		}
-		return nil
+		return ch.flush(tx)
 	})
 	for _, req := range batch {
 		if err != nil && req.err == nil {
@@ -229,13 +249,13 @@ func (db *DB) commit(batch []*writeReq) {
 }
 
 // run calls fn, turning a panic into that write's error.
-func run(tx *gorm.DB, fn func(tx *gorm.DB) error) (err error) {
+func run(tx *gorm.DB, ch *chain, fn func(tx *gorm.DB, ch *chain) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("write panicked: %v", r)
 		}
 	}()
-	return fn(tx)
+	return fn(tx, ch)
 }
 
 // read gives a read-only session bound to ctx.

@@ -30,12 +30,13 @@ func TestOpenAppliesPragmasAndSchema(t *testing.T) {
 	if mode != "wal" {
 		t.Errorf("journal_mode = %q, want wal", mode)
 	}
-	var sync, fk, ver int
+	var sync, fk, ver, temp int
 	db.w.Raw("PRAGMA synchronous").Scan(&sync)
 	db.w.Raw("PRAGMA foreign_keys").Scan(&fk)
 	db.w.Raw("PRAGMA user_version").Scan(&ver)
-	if sync != 2 || fk != 1 || ver != len(migrations) {
-		t.Errorf("synchronous=%d foreign_keys=%d user_version=%d", sync, fk, ver)
+	db.w.Raw("PRAGMA temp_store").Scan(&temp)
+	if sync != 2 || fk != 1 || ver != len(migrations) || temp != 2 {
+		t.Errorf("synchronous=%d foreign_keys=%d user_version=%d temp_store=%d", sync, fk, ver, temp)
 	}
 	// The read pool must refuse writes.
 	if err := db.r.Exec("INSERT INTO meta(key, value) VALUES ('x', 'y')").Error; err == nil {

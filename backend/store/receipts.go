@@ -21,17 +21,15 @@ const (
 var (
 	// ErrReceiptNotFound: no receipt with that id or seq.
 	ErrReceiptNotFound = errors.New("receipt not found")
-	// ErrChainHead: the batch does not continue the chain as stored (its first
-	// seq/prev hash is not the stored tail's successor). The caller re-reads the
-	// head and re-signs.
+	// ErrChainHead: a signer's receipts do not continue the chain as stored
+	// (the first seq/prev hash is not the tail's successor): a signer bug.
 	ErrChainHead = errors.New("receipts do not continue the stored chain")
 	// ErrReceiptConflict: a UNIQUE constraint (seq, id, turn, prev hash, hash)
 	// refused a receipt: it would duplicate or fork the chain.
 	ErrReceiptConflict = errors.New("receipt would duplicate or fork the chain")
 )
 
-// TurnError says which turn of a batch made AppendReceipts refuse it all, so the
-// caller can drop that one and retry the rest.
+// TurnError says which turn of a batch made AppendReceipts refuse it all.
 type TurnError struct {
 	TurnID string
 	Err    error
@@ -103,9 +101,9 @@ func chainTail(tx *gorm.DB) (Checkpoint, error) {
 	return tail[0], nil
 }
 
-// ReceiptHead is the chain's tail, the point the next receipt continues from
-// (seq 0, empty hash before the first receipt). It fails with ErrHighWater when
-// the tail and the high-water mark disagree.
+// ReceiptHead is the chain's committed tail (seq 0, empty hash before the
+// first receipt), for a mark kept outside the file (docs/threats.md T4, T6).
+// It fails with ErrHighWater when the tail and the high-water mark disagree.
 func (db *DB) ReceiptHead(ctx context.Context) (Checkpoint, error) {
 	var tail Checkpoint
 	// One read transaction: the tail and the mark come from the same snapshot.
@@ -126,35 +124,45 @@ func (db *DB) ReceiptHead(ctx context.Context) (Checkpoint, error) {
 	return tail, nil
 }
 
-// AppendReceipts commits a batch of signed receipts in one transaction (group
-// commit: one fsync for the batch) and ends their turns. The batch must
-// continue the stored chain: batch[0].Seq is the tail's seq+1 and its PrevHash
-// the tail's hash (any PrevHash for seq 1: the genesis value is the signer's
-// business), and each next receipt chains on the one before. The high-water
-// mark moves in the same transaction.
+// Signer makes the receipts that continue the chain from tail: seq tail.Seq+1
+// onwards, each chained on the one before, the first on tail.Hash (on the
+// genesis value, the signer's business, when tail.Seq is 0).
+type Signer func(tail Checkpoint) ([]Receipt, error)
+
+// AppendReceipts is the one write path of the receipt chain. In one write of
+// the group commit it reads the chain's tail, calls sign with it, inserts the
+// receipts sign made and ends their turns; the high-water mark moves in the
+// same transaction. The committer runs one write at a time, so the chain's
+// order is decided here alone and cannot fork (docs/threats.md T11). It
+// returns once the commit is durable (T8). sign is called once, by the
+// committer: it must be quick and must not use db (it would wait on itself).
 //
-// Nothing is written when it fails: ErrChainHead (stale head), ErrHighWater
-// (the stored chain lost its tail), a *TurnError naming the turn that is
-// unknown (ErrTurnNotFound), already ended (ErrTurnNotRunning, e.g. a retry:
-// its receipt is already stored) or described differently (ErrTurnMismatch),
-// or ErrReceiptConflict.
-func (db *DB) AppendReceipts(ctx context.Context, batch []Receipt) error {
-	if len(batch) == 0 {
-		return nil
-	}
-	err := db.write(ctx, func(tx *gorm.DB) error {
-		tail, err := chainTail(tx)
+// Nothing is written when it fails: ErrChainHead (sign's receipts do not
+// continue the tail), ErrHighWater (the stored chain lost its tail), a
+// *TurnError naming the turn that is unknown (ErrTurnNotFound), already ended
+// (ErrTurnNotRunning, e.g. a retry: its receipt is already stored) or
+// described differently (ErrTurnMismatch), or ErrReceiptConflict.
+func (db *DB) AppendReceipts(ctx context.Context, sign Signer) error {
+	err := db.writeChain(ctx, func(tx *gorm.DB, ch *chain) error {
+		if !ch.read {
+			tail, err := chainTail(tx)
+			if err != nil {
+				return err
+			}
+			hw, ok, err := readHighWater(tx)
+			if err != nil {
+				return err
+			}
+			if err := checkHighWater(tail, hw, ok); err != nil {
+				return err
+			}
+			ch.tail, ch.read = tail, true
+		}
+		batch, err := sign(ch.tail)
 		if err != nil {
 			return err
 		}
-		hw, ok, err := readHighWater(tx)
-		if err != nil {
-			return err
-		}
-		if err := checkHighWater(tail, hw, ok); err != nil {
-			return err
-		}
-		prev := tail
+		prev := ch.tail
 		for i, r := range batch {
 			if r.Seq != prev.Seq+1 || (prev.Seq > 0 && r.PrevHash != prev.Hash) {
 				return fmt.Errorf("%w: receipt %d of the batch has seq %d, the chain is at seq %d", ErrChainHead, i, r.Seq, prev.Seq)
@@ -167,12 +175,32 @@ func (db *DB) AppendReceipts(ctx context.Context, batch []Receipt) error {
 		if err := insertReceipts(tx, batch); err != nil {
 			return err
 		}
-		return writeHighWater(tx, prev)
+		ch.tail, ch.moved = prev, ch.moved || len(batch) > 0
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("append %d receipts: %w", len(batch), err)
+		return fmt.Errorf("append receipts: %w", err)
 	}
 	return nil
+}
+
+// chain is the receipt chain's tail as one group-commit transaction sees it:
+// read and checked against the high-water mark by the transaction's first
+// receipt write, advanced by each receipt appended, and written back to the
+// mark once, just before the commit. Only the committer touches it, and only
+// AppendReceipts writes receipts.
+type chain struct {
+	tail  Checkpoint
+	read  bool // tail is the stored tail (plus what this transaction appended)
+	moved bool // receipts were appended: the mark must follow
+}
+
+// flush writes the mark where the transaction's receipts left the tail.
+func (ch *chain) flush(tx *gorm.DB) error {
+	if !ch.moved {
+		return nil
+	}
+	return writeHighWater(tx, ch.tail)
 }
 
 func endTurn(tx *gorm.DB, r Receipt) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,11 @@ func rcReceipt(tr Turn, seq int64, prev string) Receipt {
 		TaskID: tr.TaskID, ContextID: tr.ContextID, Brand: tr.Brand, Scope: tr.BrandScope, GrantID: tr.GrantID,
 		AgentIss: tr.AgentIss, AgentSub: tr.AgentSub, Status: TurnCompleted, ExitCode: 0,
 		StartedAt: tr.StartedAt, EndedAt: tr.StartedAt.Add(time.Second), JWS: "jws"}
+}
+
+// signed is a signer that ignores the tail and returns rows as they are.
+func signed(rows []Receipt) Signer {
+	return func(Checkpoint) ([]Receipt, error) { return rows, nil }
 }
 
 func rcPrev(seq int64) string {
@@ -63,7 +69,7 @@ func rcSeed(t *testing.T, db *DB, turns []Turn, batch int) {
 			rows = append(rows, r)
 			head = Checkpoint{Seq: seq, Hash: r.Hash}
 		}
-		if err := db.AppendReceipts(ctx, rows); err != nil {
+		if err := db.AppendReceipts(ctx, signed(rows)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -99,7 +105,7 @@ func TestAppendReceiptsChain(t *testing.T) {
 			r.Status, r.Reason, r.ExitCode = TurnFailed, "exit 3", 3
 			rows = append(rows, r)
 		}
-		if err := db.AppendReceipts(ctx, rows); err != nil {
+		if err := db.AppendReceipts(ctx, signed(rows)); err != nil {
 			t.Fatal(err)
 		}
 		all = append(all, rows...)
@@ -147,7 +153,7 @@ func TestAppendReceiptsRefusesWholeBatch(t *testing.T) {
 	ctx := context.Background()
 	turns := rcStarted(t, db, 6)
 	first := []Receipt{rcReceipt(turns[0], 1, "genesis"), rcReceipt(turns[1], 2, "h1")}
-	if err := db.AppendReceipts(ctx, first); err != nil {
+	if err := db.AppendReceipts(ctx, signed(first)); err != nil {
 		t.Fatal(err)
 	}
 	// Every case would also have appended turn 3 at seq 3 first: none may stick.
@@ -178,7 +184,7 @@ func TestAppendReceiptsRefusesWholeBatch(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := db.AppendReceipts(ctx, c.batch)
+			err := db.AppendReceipts(ctx, signed(c.batch))
 			if !errors.Is(err, c.want) {
 				t.Fatalf("err = %v, want %v", err, c.want)
 			}
@@ -194,7 +200,7 @@ func TestAppendReceiptsRefusesWholeBatch(t *testing.T) {
 			}
 		})
 	}
-	if err := db.AppendReceipts(ctx, []Receipt{good}); err != nil {
+	if err := db.AppendReceipts(ctx, signed([]Receipt{good})); err != nil {
 		t.Fatalf("good batch after refusals: %v", err)
 	}
 	t.Run("T11 UNIQUE(prev_hash) and UNIQUE(seq) refuse a fork written directly", func(t *testing.T) {
@@ -212,11 +218,65 @@ func TestAppendReceiptsRefusesWholeBatch(t *testing.T) {
 	})
 }
 
+// The signer is handed the tail inside the write: concurrent appends chain
+// without a gap, and one refused (its turn, or its signer) leaves the tail and
+// the mark where the others put them.
+func TestAppendReceiptsSignsOnTail(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	turns := rcStarted(t, db, 64)
+	boom := errors.New("signer failed")
+	errs := make([]error, 96)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			errs[i] = db.AppendReceipts(ctx, func(tail Checkpoint) ([]Receipt, error) {
+				tr := rcTurn(1000 + i) // never started
+				switch {
+				case i < len(turns):
+					tr = turns[i]
+				case i%2 == 0:
+					return nil, boom
+				}
+				seq := tail.Seq + 1
+				if seq > 1 && tail.Hash != rcPrev(seq) {
+					return nil, fmt.Errorf("tail %+v", tail)
+				}
+				return []Receipt{rcReceipt(tr, seq, rcPrev(seq))}, nil
+			})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		switch {
+		case i < len(turns) && err != nil:
+			t.Errorf("append %d: %v", i, err)
+		case i >= len(turns) && i%2 == 0 && !errors.Is(err, boom):
+			t.Errorf("append %d: %v, want the signer's error", i, err)
+		case i >= len(turns) && i%2 == 1 && !errors.Is(err, ErrTurnNotFound):
+			t.Errorf("append %d: %v, want ErrTurnNotFound", i, err)
+		}
+	}
+	n := int64(0)
+	for r, err := range db.AllReceipts(ctx) {
+		if n++; err != nil || r.Seq != n || r.PrevHash != rcPrev(n) {
+			t.Fatalf("receipt %d: %+v, %v", n, r, err)
+		}
+	}
+	want := Checkpoint{Seq: int64(len(turns)), Hash: rcPrev(int64(len(turns)) + 1)}
+	if n != want.Seq {
+		t.Errorf("%d receipts, want %d", n, want.Seq)
+	}
+	if hw, ok, err := db.ReceiptHighWater(ctx); !ok || err != nil || hw != want {
+		t.Errorf("high-water = %+v %v %v, want %+v", hw, ok, err, want)
+	}
+}
+
 func TestReceiptsAppendOnly(t *testing.T) {
 	db, _ := openTemp(t)
 	ctx := context.Background()
 	turns := rcStarted(t, db, 1)
-	if err := db.AppendReceipts(ctx, []Receipt{rcReceipt(turns[0], 1, "genesis")}); err != nil {
+	if err := db.AppendReceipts(ctx, signed([]Receipt{rcReceipt(turns[0], 1, "genesis")})); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{`UPDATE receipts SET brand = 'x'`, `DELETE FROM receipts`} {
@@ -235,7 +295,7 @@ func TestReceiptHighWater(t *testing.T) {
 		seq := int64(i + 1)
 		rows[i] = rcReceipt(turns[i], seq, rcPrev(seq))
 	}
-	if err := db.AppendReceipts(ctx, rows); err != nil {
+	if err := db.AppendReceipts(ctx, signed(rows)); err != nil {
 		t.Fatal(err)
 	}
 	t.Run("T4 tail deleted under an untouched mark", func(t *testing.T) {
@@ -248,7 +308,7 @@ func TestReceiptHighWater(t *testing.T) {
 		if _, err := db.ReceiptHead(ctx); !errors.Is(err, ErrHighWater) {
 			t.Errorf("ReceiptHead = %v, want ErrHighWater", err)
 		}
-		err := db.AppendReceipts(ctx, []Receipt{rcReceipt(turns[5], 4, "h3")})
+		err := db.AppendReceipts(ctx, signed([]Receipt{rcReceipt(turns[5], 4, "h3")}))
 		if !errors.Is(err, ErrHighWater) {
 			t.Errorf("append on a cut chain = %v, want ErrHighWater", err)
 		}
