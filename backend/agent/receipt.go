@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/receipts"
 )
@@ -28,7 +29,7 @@ type ReceiptExpect struct {
 	Issuer string // the node's publicUrl
 	TaskID string
 	Brand  string
-	Agent  receipts.Agent
+	Agent  domain.Agent
 	// Answer, when set, must hash to the receipt's answer hash.
 	Answer *string
 }

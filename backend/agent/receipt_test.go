@@ -13,6 +13,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/receipts"
 	"github.com/aether/aether/backend/store"
@@ -35,8 +36,8 @@ func signedReceipt(t *testing.T, k *keys.Key, edit func(*receipts.Claims)) strin
 	c := receipts.Claims{
 		RID: "r_1", Seq: 7, Prev: strings.Repeat("0", 64), Turn: "t_1", Task: "task-1", Ctx: "ctx-1",
 		Brand: "review", Scope: "review:read_only", PactScope: store.PactScope, Grant: "g_1",
-		Agent: receipts.Agent{Issuer: "http://127.0.0.1:4000", Subject: "alice"},
-		Ans:   receipts.HashBytes([]byte(testAnswer)), Status: store.TurnCompleted,
+		Agent: domain.Agent{Issuer: "http://127.0.0.1:4000", Subject: "alice"},
+		Ans:   receipts.HashBytes([]byte(testAnswer)), Status: domain.TurnCompleted,
 		Started: now.Format("2006-01-02T15:04:05.000Z07:00"), Ended: now.Add(time.Second).Format("2006-01-02T15:04:05.000Z07:00"),
 		Kid:              k.ID(),
 		RegisteredClaims: jwt.RegisteredClaims{Issuer: "https://node.example", ID: "r_1", IssuedAt: jwt.NewNumericDate(now)},
@@ -54,7 +55,7 @@ func signedReceipt(t *testing.T, k *keys.Key, edit func(*receipts.Claims)) strin
 func expectAll() ReceiptExpect {
 	a := testAnswer
 	return ReceiptExpect{Issuer: "https://node.example/", TaskID: "task-1", Brand: "review",
-		Agent: receipts.Agent{Issuer: "http://127.0.0.1:4000", Subject: "alice"}, Answer: &a}
+		Agent: domain.Agent{Issuer: "http://127.0.0.1:4000", Subject: "alice"}, Answer: &a}
 }
 
 func TestVerifyReceipt(t *testing.T) {

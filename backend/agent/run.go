@@ -20,6 +20,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"golang.org/x/oauth2"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/receipts"
 )
 
@@ -319,7 +320,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			return res, fmt.Errorf("the receipt could not be checked: %w", err)
 		}
 		want := ReceiptExpect{Issuer: card.PublicURL, TaskID: string(task.ID), Brand: card.Brand,
-			Agent: receipts.Agent{Issuer: who.Issuer, Subject: who.Subject}}
+			Agent: domain.Agent{Issuer: who.Issuer, Subject: who.Subject}}
 		if state == a2a.TaskStateCompleted {
 			want.Answer = &out.Answer
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/aether/aether/backend/codex"
 	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/receipts"
 )
@@ -212,7 +213,7 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 	}
 	base := receipts.Turn{
 		ID: newID("t_"), TaskID: string(ec.TaskID), ContextID: ec.ContextID, Brand: brand.ID, BrandScope: brand.Scope.ID,
-		GrantID: c.grant, Agent: receipts.Agent{Issuer: c.agent.Issuer, Subject: c.agent.Subject}, PolicyHash: rt.hash, RequestHash: reqHash,
+		GrantID: c.grant, Agent: domain.Agent{Issuer: c.agent.Issuer, Subject: c.agent.Subject}, PolicyHash: rt.hash, RequestHash: reqHash,
 		StartedAt: time.Now().UTC(),
 	}
 	// The turn record and the WORKING state are written side by side (one
@@ -228,7 +229,7 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 		// The task could not be updated (the SDK stopped the execution): close
 		// the turn with a receipt rather than leave it running until a restart.
 		end := base
-		end.Status, end.Reason, end.ExitCode, end.EndedAt = "failed", "the task could not be updated; codex did not run", -1, time.Now().UTC()
+		end.Status, end.Reason, end.ExitCode, end.EndedAt = domain.TurnFailed, "the task could not be updated; codex did not run", -1, time.Now().UTC()
 		end.AnswerHash = receipts.HashBytes(nil)
 		if _, err := e.g.cfg.Ledger.Append(context.WithoutCancel(ctx), end); err != nil {
 			e.g.cfg.Logger.Error("receipt not committed", "task", ec.TaskID, "err", err)
@@ -294,7 +295,7 @@ func (e *executor) runCodex(ctx context.Context, rt *routes, brand policy.Brand,
 		// the policy named, not a symlink swapped in since (P7).
 		dir, err := rt.policy.RecheckWorkspace(brand.ID)
 		if err != nil {
-			resc <- codex.Result{Status: "failed", Reason: err.Error()}
+			resc <- codex.Result{Status: codex.StatusFailed, Reason: err.Error()}
 			return
 		}
 		req.Workspace = dir
@@ -305,7 +306,7 @@ func (e *executor) runCodex(ctx context.Context, rt *routes, brand policy.Brand,
 			}
 		})
 		if err != nil && res.Reason == "" {
-			res.Status, res.Reason = "failed", err.Error()
+			res.Status, res.Reason = codex.StatusFailed, err.Error()
 		}
 		if errors.Is(err, errRevokedWhileQueued) {
 			res.Reason = reasonRevoked
@@ -326,25 +327,25 @@ func (e *executor) runCodex(ctx context.Context, rt *routes, brand policy.Brand,
 }
 
 // outcome maps how the turn ended onto the receipt status and the task state.
-func outcome(runCtx context.Context, res codex.Result) (status string, state a2a.TaskState, reason string) {
+func outcome(runCtx context.Context, res codex.Result) (status domain.TurnStatus, state a2a.TaskState, reason string) {
 	cause := context.Cause(runCtx)
 	switch {
 	case errors.Is(cause, errShutdown):
-		return "failed", a2a.TaskStateFailed, errShutdown.Error()
+		return domain.TurnFailed, a2a.TaskStateFailed, errShutdown.Error()
 	case cause != nil && !errors.Is(cause, context.Canceled):
-		return "canceled", a2a.TaskStateCanceled, cause.Error()
-	case res.Status == "completed" && res.Answer != "":
-		return "completed", a2a.TaskStateCompleted, ""
+		return domain.TurnCanceled, a2a.TaskStateCanceled, cause.Error()
+	case res.Status == codex.StatusCompleted && res.Answer != "":
+		return domain.TurnCompleted, a2a.TaskStateCompleted, ""
 	case res.Reason == reasonRevoked:
-		return "failed", a2a.TaskStateFailed, reasonRevoked
-	case res.Status == "violation":
+		return domain.TurnFailed, a2a.TaskStateFailed, reasonRevoked
+	case res.Status == codex.StatusViolation:
 		if res.Reason == "" {
 			res.Reason = "the workspace changed during a read-only turn"
 		}
 	case res.Reason == "":
 		res.Reason = "codex finished without an answer"
 	}
-	return "failed", a2a.TaskStateFailed, res.Reason
+	return domain.TurnFailed, a2a.TaskStateFailed, res.Reason
 }
 
 // finishedTask is task as the SDK would store it after the turn's status

@@ -73,7 +73,7 @@ func receiptDTO(r *receipts.Receipt) ReceiptSummary {
 	c := r.Claims
 	s := ReceiptSummary{
 		ID: r.ID, Seq: r.Seq, TaskID: c.Task, Brand: c.Brand, Scope: c.Scope, GrantID: c.Grant,
-		Agent: agentDTO(c.Agent.Issuer, c.Agent.Subject), Status: c.Status, ExitCode: c.Exit, AnswerHash: c.Ans,
+		Agent: agentDTO(c.Agent.Issuer, c.Agent.Subject), Status: string(c.Status), ExitCode: c.Exit, AnswerHash: c.Ans,
 	}
 	s.StartedAt, _ = time.Parse(time.RFC3339Nano, c.Started)
 	s.EndedAt, _ = time.Parse(time.RFC3339Nano, c.Ended)

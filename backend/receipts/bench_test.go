@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/store"
 )
 
@@ -82,7 +83,7 @@ func seedScale(tb testing.TB, e *env, n int) {
 	turns := make([]Turn, n)
 	for i := range turns {
 		turns[i] = testTurn(i)
-		turns[i].Agent = Agent{Issuer: fmt.Sprintf("https://agent-%d.example", i%10), Subject: fmt.Sprintf("user-%d", i%3)}
+		turns[i].Agent = domain.Agent{Issuer: fmt.Sprintf("https://agent-%d.example", i%10), Subject: fmt.Sprintf("user-%d", i%3)}
 	}
 	startTurns(tb, e, turns)
 	ctx := context.Background()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/internal/fuzzseed"
 	"github.com/aether/aether/backend/store"
 )
@@ -30,7 +31,7 @@ func fuzzChain(n int) []store.Receipt {
 	for i := range n {
 		tr := testTurn(i)
 		if i == 2 {
-			tr.Status, tr.Reason, tr.ExitCode = store.TurnFailed, "codex exited with code 3", 3
+			tr.Status, tr.Reason, tr.ExitCode = domain.TurnFailed, "codex exited with code 3", 3
 		}
 		rid := fmt.Sprintf("r_%024d", i+1)
 		started, ended := tr.StartedAt.UTC().Truncate(time.Millisecond), tr.EndedAt.UTC().Truncate(time.Millisecond)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/store"
 	_ "github.com/glebarez/go-sqlite" // raw access to the file, as someone tampering with it would have
@@ -34,9 +35,9 @@ func testKey(seed byte) *keys.Key {
 func testTurn(i int) Turn {
 	return Turn{ID: fmt.Sprintf("turn-%05d", i), TaskID: fmt.Sprintf("task-%05d", i), ContextID: fmt.Sprintf("ctx-%d", i%7),
 		Brand: "acme", BrandScope: "acme.read", GrantID: "g1",
-		Agent:      Agent{Issuer: "https://agent.example", Subject: fmt.Sprintf("user-%d", i%3)},
+		Agent:      domain.Agent{Issuer: "https://agent.example", Subject: fmt.Sprintf("user-%d", i%3)},
 		PolicyHash: "policy-1", RequestHash: HashBytes([]byte(fmt.Sprint("request", i))),
-		AnswerHash: HashBytes([]byte(fmt.Sprint("answer", i))), Status: store.TurnCompleted,
+		AnswerHash: HashBytes([]byte(fmt.Sprint("answer", i))), Status: domain.TurnCompleted,
 		StartedAt: t0.Add(time.Duration(i) * time.Second), EndedAt: t0.Add(time.Duration(i)*time.Second + 1500*time.Millisecond),
 		Usage: Usage{InputTokens: 100, CachedInputTokens: 20, OutputTokens: 7}}
 }

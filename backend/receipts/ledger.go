@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/store"
 	"github.com/golang-jwt/jwt/v5"
@@ -132,8 +133,8 @@ func (l *Ledger) Recover(ctx context.Context) (int, error) {
 	turns := make([]Turn, len(open))
 	for i, o := range open {
 		turns[i] = Turn{ID: o.ID, TaskID: o.TaskID, ContextID: o.ContextID, Brand: o.Brand, BrandScope: o.BrandScope,
-			GrantID: o.GrantID, Agent: Agent{Issuer: o.AgentIss, Subject: o.AgentSub}, PolicyHash: o.PolicyHash,
-			Status: store.TurnFailed, Reason: ReasonNodeStopped, ExitCode: -1,
+			GrantID: o.GrantID, Agent: domain.Agent{Issuer: o.AgentIss, Subject: o.AgentSub}, PolicyHash: o.PolicyHash,
+			Status: domain.TurnFailed, Reason: ReasonNodeStopped, ExitCode: -1,
 			StartedAt: o.StartedAt, EndedAt: later(now, o.StartedAt)}
 	}
 	// One write: the chain takes them oldest first, and all or none.
@@ -234,7 +235,7 @@ func checkTurnEnd(t Turn) error {
 		return err
 	}
 	switch t.Status {
-	case store.TurnCompleted, store.TurnFailed, store.TurnCanceled:
+	case domain.TurnCompleted, domain.TurnFailed, domain.TurnCanceled:
 	default:
 		return fmt.Errorf("status %q is not completed, failed or canceled", t.Status)
 	}

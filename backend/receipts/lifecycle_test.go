@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/store"
 )
@@ -54,11 +55,11 @@ func TestRecover(t *testing.T) {
 	}
 	for i := 3; i < 6; i++ {
 		tr, _ := e.db.GetTurn(ctx, testTurn(i).ID)
-		if tr.Status != store.TurnFailed || tr.Reason != ReasonNodeStopped {
+		if tr.Status != domain.TurnFailed || tr.Reason != ReasonNodeStopped {
 			t.Errorf("turn %d = %+v", i, tr)
 		}
 	}
-	page, _, _ := e.l.List(ctx, store.ReceiptFilter{Status: store.TurnFailed})
+	page, _, _ := e.l.List(ctx, store.ReceiptFilter{Status: domain.TurnFailed})
 	if len(page) != 3 || page[0].Claims.Reason != ReasonNodeStopped || page[0].Claims.Exit != -1 {
 		t.Errorf("failed receipts = %+v", page)
 	}

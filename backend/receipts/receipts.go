@@ -30,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/store"
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -43,12 +44,6 @@ const ReasonNodeStopped = "the node stopped while the turn was running"
 
 // timeLayout is RFC 3339 with milliseconds; receipts carry UTC times.
 const timeLayout = "2006-01-02T15:04:05.000Z07:00"
-
-// Agent is the agent identity a turn ran for.
-type Agent struct {
-	Issuer  string `json:"iss"`
-	Subject string `json:"sub"`
-}
 
 // Usage is what the coding agent reported using.
 type Usage struct {
@@ -66,11 +61,11 @@ type Turn struct {
 	Brand                  string
 	BrandScope             string
 	GrantID                string
-	Agent                  Agent
+	Agent                  domain.Agent
 	PolicyHash             string
 	RequestHash            string // HashJSON of the request message
 	AnswerHash             string // HashBytes of the answer text
-	Status                 string // store.TurnCompleted, store.TurnFailed or store.TurnCanceled
+	Status                 domain.TurnStatus
 	Reason                 string
 	ExitCode               int
 	StartedAt              time.Time
@@ -83,29 +78,29 @@ type Turn struct {
 // Claims is the signed content of a receipt. The JSON names are part of the
 // wire contract.
 type Claims struct {
-	RID          string `json:"rid"`
-	Seq          int64  `json:"seq"`
-	Prev         string `json:"prev"`
-	Turn         string `json:"turn"`
-	Task         string `json:"task"`
-	Ctx          string `json:"ctx"`
-	Brand        string `json:"brand"`
-	Scope        string `json:"scope"`      // the brand's scope
-	PactScope    string `json:"pact_scope"` // always "pact"
-	Grant        string `json:"grant"`
-	Agent        Agent  `json:"agent"`
-	Req          string `json:"req"`
-	Ans          string `json:"ans"`
-	Policy       string `json:"policy"`
-	Status       string `json:"status"`
-	Reason       string `json:"reason"`
-	Exit         int    `json:"exit"`
-	Started      string `json:"started"`
-	Ended        string `json:"ended"`
-	Usage        Usage  `json:"usage"`
-	Violation    bool   `json:"violation"`
-	GrantRevoked bool   `json:"grant_revoked"`
-	Kid          string `json:"kid"`
+	RID          string            `json:"rid"`
+	Seq          int64             `json:"seq"`
+	Prev         string            `json:"prev"`
+	Turn         string            `json:"turn"`
+	Task         string            `json:"task"`
+	Ctx          string            `json:"ctx"`
+	Brand        string            `json:"brand"`
+	Scope        string            `json:"scope"`      // the brand's scope
+	PactScope    string            `json:"pact_scope"` // always "pact"
+	Grant        string            `json:"grant"`
+	Agent        domain.Agent      `json:"agent"`
+	Req          string            `json:"req"`
+	Ans          string            `json:"ans"`
+	Policy       string            `json:"policy"`
+	Status       domain.TurnStatus `json:"status"`
+	Reason       string            `json:"reason"`
+	Exit         int               `json:"exit"`
+	Started      string            `json:"started"`
+	Ended        string            `json:"ended"`
+	Usage        Usage             `json:"usage"`
+	Violation    bool              `json:"violation"`
+	GrantRevoked bool              `json:"grant_revoked"`
+	Kid          string            `json:"kid"`
 	// iss (the node's publicUrl), iat, and jti (= rid).
 	jwt.RegisteredClaims
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/store"
 )
@@ -89,7 +90,7 @@ func VerifyOne(jws string, set keys.Set) (*Claims, error) {
 		return nil, errors.New("no seq, rid or turn")
 	}
 	switch c.Status {
-	case store.TurnCompleted, store.TurnFailed, store.TurnCanceled:
+	case domain.TurnCompleted, domain.TurnFailed, domain.TurnCanceled:
 	default:
 		return nil, fmt.Errorf("status %q", c.Status)
 	}
@@ -295,7 +296,7 @@ func differ(r store.Receipt, c *Claims) (col, stored, signed string) {
 		{"grant_id", r.GrantID, c.Grant},
 		{"agent_iss", r.AgentIss, c.Agent.Issuer},
 		{"agent_sub", r.AgentSub, c.Agent.Subject},
-		{"status", r.Status, c.Status},
+		{"status", string(r.Status), string(c.Status)},
 		{"reason", r.Reason, c.Reason},
 		{"exit_code", strconv.Itoa(r.ExitCode), strconv.Itoa(c.Exit)},
 		{"started_at", formatTime(r.StartedAt), formatTime(started)},

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 // Receipt page sizes.
@@ -54,7 +56,7 @@ type Receipt struct {
 	GrantID   string
 	AgentIss  string
 	AgentSub  string
-	Status    string // TurnCompleted, TurnFailed or TurnCanceled
+	Status    domain.TurnStatus
 	Reason    string
 	ExitCode  int
 	StartedAt time.Time
@@ -224,7 +226,7 @@ func endTurn(tx *gorm.DB, r Receipt) error {
 		return &TurnError{TurnID: r.TurnID, Err: ErrTurnNotFound}
 	}
 	t := rows[0]
-	if t.Status != TurnRunning {
+	if domain.TurnStatus(t.Status) != TurnRunning {
 		return &TurnError{TurnID: r.TurnID, Err: fmt.Errorf("%w (status %s)", ErrTurnNotRunning, t.Status)}
 	}
 	var diff []string
@@ -342,14 +344,14 @@ func (db *DB) AllReceipts(ctx context.Context) iter.Seq2[Receipt, error] {
 
 // ReceiptFilter selects receipts for the receipts page and for exports.
 type ReceiptFilter struct {
-	Agent  string    // ASCII case-insensitive substring of the agent's issuer or subject
-	Brand  string    // exact brand id
-	Status string    // exact status
-	From   time.Time // ended at or after (zero: unbounded)
-	To     time.Time // ended before (zero: unbounded)
-	Cursor int64     // keyset paging: continue past this seq (0: from the newest, or oldest)
-	Limit  int       // page size, 1..MaxReceiptPage (0: DefaultReceiptPage)
-	Oldest bool      // oldest first (exports) instead of newest first (the page)
+	Agent  string            // ASCII case-insensitive substring of the agent's issuer or subject
+	Brand  string            // exact brand id
+	Status domain.TurnStatus // exact status
+	From   time.Time         // ended at or after (zero: unbounded)
+	To     time.Time         // ended before (zero: unbounded)
+	Cursor int64             // keyset paging: continue past this seq (0: from the newest, or oldest)
+	Limit  int               // page size, 1..MaxReceiptPage (0: DefaultReceiptPage)
+	Oldest bool              // oldest first (exports) instead of newest first (the page)
 }
 
 // agentFanout is how many matching agents ListReceipts reads one by one through

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 // rcReceipt is the receipt row ending turn tr at seq, chained on prev. The
@@ -18,7 +20,7 @@ import (
 func rcReceipt(tr Turn, seq int64, prev string) Receipt {
 	return Receipt{Seq: seq, ID: fmt.Sprintf("r_%d", seq), TurnID: tr.ID, PrevHash: prev, Hash: fmt.Sprintf("h%d", seq),
 		TaskID: tr.TaskID, ContextID: tr.ContextID, Brand: tr.Brand, Scope: tr.BrandScope, GrantID: tr.GrantID,
-		AgentIss: tr.AgentIss, AgentSub: tr.AgentSub, Status: TurnCompleted, ExitCode: 0,
+		AgentIss: tr.AgentIss, AgentSub: tr.AgentSub, Status: domain.TurnCompleted, ExitCode: 0,
 		StartedAt: tr.StartedAt, EndedAt: tr.StartedAt.Add(time.Second), JWS: "jws"}
 }
 
@@ -102,7 +104,7 @@ func TestAppendReceiptsChain(t *testing.T) {
 		for _, i := range part {
 			seq := int64(i + 1)
 			r := rcReceipt(turns[i], seq, rcPrev(seq))
-			r.Status, r.Reason, r.ExitCode = TurnFailed, "exit 3", 3
+			r.Status, r.Reason, r.ExitCode = domain.TurnFailed, "exit 3", 3
 			rows = append(rows, r)
 		}
 		if err := db.AppendReceipts(ctx, signed(rows)); err != nil {
@@ -122,7 +124,7 @@ func TestAppendReceiptsChain(t *testing.T) {
 		t.Errorf("%d turns still open", len(open))
 	}
 	tr, err := db.GetTurn(ctx, "turn-4")
-	if err != nil || tr.Status != TurnFailed || tr.Reason != "exit 3" || tr.EndedAt == nil || !tr.EndedAt.Equal(all[3].EndedAt) {
+	if err != nil || tr.Status != domain.TurnFailed || tr.Reason != "exit 3" || tr.EndedAt == nil || !tr.EndedAt.Equal(all[3].EndedAt) {
 		t.Errorf("ended turn = %+v, %v", tr, err)
 	}
 	db.Close()
@@ -337,7 +339,7 @@ func rcListFixture(t *testing.T) (*DB, []Receipt) {
 			tr.AgentSub = "Zed"
 		}
 		tr.Brand = []string{"acme", "globex", "initech"}[i%5%3]
-		tr.Status = []string{TurnCompleted, TurnFailed, TurnCanceled}[i%7%3]
+		tr.Status = []domain.TurnStatus{domain.TurnCompleted, domain.TurnFailed, domain.TurnCanceled}[i%7%3]
 		tr.StartedAt = rcT0.Add(time.Duration(i) * time.Minute)
 		end := tr.StartedAt.Add(30 * time.Second)
 		tr.EndedAt = &end
@@ -371,15 +373,15 @@ func TestListReceipts(t *testing.T) {
 		"all":                     {},
 		"agent one subject":       {Agent: "zed"},
 		"agent few pairs":         {Agent: "agent-5."},
-		"agent few pairs, status": {Agent: "AGENT-3.", Status: TurnFailed, From: rcT0.Add(200 * time.Minute)},
+		"agent few pairs, status": {Agent: "AGENT-3.", Status: domain.TurnFailed, From: rcT0.Add(200 * time.Minute)},
 		"agent many pairs":        {Agent: "agent-1"},
 		"agent everyone (scan)":   {Agent: "AGENT"},
 		"agent nobody":            {Agent: "mallory"},
 		"agent like metachars":    {Agent: "%"},
 		"brand":                   {Brand: "globex"},
-		"status":                  {Status: TurnFailed},
+		"status":                  {Status: domain.TurnFailed},
 		"time range":              {From: from, To: to},
-		"agent brand status time": {Agent: "alice", Brand: "acme", Status: TurnCompleted, From: from, To: to},
+		"agent brand status time": {Agent: "alice", Brand: "acme", Status: domain.TurnCompleted, From: from, To: to},
 		"agent many pairs, brand": {Agent: "agent-2", Brand: "initech"},
 	}
 	for name, f := range filters {

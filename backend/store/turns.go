@@ -8,16 +8,13 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/aether/aether/backend/domain"
 )
 
-// Turn statuses (the CHECK constraint of turns.status). A receipt carries one of
-// the three end statuses.
-const (
-	TurnRunning   = "running"
-	TurnCompleted = "completed"
-	TurnFailed    = "failed"
-	TurnCanceled  = "canceled"
-)
+// TurnRunning is the state of a turn without a receipt yet (the CHECK constraint of
+// turns.status allows it and the three domain.TurnStatus end states a receipt carries).
+const TurnRunning domain.TurnStatus = "running"
 
 // PactScope is the scope every turn runs in (turns.scope).
 const PactScope = "pact"
@@ -46,7 +43,7 @@ type Turn struct {
 	AgentIss   string
 	AgentSub   string
 	PolicyHash string
-	Status     string
+	Status     domain.TurnStatus
 	Reason     string
 	StartedAt  time.Time
 	EndedAt    *time.Time
@@ -71,7 +68,7 @@ type turnRow struct {
 func (r turnRow) record() Turn {
 	return Turn{ID: r.ID, TaskID: r.TaskID, ContextID: r.ContextID, Brand: r.Brand, BrandScope: r.BrandScope,
 		GrantID: r.GrantID, AgentIss: r.AgentIss, AgentSub: r.AgentSub, PolicyHash: r.PolicyHash,
-		Status: r.Status, Reason: r.Reason, StartedAt: fromMS(r.StartedAt), EndedAt: fromMSPtr(r.EndedAt)}
+		Status: domain.TurnStatus(r.Status), Reason: r.Reason, StartedAt: fromMS(r.StartedAt), EndedAt: fromMSPtr(r.EndedAt)}
 }
 
 const turnColumns = `id, task_id, context_id, brand, brand_scope, grant_id, agent_iss, agent_sub, policy_hash,
