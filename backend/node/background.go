@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/codex"
-	"github.com/aether/aether/backend/consent"
 )
 
 // every runs fn now and then every d until ctx ends (a background job of the node).
@@ -31,40 +30,6 @@ func (n *Node) every(ctx context.Context, d time.Duration, fn func(context.Conte
 func (n *Node) sweep(ctx context.Context) {
 	if err := n.consent.Sweep(ctx); err != nil && ctx.Err() == nil {
 		n.log.Warn("consent sweep failed", "err", err)
-	}
-}
-
-// rejectOnFlowEnd ends an agent's waiting AUTH_REQUIRED tasks on a brand as
-// REJECTED when the owner denies its request or the request expires.
-func (n *Node) rejectOnFlowEnd(ctx context.Context) {
-	defer n.bg.Done()
-	events, stop := n.consent.Subscribe()
-	defer stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-events:
-			if !ok {
-				return
-			}
-			var reason string
-			switch {
-			case ev.Kind == consent.EventRequestDecided && ev.Outcome == consent.OutcomeDenied:
-				reason = "The node owner denied this agent's request."
-			case ev.Kind == consent.EventRequestExpired:
-				reason = "The consent request expired before the owner decided (" + ev.Outcome + ")."
-			default:
-				continue
-			}
-			owner := ev.Agent.Key()
-			ids, err := n.db.RejectAuthRequired(ctx, owner, ev.Brand, reason)
-			if err != nil {
-				n.log.Warn("could not end waiting tasks", "brand", ev.Brand, "err", err)
-			} else if len(ids) > 0 {
-				n.log.Info("waiting tasks rejected", "brand", ev.Brand, "tasks", len(ids), "outcome", ev.Outcome)
-			}
-		}
 	}
 }
 

@@ -27,6 +27,7 @@ const (
 	fileAddresses = "node.json"
 	fileLastPol   = "last-policy"
 	filePolicy    = "policy.json"
+	fileHead      = "receipts.head" // the receipt chain's head, kept outside pact.sqlite
 	dirCodex      = "codex" // codex state per conversation, and each turn's scratch
 )
 
@@ -142,9 +143,9 @@ func OpenReceipts(dataDir string) (*Receipts, error) {
 // Head is the chain's head as the node last recorded it outside pact.sqlite (receipts.head),
 // so that verify can tell a cut tail from a short chain (T4); ok is false without the file.
 func (r *Receipts) Head() (head store.Checkpoint, path string, ok bool, err error) {
-	path = filepath.Join(r.dir, fileHead)
-	head, ok, err = readHead(path)
-	return head, path, ok, err
+	f := receipts.HeadFile{Path: filepath.Join(r.dir, fileHead)}
+	head, ok, err = f.Read()
+	return head, f.Path, ok, err
 }
 
 // Close closes the store.

@@ -72,6 +72,7 @@ type Node struct {
 	token   string
 	consent *consent.Service
 	ledger  *receipts.Ledger
+	head    *receipts.HeadFile // receipts.head
 	runner  *codex.Runner
 	turns   gateway.Runner
 	owner   *owner.Service
@@ -93,8 +94,6 @@ type Node struct {
 	bg       sync.WaitGroup
 	health   codex.Health
 	healthMu sync.Mutex
-	headMu   sync.Mutex
-	head     store.Checkpoint
 }
 
 // Addresses are the listeners as bound, written to <data-dir>/node.json for local tools.
@@ -194,13 +193,14 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 		Consent: n.consent, Ledger: n.ledger, Keys: n.ring.Set(), Node: ownerNode{n},
 		Listen: n.addrs.Gateway, PublicURL: publicURL, AdminURL: "https://" + n.addrs.Admin,
 	})
-	if err = n.checkHead(ctx); err != nil {
+	n.head = &receipts.HeadFile{Path: n.path(fileHead)}
+	if err = n.head.Check(ctx, n.ledger); err != nil {
 		return nil, err
 	}
 	if err = n.recover(ctx); err != nil {
 		return nil, err
 	}
-	if err = n.saveHead(ctx); err != nil {
+	if err = n.head.Save(ctx, n.ledger); err != nil {
 		return nil, err
 	}
 	if pol != nil {
@@ -226,12 +226,13 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	}
 	bgCtx, cancel := context.WithCancel(context.Background())
 	n.stop = cancel
-	n.bg.Add(2)
-	go n.rejectOnFlowEnd(bgCtx)
-	go func() {
-		defer n.bg.Done()
-		n.owner.Forward(bgCtx)
-	}()
+	for _, job := range []func(context.Context){n.consent.EndWaitingTasks, n.owner.Forward} {
+		n.bg.Add(1)
+		go func() {
+			defer n.bg.Done()
+			job(bgCtx)
+		}()
+	}
 	n.every(bgCtx, 2*time.Second, n.sweep)
 	n.every(bgCtx, 2*time.Second, n.watchPolicy)
 	n.every(bgCtx, 5*time.Second, n.keepHead)
@@ -341,7 +342,7 @@ func (n *Node) Stop(ctx context.Context) error {
 	n.bg.Wait()
 	if n.ledger != nil {
 		// Drain the last receipts, then record the head they reached.
-		errs = append(errs, n.ledger.Close(), n.saveHead(context.Background()))
+		errs = append(errs, n.ledger.Close(), n.head.Save(context.Background(), n.ledger))
 		n.ledger = nil
 	}
 	errs = append(errs, n.close())
