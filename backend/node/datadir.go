@@ -28,7 +28,7 @@ const (
 	fileLastPol   = "last-policy"
 	filePolicy    = "policy.json"
 	fileHead      = "receipts.head" // the receipt chain's head, kept outside pact.sqlite
-	dirCodex      = "codex" // codex state per conversation, and each turn's scratch
+	dirCodex      = "codex"         // codex state per conversation, and each turn's scratch
 )
 
 // DefaultDataDir is the per-user data folder of the OS: $XDG_DATA_HOME/aether/node
