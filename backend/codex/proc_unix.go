@@ -32,10 +32,13 @@ func killGroup(p *os.Process) error {
 // Zombies do not count: codex does not reap the git it starts in the background, and an
 // orphaned zombie stays in the group until init collects it.
 func groupAlive(p *os.Process) bool {
+	if syscall.Kill(-p.Pid, 0) != nil {
+		return false // the usual case, and cheap: scanning /proc costs milliseconds a turn
+	}
 	if alive, ok := liveInGroup(p.Pid); ok {
 		return alive
 	}
-	return syscall.Kill(-p.Pid, 0) == nil
+	return true
 }
 
 // exitSignal returns the signal that ended the process, if one did.
