@@ -337,16 +337,28 @@ func TestLogin(t *testing.T) {
 			wantStatus(t, resp, body, http.StatusForbidden)
 			e.clock.Advance(time.Second)
 		}
-		// While limited even the right token is refused, so the limit is no oracle.
-		resp, body := e.call("GET", "/login?token="+testToken, "", nil)
+		resp, body := e.call("GET", "/login?token=one-more-guess", "", nil)
 		wantStatus(t, resp, body, http.StatusTooManyRequests)
 		if resp.Header.Get("Retry-After") != "50" { // the oldest failure leaves the window then
-
 			t.Fatalf("Retry-After %q", resp.Header.Get("Retry-After"))
 		}
-		e.clock.Advance(50 * time.Second)
+		// The owner's own link is never refused, whoever burnt the budget.
 		resp, body = e.call("GET", "/login?token="+testToken, "", nil)
 		wantStatus(t, resp, body, http.StatusSeeOther)
+		e.clock.Advance(50 * time.Second)
+		resp, body = e.call("GET", "/login?token=guess-again", "", nil)
+		wantStatus(t, resp, body, http.StatusForbidden)
+	})
+
+	t.Run("cross-site sign-in navigations with wrong tokens do not count", func(t *testing.T) {
+		e := newEnv(t)
+		nav := map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
+		for i := 0; i < loginMaxFails+5; i++ {
+			resp, body := e.call("GET", fmt.Sprintf("/login?token=guess%d", i), "", nav)
+			wantStatus(t, resp, body, http.StatusForbidden)
+		}
+		resp, body := e.call("GET", "/login?token=local-guess", "", nil)
+		wantStatus(t, resp, body, http.StatusForbidden) // not 429: the budget is untouched
 	})
 
 	t.Run("other sites cannot burn the login budget", func(t *testing.T) {

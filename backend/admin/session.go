@@ -79,7 +79,7 @@ func newSecret() string {
 }
 
 // loginLimiter caps failed sign-ins for the whole listener (everyone is 127.0.0.1). While it is
-// full every sign-in answers 429 without looking at the token, so it is no guessing oracle.
+// full, wrong tokens get 429; the right one still signs in.
 type loginLimiter struct {
 	mu    sync.Mutex
 	fails []time.Time
@@ -116,19 +116,25 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.cfg.Now()
-	if d := s.limiter.wait(now); d > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int((d+time.Second-1)/time.Second)))
-		s.reject(w, r, http.StatusTooManyRequests, "login-rate", "too many failed sign-ins; try again in a minute")
-		return
-	}
 	q := r.URL.Query()
 	token := q.Get("token")
 	if token == "" {
 		http.Error(w, "the sign-in link has no token: open the link printed by `aether node serve`", http.StatusBadRequest)
 		return
 	}
+	// The right token always signs in: nobody else's wrong guesses can lock the owner out, and
+	// a 256-bit token leaves a guesser nothing to learn from that.
 	if s.cfg.Token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.Token)) != 1 {
-		s.limiter.fail(now)
+		if d := s.limiter.wait(now); d > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int((d+time.Second-1)/time.Second)))
+			s.reject(w, r, http.StatusTooManyRequests, "login-rate", "too many failed sign-ins; try again in a minute")
+			return
+		}
+		// A web page can send the owner's browser here with any token; only guesses made on
+		// this machine, not from another site, use up the budget.
+		if r.Header.Get("Sec-Fetch-Site") != "cross-site" {
+			s.limiter.fail(now)
+		}
 		s.reject(w, r, http.StatusForbidden, "login-token", "this sign-in token is not valid: open the link printed by `aether node serve`")
 		return
 	}
