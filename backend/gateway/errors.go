@@ -39,10 +39,18 @@ var (
 
 func (e wireError) with(msg string) wireError { e.Message = msg; return e }
 
-// writeWireError answers in the binding's error shape. JSON-RPC errors keep a
-// real HTTP status (401, 413, 415) so that clients which only look at the
-// status see it; the body is still a JSON-RPC response with id null.
+// writeWireError answers in the binding's error shape. On JSON-RPC a request
+// the gateway read and refused (malformed envelope, params, the body guard's
+// JSON checks) is a JSON-RPC error in HTTP 200, as a2a-go answers its own
+// errors; only transport-level refusals keep a real HTTP status: 401 and 429
+// (authentication), 413 (a body the node refuses to read), 415 (a body it
+// cannot read as JSON), 503 (paused), 404 (no such endpoint). See
+// docs/wire.md, "Error shapes and statuses".
 func writeWireError(w http.ResponseWriter, b binding, e wireError, id json.RawMessage) {
+	status := e.HTTPStatus
+	if b == bindingJSONRPC && status == http.StatusBadRequest {
+		status = http.StatusOK
+	}
 	info := errordetails.NewErrorInfo(e.Reason, a2a.ProtocolDomain, map[string]string{"timestamp": time.Now().UTC().Format(time.RFC3339)})
 	var body any
 	if b == bindingJSONRPC {
@@ -61,6 +69,6 @@ func writeWireError(w http.ResponseWriter, b binding, e wireError, id json.RawMe
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(e.HTTPStatus)
+	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(body)
 }
