@@ -70,6 +70,20 @@ func (g *Gateway) guard(br *brandRoute, b binding, next http.Handler) http.Handl
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			r.ContentLength = int64(len(body))
+			if b == bindingJSONRPC {
+				if get, rid, ok := listTasksRPC(body); ok {
+					if err := checkListTasks(get); err != nil {
+						writeWireError(w, b, errInvalidParams.with(err.Error()), rid)
+						return
+					}
+				}
+			}
+		}
+		if b == bindingREST && r.Method == http.MethodGet && r.URL.Path == "/tasks" {
+			if err := checkListTasks(listTasksQuery(r.URL.Query())); err != nil {
+				writeWireError(w, b, errInvalidParams.with(err.Error()), nil)
+				return
+			}
 		}
 		next.ServeHTTP(w, r.WithContext(withAgent(r.Context(), id)))
 	})

@@ -176,7 +176,7 @@ func (v *taskView) List(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.Li
 	if pageSize == 0 {
 		pageSize = defaultPageSize
 	} else if pageSize < 1 || pageSize > maxPageSize {
-		return nil, fmt.Errorf("page size must be between 1 and 100 inclusive, got %d: %w", pageSize, a2a.ErrInvalidRequest)
+		return nil, fmt.Errorf("page size must be between 1 and 100 inclusive, got %d: %w", pageSize, a2a.ErrInvalidParams)
 	}
 
 	where := []string{"owner = ?", "brand = ?"}
@@ -383,15 +383,15 @@ func encodePageToken(updatedAt int64, id string) string {
 func decodePageToken(token string) (int64, string, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil {
-		return 0, "", fmt.Errorf("invalid page token: %w", a2a.ErrParseError)
+		return 0, "", fmt.Errorf("invalid page token: %w", a2a.ErrInvalidParams)
 	}
 	at, id, ok := strings.Cut(string(raw), "_")
 	if !ok {
-		return 0, "", fmt.Errorf("invalid page token: %w", a2a.ErrParseError)
+		return 0, "", fmt.Errorf("invalid page token: %w", a2a.ErrInvalidParams)
 	}
 	v, err := strconv.ParseInt(at, 10, 64)
 	if err != nil {
-		return 0, "", fmt.Errorf("invalid page token: %w", a2a.ErrParseError)
+		return 0, "", fmt.Errorf("invalid page token: %w", a2a.ErrInvalidParams)
 	}
 	return v, id, nil
 }

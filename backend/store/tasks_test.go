@@ -385,13 +385,13 @@ func TestTaskStoreListFilters(t *testing.T) {
 			name:    "PageSize above 100",
 			req:     &a2a.ListTasksRequest{PageSize: 212},
 			given:   []*a2a.Task{{ID: id1}},
-			wantErr: fmt.Errorf("page size must be between 1 and 100 inclusive, got 212: %w", a2a.ErrInvalidRequest),
+			wantErr: fmt.Errorf("page size must be between 1 and 100 inclusive, got 212: %w", a2a.ErrInvalidParams),
 		},
 		{
 			name:    "negative PageSize",
 			req:     &a2a.ListTasksRequest{PageSize: -1},
 			given:   []*a2a.Task{{ID: id1}},
-			wantErr: fmt.Errorf("page size must be between 1 and 100 inclusive, got -1: %w", a2a.ErrInvalidRequest),
+			wantErr: fmt.Errorf("page size must be between 1 and 100 inclusive, got -1: %w", a2a.ErrInvalidParams),
 		},
 		{
 			// The clock gives the three tasks taskStart+1s, +2s, +3s.
@@ -404,19 +404,19 @@ func TestTaskStoreListFilters(t *testing.T) {
 			name:    "invalid PageToken",
 			req:     &a2a.ListTasksRequest{PageSize: 1, PageToken: "invalidPageToken"},
 			given:   []*a2a.Task{{ID: id1}},
-			wantErr: fmt.Errorf("invalid page token: %w", a2a.ErrParseError),
+			wantErr: fmt.Errorf("invalid page token: %w", a2a.ErrInvalidParams),
 		},
 		{
 			name:    "PageToken with a bad time",
 			req:     &a2a.ListTasksRequest{PageToken: base64.RawURLEncoding.EncodeToString([]byte("soon_x"))},
 			given:   []*a2a.Task{{ID: id1}},
-			wantErr: fmt.Errorf("invalid page token: %w", a2a.ErrParseError),
+			wantErr: fmt.Errorf("invalid page token: %w", a2a.ErrInvalidParams),
 		},
 		{
 			name:    "PageToken without a separator",
 			req:     &a2a.ListTasksRequest{PageToken: base64.RawURLEncoding.EncodeToString([]byte("12345"))},
 			given:   []*a2a.Task{{ID: id1}},
-			wantErr: fmt.Errorf("invalid page token: %w", a2a.ErrParseError),
+			wantErr: fmt.Errorf("invalid page token: %w", a2a.ErrInvalidParams),
 		},
 		{
 			name:  "IncludeArtifacts true",
