@@ -1,8 +1,14 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"net/http"
+	"strings"
 	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
 )
 
 // TestA2AErrors: validation errors A2A 1.0 names, on both bindings (issue 12).
@@ -52,4 +58,63 @@ func TestA2AErrors(t *testing.T) {
 			t.Errorf("HTTP+JSON: HTTP %d (%v)", status, out)
 		}
 	})
+
+	// SubscribeToTask on, and SendStreamingMessage to, a terminal task is UnsupportedOperation
+	// (A2A 1.0 §3.1.2, §3.1.6). On HTTP+JSON it is the HTTP answer, 400 FAILED_PRECONDITION with
+	// reason UNSUPPORTED_OPERATION, before any event-stream headers (§11.6).
+	a.allow()
+	done := a.send(a.client("review", a2a.TransportProtocolJSONRPC), "", "Review main.go please")
+	if done.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("turn ended %s: %q", done.Status.State, statusText(done))
+	}
+	for _, b := range bothBindings {
+		t.Run(string(b)+" SubscribeToTask on a finished task is UnsupportedOperation", func(t *testing.T) {
+			c := a.client("review", b)
+			var err error
+			for _, err = range c.SubscribeToTask(context.Background(), &a2a.SubscribeToTaskRequest{ID: done.ID}) {
+				if err != nil {
+					break
+				}
+			}
+			if !errors.Is(err, a2a.ErrUnsupportedOperation) {
+				t.Errorf("SubscribeToTask: %v, want UnsupportedOperation", err)
+			}
+		})
+	}
+	restWant := func(t *testing.T, what string, resp *http.Response, m map[string]any) {
+		t.Helper()
+		errObj, _ := m["error"].(map[string]any)
+		ct := resp.Header.Get("Content-Type")
+		if resp.StatusCode != http.StatusBadRequest || strings.HasPrefix(ct, "text/event-stream") || errObj["status"] != "FAILED_PRECONDITION" || !strings.Contains(string(mustJSON(t, errObj)), "UNSUPPORTED_OPERATION") {
+			t.Errorf("%s: HTTP %d %s %v, want 400 FAILED_PRECONDITION UNSUPPORTED_OPERATION before any stream", what, resp.StatusCode, ct, m)
+		}
+	}
+	sse := map[string]string{"Accept": "text/event-stream"}
+	t.Run("HTTP+JSON SubscribeToTask on a finished task is HTTP 400 before the stream", func(t *testing.T) {
+		resp, m := a.raw("GET", "/a2a/review/tasks/"+string(done.ID)+":subscribe", "", nil, sse)
+		restWant(t, "GET :subscribe", resp, m)
+		resp, m = a.raw("POST", "/a2a/review/tasks/"+string(done.ID)+":subscribe", "application/json", nil, sse)
+		restWant(t, "POST :subscribe", resp, m)
+	})
+	t.Run("HTTP+JSON SendStreamingMessage to a finished task is HTTP 400 before the stream", func(t *testing.T) {
+		body := `{"message":{"messageId":"m-late","role":"ROLE_USER","taskId":"` + string(done.ID) + `","parts":[{"text":"one more thing"}]}}`
+		resp, m := a.raw("POST", "/a2a/review/message:stream", "application/json", []byte(body), sse)
+		restWant(t, "message:stream", resp, m)
+	})
+	t.Run("HTTP+JSON SubscribeToTask on another agent's task is 404 before the stream", func(t *testing.T) {
+		resp, m := e.agent("bob").raw("GET", "/a2a/review/tasks/"+string(done.ID)+":subscribe", "", nil, sse)
+		errObj, _ := m["error"].(map[string]any)
+		if resp.StatusCode != http.StatusNotFound || errObj["status"] != "NOT_FOUND" {
+			t.Errorf("HTTP %d %v, want 404 NOT_FOUND", resp.StatusCode, m)
+		}
+	})
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -39,7 +39,11 @@ var jsSteps = map[a2a.TransportProtocol][]string{
 		"JSON-RPC without identity is 401",
 		"JSON-RPC error from the gateway in HTTP 200", // fixed departure 5 of docs/wire.md
 	),
-	a2a.TransportProtocolHTTPJSON: jsCommonSteps,
+	a2a.TransportProtocolHTTPJSON: append(jsCommonSteps[:len(jsCommonSteps):len(jsCommonSteps)],
+		// Fixed departure 6 of docs/wire.md: HTTP 400 before any stream.
+		"SubscribeToTask on a finished task is UnsupportedOperation",
+		"SendStreamingMessage to a finished task is UnsupportedOperation",
+	),
 }
 
 var jsCommonSteps = []string{
@@ -83,10 +87,6 @@ var jsDepartures = map[a2a.TransportProtocol][]jsDeparture{
 	},
 	a2a.TransportProtocolHTTPJSON: {
 		jsCardLists, jsCardLastModified, jsReceiptSnakeCase,
-		{"SubscribeToTask on a finished task is UnsupportedOperation", "rest-sse-error", 6,
-			"the error comes as a data event of an HTTP 200 event stream, which the SDK reads as an empty event, not as HTTP 400"},
-		{"SendStreamingMessage to a finished task is UnsupportedOperation", "rest-sse-error", 6,
-			"the error comes as a data event of an HTTP 200 event stream, which the SDK reads as an empty event, not as HTTP 400"},
 		jsCaseVariantKeys("400 INVALID_ARGUMENT"),
 	},
 }

@@ -62,8 +62,11 @@ func (g *Gateway) guard(br *brandRoute, b binding, next http.Handler) http.Handl
 			writeWireError(w, b, *werr, nil)
 			return
 		}
+		var body []byte
 		if r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
-			body, id2, werr := checkBody(r, b)
+			var id2 []byte
+			var werr *wireError
+			body, id2, werr = checkBody(r, b)
 			if werr != nil {
 				writeWireError(w, b, *werr, id2)
 				return
@@ -77,6 +80,12 @@ func (g *Gateway) guard(br *brandRoute, b binding, next http.Handler) http.Handl
 						return
 					}
 				}
+			}
+		}
+		if b == bindingREST {
+			if werr := g.checkRESTStream(br, id, r, body); werr != nil {
+				writeWireError(w, b, *werr, nil)
+				return
 			}
 		}
 		if b == bindingREST && r.Method == http.MethodGet && r.URL.Path == "/tasks" {
