@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/aether/aether/backend/keys"
 )
 
 // Names a PACT node uses on the wire (docs/wire.md).
@@ -38,6 +40,17 @@ type Card struct {
 	Scope                  string
 	DeviceAuthorizationURL string
 	TokenURL               string
+	// raw is the card's JSON as served: its signature covers that.
+	raw []byte
+}
+
+// VerifySignature checks the card's A2A 1.0 §8.4 signature against the node
+// JWKS: a card that is unsigned or whose signature fails is refused.
+func (c *Card) VerifySignature(set keys.Set) error {
+	if err := set.VerifyCard(c.raw); err != nil {
+		return fmt.Errorf("agent card %s refused: %w", c.URL, err)
+	}
+	return nil
 }
 
 // CardURL turns what a user gives into a card URL: a URL ending in
@@ -115,7 +128,7 @@ func ParseCard(data []byte, cardURL string) (*Card, error) {
 		return nil, fmt.Errorf("agent card %s lists no supportedInterfaces", cardURL)
 	}
 	ac.SupportedInterfaces = ifaces
-	card := &Card{AgentCard: &ac, URL: cardURL}
+	card := &Card{AgentCard: &ac, URL: cardURL, raw: append([]byte(nil), data...)}
 
 	for _, in := range ifaces {
 		if pub, brand, ok := splitBrandURL(in.URL); ok {

@@ -155,6 +155,14 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		say("      %s", card.Description)
 	}
 	say("Node: %s", card.PublicURL)
+	nodeKeys, err := c.NodeKeys(ctx, card.PublicURL)
+	if err != nil {
+		return res, err
+	}
+	if err := card.VerifySignature(nodeKeys); err != nil {
+		return res, err
+	}
+	say("      card signature verified with the node JWKS")
 
 	// 2. The identity.
 	audience := o.Audience

@@ -49,6 +49,7 @@ var jsSteps = map[a2a.TransportProtocol][]string{
 var jsCommonSteps = []string{
 	"card",
 	"card ETag and 304",
+	"card Last-Modified and If-Modified-Since", // fixed departure 2 of docs/wire.md
 	"AUTH_REQUIRED",
 	"AUTH_REQUIRED streamed",
 	"device authorization",
@@ -82,11 +83,11 @@ type jsDeparture struct {
 
 var jsDepartures = map[a2a.TransportProtocol][]jsDeparture{
 	a2a.TransportProtocolJSONRPC: {
-		jsCardLists, jsCardLastModified, jsReceiptSnakeCase,
+		jsCardLists, jsReceiptSnakeCase,
 		jsCaseVariantKeys("-32600 in HTTP 200"),
 	},
 	a2a.TransportProtocolHTTPJSON: {
-		jsCardLists, jsCardLastModified, jsReceiptSnakeCase,
+		jsCardLists, jsReceiptSnakeCase,
 		jsCaseVariantKeys("400 INVALID_ARGUMENT"),
 	},
 }
@@ -94,8 +95,6 @@ var jsDepartures = map[a2a.TransportProtocol][]jsDeparture{
 var (
 	jsCardLists = jsDeparture{"card security requirements in the ProtoJSON list form", "security-requirements-list", 1,
 		`securityRequirements[].schemes.<name> is a bare array, not {"list": […]}, and the SDK reads the skill's scopes as []`}
-	jsCardLastModified = jsDeparture{"card Last-Modified and If-Modified-Since", "card-last-modified", 2,
-		"cards carry no Last-Modified, so If-Modified-Since cannot get a 304"}
 	jsReceiptSnakeCase = jsDeparture{"receipt data part in camelCase", "receipt-snake-case", 3,
 		"the receipt's data part has snake_case keys (pact_scope, grant_revoked, usage.input_tokens, …)"}
 )

@@ -286,10 +286,39 @@ func TestCardCaching(t *testing.T) {
 	if resp.StatusCode != http.StatusNotModified {
 		t.Fatalf("If-None-Match: %d, want 304", resp.StatusCode)
 	}
+	lastMod := resp.Header.Get("Last-Modified")
+	if _, err := http.ParseTime(lastMod); err != nil {
+		t.Fatalf("Last-Modified %q: %v", lastMod, err)
+	}
+	for name, h := range map[string][2]string{
+		"If-Modified-Since":                 {"If-Modified-Since", lastMod},
+		"If-None-Match wins (matching)":     {"If-None-Match", etag},
+		"If-None-Match wins (not matching)": {"If-None-Match", `"other"`},
+	} {
+		req, _ := http.NewRequest("GET", u, nil)
+		req.Header.Set(h[0], h[1])
+		req.Header.Set("If-Modified-Since", lastMod)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		want := http.StatusNotModified
+		if h[1] == `"other"` {
+			want = http.StatusOK
+		}
+		if resp.StatusCode != want {
+			t.Errorf("%s: %d, want %d", name, resp.StatusCode, want)
+		}
+	}
 	v1 := e.card("review").Version
 	e.restart()
 	if v2 := e.card("review").Version; v2 != v1 {
 		t.Fatalf("card version changed across a restart with the same content: %s → %s", v1, v2)
+	}
+	if resp, err := http.Head(u); err != nil || resp.Header.Get("Last-Modified") != lastMod || resp.Header.Get("ETag") != etag {
+		t.Fatalf("after a restart with the same content: Last-Modified %q ETag %q, want %q %q (%v)",
+			resp.Header.Get("Last-Modified"), resp.Header.Get("ETag"), lastMod, etag, err)
 	}
 	// Editing the brand changes the card's content, so its version.
 	var out map[string]any

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
@@ -97,21 +98,36 @@ func buildCard(u urls, b policy.Brand) *a2a.AgentCard {
 	return card
 }
 
-// staticJSON serves a document with an ETag and Cache-Control, answering
-// If-None-Match with 304.
+// staticJSON serves a document with an ETag, Cache-Control and (when
+// modified is set) Last-Modified, answering If-None-Match and
+// If-Modified-Since with 304 (RFC 9110 §13.2.2: If-None-Match wins).
 type staticJSON struct {
-	body   []byte
-	etag   string
-	maxAge string
+	body     []byte
+	etag     string
+	maxAge   string
+	modified time.Time // zero: no Last-Modified
 }
 
-func newStaticJSON(v any, maxAge string) (*staticJSON, error) {
+func newStaticJSON(v any, maxAge string, modified time.Time) (*staticJSON, error) {
 	body, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
 	sum := sha256.Sum256(body)
-	return &staticJSON{body: body, etag: `"` + hex.EncodeToString(sum[:12]) + `"`, maxAge: maxAge}, nil
+	return &staticJSON{body: body, etag: `"` + hex.EncodeToString(sum[:12]) + `"`, maxAge: maxAge,
+		modified: modified.UTC().Truncate(time.Second)}, nil
+}
+
+// notModified is the RFC 9110 §13.2.2 evaluation for GET and HEAD.
+func (s *staticJSON) notModified(r *http.Request) bool {
+	if match := r.Header.Get("If-None-Match"); match != "" {
+		return etagMatches(match, s.etag)
+	}
+	if since := r.Header.Get("If-Modified-Since"); since != "" && !s.modified.IsZero() {
+		t, err := http.ParseTime(since)
+		return err == nil && !s.modified.After(t)
+	}
+	return false
 }
 
 func (s *staticJSON) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -119,7 +135,10 @@ func (s *staticJSON) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "public, max-age="+s.maxAge)
 	h.Set("ETag", s.etag)
 	h.Set("Access-Control-Allow-Origin", "*")
-	if match := r.Header.Get("If-None-Match"); match != "" && etagMatches(match, s.etag) {
+	if !s.modified.IsZero() {
+		h.Set("Last-Modified", s.modified.Format(http.TimeFormat))
+	}
+	if s.notModified(r) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}

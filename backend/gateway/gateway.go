@@ -54,6 +54,13 @@ type Config struct {
 	TurnTimeout time.Duration
 	OnReceipt   func(*receipts.Receipt) // told after each receipt is committed
 	Logger      *slog.Logger
+
+	// Signer signs the agent cards (A2A 1.0 §8.4); nil serves them unsigned.
+	Signer *keys.Key
+	// CardsModified is the Last-Modified of the cards built by New (the
+	// policy file's mtime); zero means now. Cards rebuilt by a later Reload
+	// take the time of that reload.
+	CardsModified time.Time
 }
 
 // Gateway serves the PACT provider. It swaps its brand routes atomically when

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/aether/aether/backend/policy"
@@ -26,7 +27,7 @@ func (g *Gateway) Reload(p *policy.Policy) error {
 			next.brands[b.ID] = old
 			continue
 		}
-		br, err := g.newBrandRoute(u, b)
+		br, err := g.newBrandRoute(u, b, g.cardTime())
 		if err != nil {
 			return err
 		}
@@ -35,26 +36,52 @@ func (g *Gateway) Reload(p *policy.Policy) error {
 	if len(p.Pact.Brands) == 1 {
 		next.single = next.brands[p.Pact.Brands[0].ID]
 	}
-	jwks, err := newStaticJSON(g.cfg.Keys.JWKS(), "300")
+	jwks, err := newStaticJSON(g.cfg.Keys.JWKS(), "300", time.Time{})
 	if err != nil {
 		return fmt.Errorf("gateway: jwks: %w", err)
 	}
 	next.jwks = jwks
-	meta, err := newStaticJSON(authorizationServerMetadata(u, p), "300")
+	meta, err := newStaticJSON(authorizationServerMetadata(u, p), "300", time.Time{})
 	if err != nil {
 		return fmt.Errorf("gateway: metadata: %w", err)
 	}
 	next.metadata = meta
 	g.brands = next.brands
 	g.routes.Store(next)
+	g.cfg.CardsModified = time.Time{} // later reloads date their cards themselves
 	return nil
 }
 
-func (g *Gateway) newBrandRoute(u urls, b policy.Brand) (*brandRoute, error) {
+// cardTime is the Last-Modified of a card built now.
+func (g *Gateway) cardTime() time.Time {
+	if !g.cfg.CardsModified.IsZero() {
+		return g.cfg.CardsModified
+	}
+	return time.Now()
+}
+
+// signedCard is a brand's card, signed by the node key when there is one, and
+// its handler.
+func (g *Gateway) signedCard(u urls, b policy.Brand, modified time.Time) (*a2a.AgentCard, *staticJSON, error) {
 	card := buildCard(u, b)
-	cardHandler, err := newStaticJSON(card, "300")
+	if g.cfg.Signer != nil {
+		sig, err := g.cfg.Signer.SignCard(card)
+		if err != nil {
+			return nil, nil, fmt.Errorf("gateway: card for %s: %w", b.ID, err)
+		}
+		card.Signatures = []a2a.AgentCardSignature{sig}
+	}
+	h, err := newStaticJSON(card, "300", modified)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: card for %s: %w", b.ID, err)
+		return nil, nil, fmt.Errorf("gateway: card for %s: %w", b.ID, err)
+	}
+	return card, h, nil
+}
+
+func (g *Gateway) newBrandRoute(u urls, b policy.Brand, modified time.Time) (*brandRoute, error) {
+	card, cardHandler, err := g.signedCard(u, b, modified)
+	if err != nil {
+		return nil, err
 	}
 	// One task store per route: the SDK, the gate and the executor share it.
 	tasks := g.cfg.Tasks.TaskStore(b.ID, ownerFromContext)

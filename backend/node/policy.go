@@ -75,6 +75,9 @@ func (n *Node) loadPolicy() (*policy.Policy, error) {
 
 // startGateway builds the gateway on p; from then on it holds the served policy.
 func (n *Node) startGateway(p *policy.Policy, publicURL, consentURL string) error {
+	n.mu.Lock()
+	modTime := n.polModTime
+	n.mu.Unlock()
 	gw, err := gateway.New(gateway.Config{
 		ConsentURL: consentURL,
 		Identity: identity.New(identity.Config{
@@ -90,6 +93,10 @@ func (n *Node) startGateway(p *policy.Policy, publicURL, consentURL string) erro
 		Keys:      n.ring.Set(),
 		OnReceipt: n.owner.ReceiptAdded,
 		Logger:    n.log,
+
+		Signer: n.ring.Current,
+		// The policy file's mtime: unchanged cards keep their Last-Modified across restarts.
+		CardsModified: modTime,
 	}, p)
 	if err != nil {
 		return err
