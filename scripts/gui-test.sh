@@ -104,18 +104,6 @@ finish() {
 	[ "$FAILED" -eq 0 ]
 	exit $?
 }
-# free_port picks a port below the kernel's ephemeral range, where no outgoing
-# connection can be holding it by the time the app binds it.
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 12000))
-		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || {
-			echo "$p"
-			return
-		}
-	done
-}
 shot() { # shot NAME: screenshot of the whole screen
 	import -window root "$SHOTS/$1.png" 2>/dev/null && echo "# screenshot test-results/gui/$1.png"
 }

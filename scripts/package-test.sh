@@ -47,16 +47,6 @@ wait_for() { # wait_for SECONDS CMD...: retries CMD until it succeeds or time ru
 snapshot() {
 	(cd "$1" && find . -printf '%y %m %s %T@ %p\n' | sort && find . -type f -print0 | sort -z | xargs -0 sha256sum)
 }
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 12000))
-		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || {
-			echo "$p"
-			return
-		}
-	done
-}
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 if [ "${1:-}" != "--inside" ]; then

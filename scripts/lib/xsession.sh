@@ -29,3 +29,16 @@ start_xvfb() {
 	DISPLAY=:$(head -1 "$work/display")
 	export DISPLAY
 }
+
+# free_port picks a port below the kernel's ephemeral range, where no outgoing
+# connection can be holding it by the time the app binds it.
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 12000))
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || {
+			echo "$p"
+			return
+		}
+	done
+}
