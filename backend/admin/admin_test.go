@@ -115,6 +115,11 @@ func (f *fakeBackend) Decide(ctx context.Context, id string, req owner.DecisionR
 	return owner.DecisionResult{Status: "allowed", Grant: &f.grants[0]}, nil
 }
 
+func (f *fakeBackend) DenyIssuer(ctx context.Context, req owner.DenyIssuerRequest) (owner.DenyIssuerResult, error) {
+	f.note("DenyIssuer")
+	return owner.DenyIssuerResult{Site: req.Site, Denied: 1}, nil
+}
+
 func (f *fakeBackend) Grants(ctx context.Context) ([]owner.Grant, error) {
 	f.note("Grants")
 	if f.nilLists {

@@ -36,6 +36,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("/api/status", get(s.getStatus))
 	mux.HandleFunc("/api/consent", get(s.getConsent))
 	mux.HandleFunc("/api/consent/{id}/decision", post(s.postDecision))
+	mux.HandleFunc("/api/consent/deny-issuer", post(s.postDenyIssuer))
 	mux.HandleFunc("/api/grants", get(s.getGrants))
 	mux.HandleFunc("/api/grants/{id}/revoke", post(s.postRevoke))
 	mux.HandleFunc("/api/receipts", get(s.getReceipts))
@@ -140,6 +141,19 @@ func (s *Server) postDecision(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.b.Decide(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) postDenyIssuer(w http.ResponseWriter, r *http.Request) {
+	var req owner.DenyIssuerRequest
+	if !s.decode(w, r, &req) {
+		return
+	}
+	res, err := s.b.DenyIssuer(r.Context(), req)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -15,6 +15,7 @@ type Backend interface {
 	Pending(ctx context.Context) ([]owner.ConsentRequest, error)
 	LookupCode(ctx context.Context, userCode string) (owner.CodeLookup, error)
 	Decide(ctx context.Context, id string, req owner.DecisionRequest) (owner.DecisionResult, error)
+	DenyIssuer(ctx context.Context, req owner.DenyIssuerRequest) (owner.DenyIssuerResult, error)
 	Grants(ctx context.Context) ([]owner.Grant, error)
 	Revoke(ctx context.Context, id string) (owner.Grant, error)
 	Receipts(ctx context.Context, f owner.ReceiptFilter) (owner.ReceiptPage, error)

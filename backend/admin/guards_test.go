@@ -221,12 +221,50 @@ func urlQueryEscape(s string) string {
 	return r.Replace(s)
 }
 
+// TestDenyIssuerGuards: "Deny all from this issuer" is a decision like any other, behind the
+// same guards (C1–C4).
+func TestDenyIssuerGuards(t *testing.T) {
+	t.Run("C20 deny all from an issuer cross-site, same-site, rebound or without a session", func(t *testing.T) {
+		e := newEnv(t)
+		cookie, csrf := e.signIn()
+		base := e.fetchHeaders(cookie, csrf)
+		for name, hdr := range map[string]map[string]string{
+			"C1 cross-site form":     with(base, "Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site", "Content-Type", "application/x-www-form-urlencoded"),
+			"C1 opaque origin":       with(base, "Origin", "null", "Sec-Fetch-Site", ""),
+			"C2 other local app":     with(base, "Origin", "https://127.0.0.1:3001", "Sec-Fetch-Site", ""),
+			"C2 same-site fetch":     with(base, "Sec-Fetch-Site", "same-site"),
+			"C4 no cookie":           with(e.fetchHeaders("", "forged"), "Cookie", ""),
+			"C4 token as the cookie": e.fetchHeaders(CookieName+"="+testToken, "forged"),
+		} {
+			resp, body := e.call("POST", "/api/consent/deny-issuer", denyIssuerBody, hdr)
+			if resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("%s: status %d, want 403 or 401; %s", name, resp.StatusCode, body)
+			}
+		}
+		resp, body := e.raw("POST /api/consent/deny-issuer HTTP/1.1\r\nHost: evil.example:" + e.port + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+		if resp.StatusCode != http.StatusMisdirectedRequest {
+			t.Errorf("C3 rebound Host: status %d, want 421; %s", resp.StatusCode, body)
+		}
+		if n := e.b.count("DenyIssuer"); n != 0 {
+			t.Fatalf("DenyIssuer called %d times", n)
+		}
+		resp, body = e.call("POST", "/api/consent/deny-issuer", denyIssuerBody, base)
+		wantStatus(t, resp, body, http.StatusOK)
+		if e.b.count("DenyIssuer") != 1 || jsonBody(t, body)["site"] != "evil.example" {
+			t.Fatalf("the UI's own call: %s", body)
+		}
+	})
+}
+
+const denyIssuerBody = `{"site":"evil.example"}`
+
 // apiRoutes is every route of admin-api.md.
 var apiRoutes = []struct{ method, path string }{
 	{"GET", "/api/session"},
 	{"GET", "/api/status"},
 	{"GET", "/api/consent"},
 	{"POST", "/api/consent/req1/decision"},
+	{"POST", "/api/consent/deny-issuer"},
 	{"GET", "/api/grants"},
 	{"POST", "/api/grants/g1/revoke"},
 	{"GET", "/api/receipts"},
@@ -391,6 +429,7 @@ func TestCSRF(t *testing.T) {
 	} {
 		for _, rt := range []struct{ method, path, body string }{
 			{"POST", "/api/consent/req1/decision", decisionBody},
+			{"POST", "/api/consent/deny-issuer", denyIssuerBody},
 			{"POST", "/api/grants/g1/revoke", ""},
 			{"PUT", "/api/brands/docs", `{"id":"docs","workspace":"/w"}`},
 			{"DELETE", "/api/brands/docs", ""},
@@ -401,7 +440,7 @@ func TestCSRF(t *testing.T) {
 			}
 		}
 	}
-	if n := e.b.count("Decide") + e.b.count("Revoke") + e.b.count("PutBrand") + e.b.count("DeleteBrand"); n != 0 {
+	if n := e.b.count("Decide") + e.b.count("DenyIssuer") + e.b.count("Revoke") + e.b.count("PutBrand") + e.b.count("DeleteBrand"); n != 0 {
 		t.Fatalf("backend called %d times", n)
 	}
 	resp, body := e.call("DELETE", "/api/brands/docs", "", base)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/site"
 	"github.com/aether/aether/backend/store"
 )
 
@@ -204,4 +205,37 @@ func (s *Service) Decide(ctx context.Context, requestID, userCode string, allow 
 	s.log.Info("device flow decided", "flow", f.ID, "outcome", dec.Outcome, "grant", f.GrantID, "agent_iss", agent.Issuer, "agent_sub", agent.Subject, "brand", f.Brand)
 	s.emit(Event{Kind: EventRequestDecided, Request: &dec.Request, Grant: dec.Grant, Agent: agent, Brand: f.Brand, Outcome: dec.Outcome})
 	return dec, nil
+}
+
+// DenySite denies every pending request whose issuer's registrable domain is siteName (as
+// site.Of gives it), in one store transaction, and returns them: the owner's answer to a flood
+// from one issuer (C19). Other issuers' requests stay pending. Each denial is an ordinary
+// decided event, so waiting tasks end REJECTED and polls get access_denied.
+func (s *Service) DenySite(ctx context.Context, siteName string) ([]Request, error) {
+	now := s.now()
+	flows, err := s.db.DenyFlows(ctx, now, func(f store.DeviceFlow) bool {
+		return site.OfIssuer(f.AgentIss) == siteName
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Request, len(flows))
+	ended := map[[2]string]bool{}
+	for i, f := range flows {
+		out[i] = s.request(f)
+		agent := domain.Agent{Issuer: f.AgentIss, Subject: f.AgentSub}
+		// A flood's events overrun the subscribers' buffers, so the waiting tasks are ended
+		// here rather than left to EndWaitingTasks.
+		if k := [2]string{agent.Key(), f.Brand}; !ended[k] {
+			ended[k] = true
+			if _, err := s.db.RejectAuthRequired(ctx, agent.Key(), f.Brand, deniedReason); err != nil {
+				s.log.Warn("could not end waiting tasks", "brand", f.Brand, "err", err)
+			}
+		}
+		s.emit(Event{Kind: EventRequestDecided, Request: &out[i], Agent: agent, Brand: f.Brand, Outcome: OutcomeDenied})
+	}
+	if len(flows) > 0 {
+		s.log.Info("denied every pending request of an issuer", "site", siteName, "requests", len(flows))
+	}
+	return out, nil
 }

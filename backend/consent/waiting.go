@@ -2,6 +2,8 @@ package consent
 
 import "context"
 
+const deniedReason = "The node owner denied this agent's request."
+
 // EndWaitingTasks ends an agent's waiting AUTH_REQUIRED tasks on a brand as REJECTED when the
 // owner denies its request or the request expires, until ctx ends: an agent polling such a task
 // learns the answer without starting a new device flow. The node runs it in the background.
@@ -19,7 +21,7 @@ func (s *Service) EndWaitingTasks(ctx context.Context) {
 			var reason string
 			switch {
 			case ev.Kind == EventRequestDecided && ev.Outcome == OutcomeDenied:
-				reason = "The node owner denied this agent's request."
+				reason = deniedReason
 			case ev.Kind == EventRequestExpired:
 				reason = "The consent request expired before the owner decided (" + ev.Outcome + ")."
 			default:

@@ -1,6 +1,11 @@
 package identity
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/aether/aether/backend/site"
+)
 
 // Reason codes carried by *Error. They are meant for logs and metrics; the gateway answers
 // every one of them with 401 except CodeTokenTooLarge (431 or 401) and CodeRateLimited (429).
@@ -20,6 +25,7 @@ const (
 	CodeIssuerBlocked     = "issuer_blocked"
 	CodeIssuerUnavailable = "issuer_unavailable"
 	CodeIssuerMismatch    = "issuer_mismatch"
+	CodeIssuerHost        = "issuer_host_too_long"
 	CodeFetchTimeout      = "fetch_timeout"
 	CodeJWKSURIInvalid    = "jwks_uri_invalid"
 	CodeJWKSTooLarge      = "jwks_too_large"
@@ -90,4 +96,5 @@ var (
 	errFetchesBusy   = newErr(CodeRateLimited, "too many issuer key fetches in progress; retry later", ErrRateLimited)
 	errIssuerInvalid = newErr(CodeIssuerInvalid, "the token's issuer must be an https URL", nil)
 	errIssuerBlocked = newErr(CodeIssuerBlocked, "the token's issuer address is not allowed", nil)
+	errIssuerHost    = newErr(CodeIssuerHost, fmt.Sprintf("the token's issuer host is too long: at most %d characters and %d labels", site.MaxHostLen, site.MaxLabels), nil)
 )

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/aether/aether/backend/site"
 )
 
 // scope is where an issuer's fetches may go: public issuers reach public addresses only;
@@ -95,6 +97,8 @@ func urlScope(u *url.URL, insecure bool) (scope, *Error) {
 		}
 	} else if strings.EqualFold(host, "localhost") {
 		loopback = true
+	} else if site.CheckHost(host) != nil {
+		return 0, errIssuerHost // the owner could not be shown it honestly (C14)
 	} else if !validDNSName(host) {
 		return 0, errIssuerInvalid
 	}

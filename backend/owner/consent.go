@@ -7,6 +7,7 @@ import (
 
 	"github.com/aether/aether/backend/consent"
 	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/site"
 )
 
 // Pending lists the pending consent requests, oldest first.
@@ -68,6 +69,20 @@ func (s *Service) Decide(ctx context.Context, id string, req DecisionRequest) (D
 		res.Grant = &g
 	}
 	return res, nil
+}
+
+// DenyIssuer denies every pending request from the issuer whose registrable domain is
+// req.Site (an Agent's Site), in one store transaction, and says how many (C19). The other
+// issuers' requests stay pending. ErrInvalid for a missing or malformed site.
+func (s *Service) DenyIssuer(ctx context.Context, req DenyIssuerRequest) (DenyIssuerResult, error) {
+	if req.Site == "" || len(req.Site) > site.MaxHostLen || site.Of(req.Site) != req.Site {
+		return DenyIssuerResult{}, fmt.Errorf("%w: site must be an issuer's registrable domain, as the request's agent.site gives it", ErrInvalid)
+	}
+	denied, err := s.cfg.Consent.DenySite(ctx, req.Site)
+	if err != nil {
+		return DenyIssuerResult{}, err
+	}
+	return DenyIssuerResult{Site: req.Site, Denied: len(denied)}, nil
 }
 
 // durationOf maps the UI's choices onto grant lifetimes.

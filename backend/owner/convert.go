@@ -12,10 +12,12 @@ import (
 	"github.com/aether/aether/backend/consent"
 	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/receipts"
+	"github.com/aether/aether/backend/site"
 )
 
 func agentDTO(iss, sub string) Agent {
-	return Agent{Issuer: iss, Subject: sub, IssuerOrigin: issuerOrigin(iss)}
+	n := site.Describe(iss, sub)
+	return Agent{Issuer: iss, Subject: sub, IssuerOrigin: issuerOrigin(iss), Site: n.Site, SiteName: n.SiteName, Host: n.Host, Claim: n.Claim}
 }
 
 // issuerOrigin shows the issuer's scheme and host with the host in punycode, so

@@ -35,11 +35,20 @@ type Brand struct {
 	CardURL     string `json:"cardUrl"`
 }
 
-// Agent is an agent identity; IssuerOrigin is the issuer's origin with a punycode host.
+// Agent is an agent identity; IssuerOrigin is the issuer's origin with a punycode host. The
+// rest is what the owner reads, computed once here (site.Describe) so that every page, the
+// notification and the tray say the same (C13–C15): Site is the issuer's registrable domain
+// in ASCII (the key of "Deny all from this issuer"), SiteName the same as shown (an IDN in
+// Unicode with its punycode beside it), Host the issuer host cut from the left only, and
+// Claim "says it is <subject> — issued by <site name>".
 type Agent struct {
 	Issuer       string `json:"issuer"`
 	Subject      string `json:"subject"`
 	IssuerOrigin string `json:"issuerOrigin"`
+	Site         string `json:"site"`
+	SiteName     string `json:"siteName"`
+	Host         string `json:"host"`
+	Claim        string `json:"claim"`
 }
 
 // CodeLookup is what became of the request with a user code: "pending", "allowed",
@@ -228,6 +237,17 @@ type DecisionRequest struct {
 type DecisionResult struct {
 	Status string `json:"status"` // OutcomeAllowed or OutcomeDenied
 	Grant  *Grant `json:"grant,omitempty"`
+}
+
+// DenyIssuerRequest is the body of POST /api/consent/deny-issuer: an Agent's Site.
+type DenyIssuerRequest struct {
+	Site string `json:"site"`
+}
+
+// DenyIssuerResult is its 200 answer: how many pending requests were denied.
+type DenyIssuerResult struct {
+	Site   string `json:"site"`
+	Denied int    `json:"denied"`
 }
 
 // Outcomes of a decision.

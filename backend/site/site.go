@@ -67,6 +67,15 @@ func Of(host string) string {
 	return host
 }
 
+// OfIssuer is the site of an issuer URL (Of of its host).
+func OfIssuer(issuer string) string {
+	host := issuer
+	if u, err := url.Parse(issuer); err == nil && u.Host != "" {
+		host = u.Hostname()
+	}
+	return Of(Clean(host))
+}
+
 // Name is an agent as the owner reads it.
 type Name struct {
 	// Site is the issuer's registrable domain in ASCII: the key requests are grouped and denied

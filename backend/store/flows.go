@@ -238,6 +238,41 @@ func (db *DB) ExpireFlows(ctx context.Context, now time.Time) ([]DeviceFlow, err
 	return flowRecords(rows), nil
 }
 
+// DenyFlows denies, in one write transaction, every flow pending and unexpired at now that
+// match picks (match must not use the DB), and returns them as written, oldest first. A flow
+// decided meanwhile is not among them: the update is conditional on the status read.
+func (db *DB) DenyFlows(ctx context.Context, now time.Time, match func(DeviceFlow) bool) ([]DeviceFlow, error) {
+	var out []DeviceFlow
+	err := db.write(ctx, func(tx *gorm.DB) error {
+		var rows []flowRow
+		if err := tx.Raw(`SELECT `+flowColumns+` FROM device_flows WHERE status = 'pending' AND expires_at > ? ORDER BY created_at, id`,
+			ms(now)).Scan(&rows).Error; err != nil {
+			return err
+		}
+		out = out[:0]
+		var ids []string
+		for _, f := range flowRecords(rows) {
+			if match(f) {
+				f.Status, f.DecidedAt = domain.FlowDenied, &now
+				out = append(out, f)
+				ids = append(ids, f.ID)
+			}
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		res := tx.Exec(`UPDATE device_flows SET status = 'denied', decided_at = ? WHERE status = 'pending' AND id IN ?`, ms(now), ids)
+		if res.Error == nil && res.RowsAffected != int64(len(ids)) {
+			return errFlowRaced
+		}
+		return res.Error
+	})
+	if err != nil {
+		return nil, fmt.Errorf("deny device flows: %w", err)
+	}
+	return out, nil
+}
+
 // PruneFlows deletes finished flows that expired before the given time, so
 // that device_flows does not grow without bound. Grants keep their own rows.
 func (db *DB) PruneFlows(ctx context.Context, before time.Time) (int64, error) {
