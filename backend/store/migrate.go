@@ -119,6 +119,17 @@ CREATE INDEX receipts_ended ON receipts (ended_at, seq);
 CREATE TRIGGER receipts_no_update BEFORE UPDATE ON receipts BEGIN SELECT RAISE(ABORT, 'receipts are append-only'); END;
 CREATE TRIGGER receipts_no_delete BEFORE DELETE ON receipts BEGIN SELECT RAISE(ABORT, 'receipts are append-only'); END;
 `,
+	// 2: what an agent stores without the owner's approval, tasks that never ran a turn, is
+	// counted per agent and per issuer site and expires (docs/threats.md, K2–K5): the issuer's
+	// registrable domain on each task, and whether a turn ever started on it.
+	`
+ALTER TABLE tasks ADD COLUMN issuer_site TEXT NOT NULL DEFAULT '';
+ALTER TABLE tasks ADD COLUMN ran INTEGER NOT NULL DEFAULT 0 CHECK (ran IN (0, 1));
+UPDATE tasks SET ran = 1 WHERE id IN (SELECT task_id FROM turns);
+CREATE INDEX tasks_owner_ran ON tasks (owner, ran);
+CREATE INDEX tasks_site_ran ON tasks (issuer_site, ran);
+CREATE INDEX tasks_ran_updated ON tasks (ran, updated_at);
+`,
 }
 
 func (db *DB) migrate() error {

@@ -94,9 +94,9 @@ func (v *taskView) Create(ctx context.Context, task *a2a.Task) (taskstore.TaskVe
 		}
 		// The clock is read inside the transaction so that updated_at follows commit order.
 		now := ms(v.db.Now())
-		return tx.Exec(`INSERT INTO tasks (id, owner, brand, context_id, state, status_ns, version, data, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?)`,
-			task.ID, owner, v.brand, task.ContextID, string(task.Status.State), statusNS(task), data, now, now).Error
+		return tx.Exec(`INSERT INTO tasks (id, owner, brand, context_id, state, status_ns, version, data, created_at, updated_at, ran)
+			VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)`,
+			task.ID, owner, v.brand, task.ContextID, string(task.Status.State), statusNS(task), data, now, now, startsTurn(task)).Error
 	})
 	if err != nil {
 		return taskstore.TaskVersionMissing, fmt.Errorf("create task %s: %w", task.ID, err)
@@ -132,8 +132,8 @@ func (v *taskView) Update(ctx context.Context, req *taskstore.UpdateRequest) (ta
 			return taskstore.ErrConcurrentModification
 		}
 		version = rows[0].Version + 1
-		return tx.Exec(`UPDATE tasks SET context_id = ?, state = ?, status_ns = ?, version = ?, data = ?, updated_at = ? WHERE id = ?`,
-			task.ContextID, string(task.Status.State), statusNS(task), version, data, ms(v.db.Now()), task.ID).Error
+		return tx.Exec(`UPDATE tasks SET context_id = ?, state = ?, status_ns = ?, version = ?, data = ?, updated_at = ?, ran = max(ran, ?) WHERE id = ?`,
+			task.ContextID, string(task.Status.State), statusNS(task), version, data, ms(v.db.Now()), startsTurn(task), task.ID).Error
 	})
 	if err != nil {
 		return taskstore.TaskVersionMissing, fmt.Errorf("update task %s: %w", task.ID, err)
