@@ -2,10 +2,7 @@ package gateway
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
-	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
@@ -111,7 +108,7 @@ func (gt *gate) beforeTurn(ctx context.Context, cc *a2asrv.CallContext, id ident
 	if p.Message == nil || p.Message.ID == "" || len(p.Message.Parts) == 0 {
 		return ctx, nil, a2a.NewError(a2a.ErrInvalidParams, "a turn needs a message with an id and at least one part")
 	}
-	var existing *a2a.Task
+	var existing *taskstore.StoredTask
 	if p.Message.TaskID != "" {
 		state, err := gt.ownTask(ctx, id, p.Message.TaskID)
 		if err != nil {
@@ -127,7 +124,7 @@ func (gt *gate) beforeTurn(ctx context.Context, cc *a2asrv.CallContext, id ident
 		if err != nil {
 			return ctx, nil, a2a.ErrTaskNotFound
 		}
-		existing = st.Task
+		existing = st
 	}
 	token := firstParam(cc, DelegationHeader)
 	var d *consent.Delegation
@@ -138,7 +135,7 @@ func (gt *gate) beforeTurn(ctx context.Context, cc *a2asrv.CallContext, id ident
 		d, derr = gt.g.cfg.Consent.CheckDelegation(ctx, token, id.Agent, gt.brand)
 	}
 	if derr != nil {
-		task, err := gt.authRequired(ctx, cc, id, p.Message, existing, derr)
+		task, err := gt.authRequired(ctx, id, p.Message, existing, derr)
 		if err != nil {
 			return ctx, nil, err
 		}
@@ -149,90 +146,6 @@ func (gt *gate) beforeTurn(ctx context.Context, cc *a2asrv.CallContext, id ident
 		c.streaming, c.disconnect = true, ctx.Done()
 	}
 	return withCall(ctx, c), nil, nil
-}
-
-// authRequired stores (or updates) the task in TASK_STATE_AUTH_REQUIRED with
-// the status message docs/wire.md describes and returns it. No work runs.
-func (gt *gate) authRequired(ctx context.Context, cc *a2asrv.CallContext, id identity.Identity, msg *a2a.Message, existing *a2a.Task, derr error) (*a2a.Task, error) {
-	reason, detail := "invalid", "the delegation token is not valid"
-	var de *consent.DelegationError
-	if errors.As(derr, &de) {
-		reason, detail = de.Reason, de.Detail
-	} else {
-		gt.g.cfg.Logger.Warn("delegation check failed", "brand", gt.brand, "err", derr)
-	}
-	gt.g.cfg.Logger.Info("turn needs consent", "brand", gt.brand, "reason", reason, "agent_iss", id.Issuer)
-	br := gt.g.routes.Load().brands[gt.brand]
-	scope := br.brand.Scope.ID
-	now := time.Now().UTC()
-
-	var task *a2a.Task
-	if existing == nil {
-		m := *msg
-		m.TaskID = a2a.NewTaskID()
-		if m.ContextID == "" {
-			m.ContextID = a2a.NewContextID()
-		}
-		task = &a2a.Task{ID: m.TaskID, ContextID: m.ContextID, History: []*a2a.Message{&m}}
-	} else {
-		task = existing
-		if msg.ContextID != "" && msg.ContextID != task.ContextID {
-			return nil, a2a.NewError(a2a.ErrInvalidParams, "the message's contextId is not the task's")
-		}
-		m := *msg
-		m.ContextID = task.ContextID
-		task.History = append(task.History, &m)
-	}
-	text := fmt.Sprintf("The owner of this node has not allowed this agent to use %q (%s). "+
-		"Start the OAuth device flow at %s with scope %q and show the owner the user code; "+
-		"they approve it on %s. Then send this turn again on task %s with the token in the %s header.",
-		br.brand.Name, reasonText(reason, detail), gt.urls.deviceAuthorization(), scope, gt.g.cfg.ConsentURL, task.ID, DelegationHeader)
-	status := a2a.NewMessageForTask(a2a.MessageRoleAgent, task,
-		a2a.NewTextPart(text),
-		a2a.NewDataPart(map[string]any{
-			"reason":                 reason,
-			"consentUrl":             gt.g.cfg.ConsentURL,
-			"deviceAuthorizationUrl": gt.urls.deviceAuthorization(),
-			"tokenUrl":               gt.urls.token(),
-			"scope":                  scope,
-			"credentialHeader":       DelegationHeader,
-			"resumeTaskId":           string(task.ID),
-			"brand":                  gt.brand,
-		}))
-	task.Status = a2a.TaskStatus{State: a2a.TaskStateAuthRequired, Message: status, Timestamp: &now}
-	var err error
-	if existing == nil {
-		_, err = gt.tasks.Create(ctx, task)
-	} else {
-		st, gerr := gt.tasks.Get(ctx, task.ID)
-		if gerr != nil {
-			return nil, a2a.ErrTaskNotFound
-		}
-		_, err = gt.tasks.Update(ctx, &taskstore.UpdateRequest{Task: task, Event: msg, PrevTask: st.Task, PrevVersion: st.Version})
-	}
-	if err != nil {
-		return nil, fmt.Errorf("store auth-required task: %w", err)
-	}
-	return task, nil
-}
-
-func reasonText(reason, detail string) string {
-	switch reason {
-	case "missing":
-		return "no delegation token was sent"
-	case "expired":
-		return "the delegation token or its grant has expired"
-	case "revoked":
-		return "the owner revoked the grant behind the delegation token"
-	case "wrong_brand":
-		return "the delegation token is for another brand"
-	case "wrong_agent":
-		return "the delegation token was issued to another agent"
-	}
-	if detail != "" {
-		return "the delegation token is not valid: " + detail
-	}
-	return "the delegation token is not valid"
 }
 
 func firstParam(cc *a2asrv.CallContext, key string) string {

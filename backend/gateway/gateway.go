@@ -40,6 +40,10 @@ type Identities interface {
 type Tasks interface {
 	TaskStore(brand string, owner func(ctx context.Context) (string, error)) taskstore.Store
 	TaskOwner(ctx context.Context, id a2a.TaskID) (owner, brand string, state a2a.TaskState, err error)
+	// SaveWaiting stores a task waiting for consent: new when prev is TaskVersionMissing, within
+	// caps whose error has a RetryAfter() time.Duration method (docs/wire.md). site is the
+	// issuer's registrable domain.
+	SaveWaiting(ctx context.Context, brand, owner, site string, task *a2a.Task, prev taskstore.TaskVersion) (taskstore.TaskVersion, error)
 }
 
 // Config is everything the gateway needs; the node builds it.

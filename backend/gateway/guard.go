@@ -94,7 +94,9 @@ func (g *Gateway) guard(br *brandRoute, b binding, next http.Handler) http.Handl
 				return
 			}
 		}
-		next.ServeHTTP(w, r.WithContext(withAgent(r.Context(), id)))
+		rw := &refusingWriter{ResponseWriter: w, b: b}
+		next.ServeHTTP(rw, r.WithContext(withRefusals(withAgent(r.Context(), id), rw)))
+		rw.finish()
 	})
 }
 
