@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
 var (
 	topFields   = []string{"pact", "scopes"}
-	pactFields  = []string{"publicUrl", "audience", "allowInsecureLocalIssuers", "trustedProxies", "brands"}
+	pactFields  = []string{"publicUrl", "audience", "allowInsecureLocalIssuers", "trustedProxies", "taskRetentionDays", "brands"}
 	brandFields = []string{"id", "name", "description", "capability", "instructions", "workspace", "accessMode", "scope"}
 	scopeFields = []string{"id", "description"}
 )
@@ -145,6 +146,16 @@ func (d *decoder) str(path string, n *node) string {
 	return n.str
 }
 
+// days reads a whole number of days (Validate checks its range).
+func (d *decoder) days(path string, n *node) int {
+	v, err := strconv.Atoi(n.str)
+	if n.kind != kindNumber || err != nil || v < 1 || v > MaxTaskRetentionDays {
+		d.report(path, fmt.Sprintf("must be a whole number of days from 1 to %d, found %s", MaxTaskRetentionDays, n.describe()))
+		return 0
+	}
+	return v
+}
+
 func (d *decoder) boolean(path string, n *node) bool {
 	if n == nil {
 		return false
@@ -175,6 +186,9 @@ func (d *decoder) pact(path string, n *node) *Pact {
 				pc.TrustedProxies = append(pc.TrustedProxies, d.str(indexPath(path+".trustedProxies", i), e))
 			}
 		}
+	}
+	if v := f["taskRetentionDays"]; v != nil {
+		pc.TaskRetentionDays = d.days(path+".taskRetentionDays", v)
 	}
 	if v := f["brands"]; v != nil {
 		if v.kind != kindArray {

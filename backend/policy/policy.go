@@ -34,7 +34,8 @@
 // other sections.
 //
 // Every brand field is required except "instructions". "allowInsecureLocalIssuers" defaults to
-// false, "brands" and "scopes" to empty. A policy without a "pact" section is valid and offers
+// false, "brands" and "scopes" to empty, "taskRetentionDays" (how many days a finished task is
+// kept; receipts are kept for ever) to 30. A policy without a "pact" section is valid and offers
 // nothing (Policy.Pact is nil).
 //
 // # Capabilities
@@ -74,6 +75,7 @@ import (
 	"net/netip"
 	"runtime"
 	"strings"
+	"time"
 )
 
 // PactScope is the scope the node adds whenever a policy has a pact section.
@@ -123,7 +125,25 @@ type Pact struct {
 	// TrustedProxies are the CIDRs of the TLS proxies in front of the gateway: only a peer in
 	// one of them may say, in Forwarded or X-Forwarded-For, whom it forwards (docs/deploy.md).
 	TrustedProxies []string `json:"trustedProxies,omitempty"`
-	Brands         []Brand  `json:"brands"`
+	// TaskRetentionDays is how long a finished task is kept after its last change, in days
+	// (1–3650; 0, absent, means DefaultTaskRetentionDays). Receipts are never deleted.
+	TaskRetentionDays int     `json:"taskRetentionDays,omitempty"`
+	Brands            []Brand `json:"brands"`
+}
+
+// DefaultTaskRetentionDays is the task retention of a policy that sets none.
+const DefaultTaskRetentionDays = 30
+
+// MaxTaskRetentionDays bounds taskRetentionDays (ten years).
+const MaxTaskRetentionDays = 3650
+
+// TaskRetention is how long the node keeps a finished task.
+func (pc *Pact) TaskRetention() time.Duration {
+	days := pc.TaskRetentionDays
+	if days == 0 {
+		days = DefaultTaskRetentionDays
+	}
+	return time.Duration(days) * 24 * time.Hour
 }
 
 // Proxies parses TrustedProxies (Validate has checked them); a bare address is a prefix of one.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -233,6 +234,15 @@ func TestProblems(t *testing.T) {
 			[]Problem{{"pact.allowInsecureLocalIssuers", `must be true or false, found a string "yes"`}}},
 		{"P5 brands not an array", `{"pact": {"publicUrl": "https://a.example", "audience": "https://a.example", "brands": {}}}`,
 			[]Problem{{"pact.brands", "must be an array of brands, found an object"}}},
+		// K6: the task retention is a whole number of days.
+		{"K6 taskRetentionDays as a string", `{"pact": {"publicUrl": "https://a.example", "audience": "https://a.example", "taskRetentionDays": "30"}}`,
+			[]Problem{{"pact.taskRetentionDays", `must be a whole number of days from 1 to 3650, found a string "30"`}}},
+		{"K6 taskRetentionDays zero", `{"pact": {"publicUrl": "https://a.example", "audience": "https://a.example", "taskRetentionDays": 0}}`,
+			[]Problem{{"pact.taskRetentionDays", `must be a whole number of days from 1 to 3650, found the number 0`}}},
+		{"K6 taskRetentionDays fractional", `{"pact": {"publicUrl": "https://a.example", "audience": "https://a.example", "taskRetentionDays": 1.5}}`,
+			[]Problem{{"pact.taskRetentionDays", `must be a whole number of days from 1 to 3650, found the number 1.5`}}},
+		{"K6 taskRetentionDays too large", `{"pact": {"publicUrl": "https://a.example", "audience": "https://a.example", "taskRetentionDays": 3651}}`,
+			[]Problem{{"pact.taskRetentionDays", `must be a whole number of days from 1 to 3650, found the number 3651`}}},
 		{"P5 http publicUrl without allowInsecureLocalIssuers", `{"pact": {"publicUrl": "http://127.0.0.1:8080", "audience": "https://a.example"}}`,
 			[]Problem{{"pact.publicUrl", `"http://127.0.0.1:8080" uses http; use https (put a TLS proxy in front of the gateway), or for local tests set pact.allowInsecureLocalIssuers to true`}}},
 		{"P5 http publicUrl on a LAN host", `{"pact": {"publicUrl": "http://192.168.1.5:8080", "audience": "http://localhost:8080", "allowInsecureLocalIssuers": true}}`,
@@ -506,6 +516,28 @@ func TestLoad(t *testing.T) {
 		_, err := Load(bad)
 		if want := bad + ": pact.audience: is required"; !strings.HasPrefix(err.Error(), want) {
 			t.Errorf("Error() = %q, want prefix %q", err, want)
+		}
+	})
+}
+
+func TestTaskRetention(t *testing.T) {
+	t.Run("K6 default and set", func(t *testing.T) {
+		p, err := Parse([]byte(`{"pact": {"publicUrl": "https://a.example", "audience": "https://a.example"}}`), t.TempDir())
+		if err != nil || p.Pact.TaskRetention() != DefaultTaskRetentionDays*24*time.Hour {
+			t.Fatalf("default: %v %v", p, err)
+		}
+		dir := t.TempDir()
+		p, err = Parse([]byte(`{"pact": {"publicUrl": "https://a.example", "audience": "https://a.example", "taskRetentionDays": 7}}`), dir)
+		if err != nil || p.Pact.TaskRetention() != 7*24*time.Hour {
+			t.Fatalf("7 days: %v %v", p, err)
+		}
+		path := filepath.Join(dir, "policy.json")
+		if err := Save(path, p); err != nil {
+			t.Fatal(err)
+		}
+		back, err := Load(path)
+		if err != nil || back.Pact.TaskRetentionDays != 7 {
+			t.Fatalf("saved and loaded: %v %v", back, err)
 		}
 	})
 }

@@ -88,6 +88,9 @@ func (c *checker) pact(path string, pc *Pact) {
 			c.add(indexPath(path+".trustedProxies", i), fmt.Sprintf("%q is not an address or a CIDR; write the proxy's address, e.g. \"127.0.0.1/32\" or \"::1\"", s))
 		}
 	}
+	if d := pc.TaskRetentionDays; d < 0 || d > MaxTaskRetentionDays {
+		c.add(path+".taskRetentionDays", fmt.Sprintf("must be a whole number of days from 1 to %d, found %d", MaxTaskRetentionDays, d))
+	}
 	ids := map[string]int{}
 	c.dirs = make([]string, len(pc.Brands))
 	for i, b := range pc.Brands {
