@@ -346,13 +346,14 @@ await step("card", async () => {
 
 // A2A 1.0 (a2a.proto): SecurityRequirement.schemes is map<string, StringList>, whose ProtoJSON is
 // {"<scheme>": {"list": ["<scope>", …]}}. The SDK reads that form only; a bare array loses the scopes.
+// Fixed: the node serves this form (docs/wire.md, Interop, 1).
 await step("card security requirements in the ProtoJSON list form", async () => {
   const skill = card.skills[0];
   const got = skill.securityRequirements?.[0]?.schemes?.pactDelegation?.list ?? [];
   const raw = rawCard?.skills?.[0]?.securityRequirements?.[0]?.schemes?.pactDelegation;
   departs({
     id: "security-requirements-list",
-    spec: got.includes(scope),
+    spec: got.includes(scope) && JSON.stringify(raw) === JSON.stringify({ list: [scope] }),
     known: Array.isArray(raw) && raw.includes(scope) && got.length === 0,
     expected: { served: { pactDelegation: { list: [scope] } }, sdkReads: [scope] },
     got: { served: { pactDelegation: raw }, sdkReads: got },

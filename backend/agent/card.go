@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/aether/aether/backend/cardjson"
 	"github.com/aether/aether/backend/keys"
 )
 
@@ -51,6 +51,27 @@ func (c *Card) VerifySignature(set keys.Set) error {
 		return fmt.Errorf("agent card %s refused: %w", c.URL, err)
 	}
 	return nil
+}
+
+// KeysURL is the node JWKS that must verify the card: <publicUrl>/.well-known/jwks.json
+// where publicUrl is read off the card URL the user gave (its origin, and the
+// path before /a2a/<brand>/.well-known/agent-card.json or
+// /.well-known/agent-card.json; the origin alone for any other path), never
+// off the card's own interfaces: a card pointing at another server would
+// otherwise name the keys that verify it (docs/threats.md R17).
+func (c *Card) KeysURL() (string, error) {
+	u, err := url.Parse(c.URL)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return "", fmt.Errorf("card URL %q is not absolute", c.URL)
+	}
+	prefix, ok := strings.CutSuffix(u.Path, cardWellKnown)
+	if !ok {
+		prefix = ""
+	} else if i := strings.LastIndex(prefix, "/a2a/"); i >= 0 && !strings.Contains(prefix[i+len("/a2a/"):], "/") {
+		prefix = prefix[:i]
+	}
+	base := &url.URL{Scheme: u.Scheme, Host: u.Host, Path: strings.TrimRight(prefix, "/")}
+	return base.String() + jwksPath, nil
 }
 
 // CardURL turns what a user gives into a card URL: a URL ending in
@@ -111,11 +132,12 @@ func (c *Client) get(ctx context.Context, u, what string) ([]byte, error) {
 	return body, nil
 }
 
-// ParseCard parses an agent card read from cardURL and works out the brand,
-// the node's publicUrl and the delegation endpoints.
+// ParseCard parses an agent card read from cardURL (A2A 1.0 JSON, or the
+// bare scope arrays a2a-go servers write) and works out the brand, the node's
+// publicUrl and the delegation endpoints.
 func ParseCard(data []byte, cardURL string) (*Card, error) {
 	var ac a2a.AgentCard
-	if err := json.Unmarshal(data, &ac); err != nil {
+	if err := cardjson.Unmarshal(data, &ac); err != nil {
 		return nil, fmt.Errorf("agent card %s: %w", cardURL, err)
 	}
 	var ifaces []*a2a.AgentInterface

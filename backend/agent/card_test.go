@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/aether/aether/backend/cardjson"
 )
 
 // pactCard is a card shaped like the gateway's (docs/wire.md, "Agent cards").
@@ -97,6 +99,54 @@ func TestParseCardFindsWhatPACTNeeds(t *testing.T) {
 	}
 }
 
+// The scope comes from the skill's security requirement in both encodings:
+// A2A 1.0's StringList, which the node serves, and a2a-go's bare arrays. The
+// device flow names two scopes, so only the requirement can decide.
+func TestParseCardReadsBothRequirementForms(t *testing.T) {
+	const pub = "https://aether.example.com"
+	ac := pactCard(pub, "review", "review:read_only")
+	flow := ac.SecuritySchemes[SchemeDelegation].(a2a.OAuth2SecurityScheme)
+	df := flow.Flows.(a2a.DeviceCodeOAuthFlow)
+	df.Scopes = map[string]string{"review:read_only": "read", "other:scope": "other"}
+	flow.Flows = df
+	ac.SecuritySchemes[SchemeDelegation] = flow
+	spec, err := cardjson.Marshal(ac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(spec), `{"list":["review:read_only"]}`) {
+		t.Fatalf("not the spec form: %s", spec)
+	}
+	for name, body := range map[string][]byte{"StringList": spec, "a2a-go arrays": mustJSON(t, ac)} {
+		card, err := ParseCard(body, pub+"/a2a/review/.well-known/agent-card.json")
+		if err != nil || card.Scope != "review:read_only" {
+			t.Errorf("%s: scope %v, %v", name, card, err)
+		}
+	}
+}
+
+// The JWKS that verifies a card is below the card URL, whatever the card's
+// interfaces say (docs/threats.md R17).
+func TestKeysURLFollowsTheCardURL(t *testing.T) {
+	ac := pactCard("https://evil.example", "review", "review:read_only")
+	for cardURL, want := range map[string]string{
+		"https://n.example/a2a/review/.well-known/agent-card.json":        "https://n.example/.well-known/jwks.json",
+		"https://n.example/aether/a2a/review/.well-known/agent-card.json": "https://n.example/aether/.well-known/jwks.json",
+		"https://n.example/aether/.well-known/agent-card.json":            "https://n.example/aether/.well-known/jwks.json",
+		"http://127.0.0.1:8080/.well-known/agent-card.json":               "http://127.0.0.1:8080/.well-known/jwks.json",
+		"https://n.example/cards/agent-card.json?x=1":                     "https://n.example/.well-known/jwks.json",
+		"https://n.example/a2a/a/b/.well-known/agent-card.json":           "https://n.example/a2a/a/b/.well-known/jwks.json",
+	} {
+		card, err := ParseCard(mustJSON(t, ac), cardURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := card.KeysURL(); err != nil || got != want {
+			t.Errorf("KeysURL for %s = %q, %v; want %s", cardURL, got, err, want)
+		}
+	}
+}
+
 func TestParseCardFallbacks(t *testing.T) {
 	// A card served from the node's single-brand root URL, reached on the
 	// gateway address while publicUrl is the proxy's: the interfaces decide.
@@ -146,6 +196,7 @@ func TestParseCardRefusesBadCards(t *testing.T) {
 		"not json":      `<html>`,
 		"no interfaces": `{"name":"x","supportedInterfaces":[]}`,
 		"null iface":    `{"name":"x","supportedInterfaces":[null]}`,
+		"bad scopes":    `{"name":"x","supportedInterfaces":[{"url":"https://n.example/a2a/x"}],"securityRequirements":[{"schemes":{"pactAgent":"all"}}]}`,
 	} {
 		if _, err := ParseCard([]byte(body), "https://n.example/.well-known/agent-card.json"); err == nil {
 			t.Errorf("%s: accepted", name)

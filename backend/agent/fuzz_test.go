@@ -8,6 +8,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/aether/aether/backend/cardjson"
 	"github.com/aether/aether/backend/internal/fuzzseed"
 )
 
@@ -96,7 +97,7 @@ func FuzzAgentCard(f *testing.F) {
 				t.Fatalf("Interface(%s) gave a %s interface", b, in.ProtocolBinding)
 			}
 		}
-		again, err := json.Marshal(card.AgentCard)
+		again, err := cardjson.Marshal(card.AgentCard)
 		if err != nil {
 			return // a2a-go cannot write every card it reads (e.g. an unknown scheme type)
 		}

@@ -10,9 +10,9 @@ import (
 	"github.com/aether/aether/backend/receipts"
 )
 
-// NodeKeys fetches and parses the node JWKS at <publicUrl>/.well-known/jwks.json.
-func (c *Client) NodeKeys(ctx context.Context, publicURL string) (keys.Set, error) {
-	body, err := c.get(ctx, strings.TrimRight(publicURL, "/")+jwksPath, "the node JWKS")
+// NodeKeys fetches and parses the node JWKS at jwksURL (Card.KeysURL).
+func (c *Client) NodeKeys(ctx context.Context, jwksURL string) (keys.Set, error) {
+	body, err := c.get(ctx, jwksURL, "the node JWKS")
 	if err != nil {
 		return nil, err
 	}

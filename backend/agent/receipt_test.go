@@ -126,7 +126,7 @@ func TestNodeKeys(t *testing.T) {
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	set, err := (&Client{}).NodeKeys(context.Background(), srv.URL+"/")
+	set, err := (&Client{}).NodeKeys(context.Background(), srv.URL+"/.well-known/jwks.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,14 +155,18 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		say("      %s", card.Description)
 	}
 	say("Node: %s", card.PublicURL)
-	nodeKeys, err := c.NodeKeys(ctx, card.PublicURL)
+	keysURL, err := card.KeysURL()
+	if err != nil {
+		return res, err
+	}
+	nodeKeys, err := c.NodeKeys(ctx, keysURL)
 	if err != nil {
 		return res, err
 	}
 	if err := card.VerifySignature(nodeKeys); err != nil {
 		return res, err
 	}
-	say("      card signature verified with the node JWKS")
+	say("      card signature verified with the node JWKS at %s", keysURL)
 
 	// 2. The identity.
 	audience := o.Audience
@@ -323,7 +327,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		say("Answer:\n%s", out.Answer)
 	}
 	if out.ReceiptJWS != "" {
-		set, err := c.NodeKeys(ctx, card.PublicURL)
+		set, err := c.NodeKeys(ctx, keysURL)
 		if err != nil {
 			return res, fmt.Errorf("the receipt could not be checked: %w", err)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
+	"github.com/aether/aether/backend/cardjson"
 	"github.com/aether/aether/backend/codex/codextest"
 	"github.com/aether/aether/backend/identity/identitytest"
 	"github.com/aether/aether/backend/node"
@@ -211,8 +212,12 @@ func (e *env) card(brand string) *a2a.AgentCard {
 	if resp.StatusCode != 200 {
 		e.t.Fatalf("card %s: %s", brand, resp.Status)
 	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatalf("card %s: %v", brand, err)
+	}
 	var c a2a.AgentCard
-	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
+	if err := cardjson.Unmarshal(body, &c); err != nil { // a2a-go's decoder reads no StringList
 		e.t.Fatalf("card %s: %v", brand, err)
 	}
 	return &c

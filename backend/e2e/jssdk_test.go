@@ -48,6 +48,7 @@ var jsSteps = map[a2a.TransportProtocol][]string{
 
 var jsCommonSteps = []string{
 	"card",
+	"card security requirements in the ProtoJSON list form", // fixed departure 1 of docs/wire.md
 	"card ETag and 304",
 	"card Last-Modified and If-Modified-Since", // fixed departure 2 of docs/wire.md
 	"AUTH_REQUIRED",
@@ -83,18 +84,16 @@ type jsDeparture struct {
 
 var jsDepartures = map[a2a.TransportProtocol][]jsDeparture{
 	a2a.TransportProtocolJSONRPC: {
-		jsCardLists, jsReceiptSnakeCase,
+		jsReceiptSnakeCase,
 		jsCaseVariantKeys("-32600 in HTTP 200"),
 	},
 	a2a.TransportProtocolHTTPJSON: {
-		jsCardLists, jsReceiptSnakeCase,
+		jsReceiptSnakeCase,
 		jsCaseVariantKeys("400 INVALID_ARGUMENT"),
 	},
 }
 
 var (
-	jsCardLists = jsDeparture{"card security requirements in the ProtoJSON list form", "security-requirements-list", 1,
-		`securityRequirements[].schemes.<name> is a bare array, not {"list": […]}, and the SDK reads the skill's scopes as []`}
 	jsReceiptSnakeCase = jsDeparture{"receipt data part in camelCase", "receipt-snake-case", 3,
 		"the receipt's data part has snake_case keys (pact_scope, grant_revoked, usage.input_tokens, …)"}
 )

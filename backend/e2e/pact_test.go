@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -32,6 +33,16 @@ func TestPact(t *testing.T) {
 	raw := getJSON(t, e.publicURL+"/a2a/review/.well-known/agent-card.json")
 	if _, ok := raw["provider"]; ok {
 		t.Error("the card has a provider")
+	}
+	// Security requirements in A2A 1.0's StringList form (which a2a-go's
+	// decoder cannot read; e.card and the a2a-go client below go through
+	// cardjson, as aether agent does).
+	skillReq := fmt.Sprint(raw["skills"].([]any)[0].(map[string]any)["securityRequirements"])
+	if want := "[map[schemes:map[pactAgent:map[] pactDelegation:map[list:[review:read_only]]]]]"; skillReq != want {
+		t.Errorf("skill securityRequirements %s, want %s", skillReq, want)
+	}
+	if got := fmt.Sprint(raw["securityRequirements"]); got != "[map[schemes:map[pactAgent:map[]]]]" {
+		t.Errorf("card securityRequirements %s", got)
 	}
 	card := e.card("review")
 	if card.Name != "Code review" || card.Version == "" || !card.Capabilities.Streaming {

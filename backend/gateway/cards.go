@@ -11,6 +11,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/aether/aether/backend/cardjson"
 	"github.com/aether/aether/backend/policy"
 )
 
@@ -88,7 +89,7 @@ func buildCard(u urls, b policy.Brand) *a2a.AgentCard {
 			}},
 		}},
 	}
-	content, err := json.Marshal(card)
+	content, err := cardjson.Marshal(card)
 	if err != nil {
 		// Cards are built from values only; failing here is a programming error.
 		panic(fmt.Sprintf("agent card for %s does not marshal: %v", b.ID, err))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/aether/aether/backend/cardjson"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/policy"
 )
@@ -35,8 +36,29 @@ func TestCardSignature(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/a2a/acme/.well-known/agent-card.json", nil))
 	body := rec.Body.Bytes()
 	var card a2a.AgentCard
-	if err := json.Unmarshal(body, &card); err != nil || len(card.Signatures) != 1 {
+	if err := cardjson.Unmarshal(body, &card); err != nil || len(card.Signatures) != 1 {
 		t.Fatalf("card %s: %v", body, err)
+	}
+	// A2A 1.0's StringList form of the scopes, which a2a-go's own decoder
+	// does not read (docs/wire.md, "Agent cards").
+	var served struct {
+		SecurityRequirements []struct{ Schemes map[string]json.RawMessage } `json:"securityRequirements"`
+		Skills               []struct {
+			SecurityRequirements []struct{ Schemes map[string]json.RawMessage } `json:"securityRequirements"`
+		} `json:"skills"`
+	}
+	if err := json.Unmarshal(body, &served); err != nil || len(served.Skills) != 1 || len(served.SecurityRequirements) != 1 || len(served.Skills[0].SecurityRequirements) != 1 {
+		t.Fatalf("card %s: %v", body, err)
+	}
+	if got := string(served.SecurityRequirements[0].Schemes[SchemeAgent]); got != `{}` {
+		t.Errorf("card requirement %s = %s, want {}", SchemeAgent, got)
+	}
+	skill := served.Skills[0].SecurityRequirements[0].Schemes
+	if string(skill[SchemeAgent]) != `{}` || string(skill[SchemeDelegation]) != `{"list":["acme.read"]}` {
+		t.Errorf("skill requirement %s %s, want {} and {\"list\":[\"acme.read\"]}", skill[SchemeAgent], skill[SchemeDelegation])
+	}
+	if err := json.Unmarshal(body, new(a2a.AgentCard)); err == nil {
+		t.Error("a2a-go's decoder read the served card: it is not in the StringList form")
 	}
 	if err := key.Set().VerifyCard(body); err != nil {
 		t.Fatalf("verify the served card: %v", err)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -9,6 +10,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
+	"github.com/aether/aether/backend/cardjson"
 	"github.com/aether/aether/backend/policy"
 )
 
@@ -65,13 +67,21 @@ func (g *Gateway) cardTime() time.Time {
 func (g *Gateway) signedCard(u urls, b policy.Brand, modified time.Time) (*a2a.AgentCard, *staticJSON, error) {
 	card := buildCard(u, b)
 	if g.cfg.Signer != nil {
-		sig, err := g.cfg.Signer.SignCard(card)
+		body, err := cardjson.Marshal(card)
+		if err != nil {
+			return nil, nil, fmt.Errorf("gateway: card for %s: %w", b.ID, err)
+		}
+		sig, err := g.cfg.Signer.SignCard(body)
 		if err != nil {
 			return nil, nil, fmt.Errorf("gateway: card for %s: %w", b.ID, err)
 		}
 		card.Signatures = []a2a.AgentCardSignature{sig}
 	}
-	h, err := newStaticJSON(card, "300", modified)
+	body, err := cardjson.Marshal(card)
+	if err != nil {
+		return nil, nil, fmt.Errorf("gateway: card for %s: %w", b.ID, err)
+	}
+	h, err := newStaticJSON(json.RawMessage(body), "300", modified)
 	if err != nil {
 		return nil, nil, fmt.Errorf("gateway: card for %s: %w", b.ID, err)
 	}

@@ -37,13 +37,10 @@ func CardPayload(cardJSON []byte) ([]byte, error) {
 }
 
 // SignCard makes the JWS (alg EdDSA, kid of k, detached payload: CardPayload)
-// that goes in card.Signatures. The card is not changed.
-func (k *Key) SignCard(card *a2a.AgentCard) (a2a.AgentCardSignature, error) {
-	body, err := json.Marshal(card)
-	if err != nil {
-		return a2a.AgentCardSignature{}, fmt.Errorf("sign agent card: %w", err)
-	}
-	payload, err := CardPayload(body)
+// that goes in the signatures of the card whose JSON is cardJSON: sign the
+// JSON that will be served, not a struct a different encoder may write.
+func (k *Key) SignCard(cardJSON []byte) (a2a.AgentCardSignature, error) {
+	payload, err := CardPayload(cardJSON)
 	if err != nil {
 		return a2a.AgentCardSignature{}, fmt.Errorf("sign agent card: %w", err)
 	}

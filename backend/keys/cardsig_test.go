@@ -14,7 +14,11 @@ func signedCard(t *testing.T, k *Key) []byte {
 	t.Helper()
 	card := &a2a.AgentCard{Name: "Brand", Description: "a brand", Version: "1.0.0",
 		SupportedInterfaces: []*a2a.AgentInterface{{URL: "https://node.example/a2a/b", ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: a2a.Version}}}
-	sig, err := k.SignCard(card)
+	unsigned, err := json.Marshal(card)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := k.SignCard(unsigned)
 	if err != nil {
 		t.Fatal(err)
 	}
