@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
-	"sync/atomic"
 
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
@@ -59,8 +58,8 @@ type Report struct {
 	Problem  *Problem
 }
 
-// verifyChunk is how many receipts have their signatures checked in parallel
-// before the chain checks walk them in order.
+// verifyChunk is how many receipts one worker checks at a time: the unit that flows from the
+// reader through the workers to the chain walk.
 const verifyChunk = 256
 
 // VerifyOne checks one receipt JWS on its own (the Verify button): alg EdDSA,
@@ -151,55 +150,128 @@ type mark struct {
 	seen   string // hash of the receipt at Seq, once walked past
 }
 
-type sigResult struct {
-	claims *Claims
-	err    error
-}
-
 type verifier struct {
 	set   keys.Set
 	opts  VerifyOptions
 	marks []mark
 	rep   Report
-	res   []sigResult
 }
 
+// batch is verifyChunk receipts in seq order on their way through verify: the reader fills
+// rows, a worker checks each receipt on its own (alone), then the walk puts them in the chain
+// in order. A batch that ends the source carries its Problem, or err when the source could not
+// be read (then its rows are not walked).
+type batch struct {
+	rows    []store.Receipt
+	claims  []*Claims
+	reasons []string      // why each receipt is bad on its own, "" if it is not
+	checked chan struct{} // closed once a worker has checked every row
+	problem *Problem
+	err     error
+}
+
+// verify reads src on one goroutine, checks each receipt on its own (signature, hash, columns,
+// issuer) on every core, and walks the chain (seq, prev, marks) in seq order on this one, so
+// the first problem reported is the same as a walk one receipt at a time would find.
 func verify(ctx context.Context, src Source, set keys.Set, opts VerifyOptions, marks []mark) (*Report, error) {
-	v := &verifier{set: set, opts: opts, marks: marks, res: make([]sigResult, verifyChunk)}
-	chunk := make([]store.Receipt, 0, verifyChunk)
-	for r, err := range src {
-		if err != nil {
-			var p *Problem
-			if !errors.As(err, &p) {
-				return nil, fmt.Errorf("verify receipts: %w", err)
+	v := &verifier{set: set, opts: opts, marks: marks}
+	workers := runtime.GOMAXPROCS(0)
+	// Bounded: at most about 2×workers batches are read ahead of the walk.
+	work, ordered := make(chan *batch, workers), make(chan *batch, workers)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stop) // the walk is over: the reader and the workers give up
+	for range workers {
+		wg.Go(func() {
+			for b := range work {
+				v.checkAlone(b, stop)
 			}
-			if v.walk(chunk) {
-				v.rep.Problem = p
-			}
+		})
+	}
+	wg.Go(func() {
+		defer close(work)
+		defer close(ordered)
+		read(ctx, src, stop, work, ordered)
+	})
+	for b := range ordered {
+		if b.err != nil {
+			return nil, b.err
+		}
+		<-b.checked
+		if !v.walk(b) {
 			return v.report(), nil
 		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		chunk = append(chunk, r)
-		if len(chunk) == verifyChunk {
-			if !v.walk(chunk) {
-				return v.report(), nil
-			}
-			chunk = chunk[:0]
+		if b.problem != nil {
+			v.rep.Problem = b.problem
+			return v.report(), nil
 		}
 	}
-	if v.walk(chunk) {
-		for _, m := range v.marks {
-			if m.seen == "" && m.Seq > 0 {
-				v.rep.Problem = &Problem{Seq: m.Seq, Reason: fmt.Sprintf(
-					"%s says receipt %d exists, but the chain ends at seq %d: its tail was cut, or the store was rolled back to an older copy",
-					m.who, m.Seq, v.rep.LastSeq)}
-				break
-			}
+	for _, m := range v.marks {
+		if m.seen == "" && m.Seq > 0 {
+			v.rep.Problem = &Problem{Seq: m.Seq, Reason: fmt.Sprintf(
+				"%s says receipt %d exists, but the chain ends at seq %d: its tail was cut, or the store was rolled back to an older copy",
+				m.who, m.Seq, v.rep.LastSeq)}
+			break
 		}
 	}
 	return v.report(), nil
+}
+
+// read cuts src into batches and hands each to the workers and, in order, to the walk, until
+// src ends, fails, ctx ends or stop closes.
+func read(ctx context.Context, src Source, stop <-chan struct{}, work, ordered chan<- *batch) {
+	send := func(b *batch) bool {
+		for _, ch := range []chan<- *batch{ordered, work} {
+			select {
+			case ch <- b:
+			case <-stop:
+				return false
+			}
+		}
+		return true
+	}
+	b := newBatch()
+	for r, err := range src {
+		if err != nil {
+			if !errors.As(err, &b.problem) {
+				b.rows, b.err = nil, fmt.Errorf("verify receipts: %w", err)
+			}
+			send(b)
+			return
+		}
+		if err := ctx.Err(); err != nil {
+			b.rows, b.err = nil, err
+			send(b)
+			return
+		}
+		b.rows = append(b.rows, r)
+		if len(b.rows) == verifyChunk {
+			if !send(b) {
+				return
+			}
+			b = newBatch()
+		}
+	}
+	send(b)
+}
+
+func newBatch() *batch {
+	return &batch{rows: make([]store.Receipt, 0, verifyChunk), checked: make(chan struct{})}
+}
+
+// checkAlone checks every receipt of b on its own; once the walk is over it only lets go.
+func (v *verifier) checkAlone(b *batch, stop <-chan struct{}) {
+	defer close(b.checked)
+	b.claims, b.reasons = make([]*Claims, len(b.rows)), make([]string, len(b.rows))
+	for i, r := range b.rows {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		b.claims[i], b.reasons[i] = v.alone(r)
+	}
 }
 
 func (v *verifier) report() *Report {
@@ -207,22 +279,14 @@ func (v *verifier) report() *Report {
 	return &v.rep
 }
 
-// walk checks the signatures of chunk in parallel, then the chain in order. It
-// reports whether every receipt was good.
-func (v *verifier) walk(chunk []store.Receipt) bool {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(chunk)) {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(chunk); i = int(next.Add(1) - 1) {
-				c, err := VerifyOne(chunk[i].JWS, v.set)
-				v.res[i] = sigResult{c, err}
-			}
-		})
-	}
-	wg.Wait()
-	for i, r := range chunk {
-		if reason := v.check(r, v.res[i]); reason != "" {
+// walk puts b's receipts in the chain in order. It reports whether every receipt was good.
+func (v *verifier) walk(b *batch) bool {
+	for i, r := range b.rows {
+		reason := b.reasons[i]
+		if reason == "" {
+			reason = v.chained(r, b.claims[i])
+		}
+		if reason != "" {
 			v.rep.Problem = &Problem{Seq: r.Seq, ID: r.ID, Reason: reason}
 			return false
 		}
@@ -232,21 +296,27 @@ func (v *verifier) walk(chunk []store.Receipt) bool {
 	return true
 }
 
-// check returns why r is bad, or "".
-func (v *verifier) check(r store.Receipt, s sigResult) string {
-	if s.err != nil {
-		return "does not verify: " + s.err.Error()
+// alone returns r's claims, or why r is bad whatever its place in the chain: its signature,
+// hash, columns or issuer.
+func (v *verifier) alone(r store.Receipt) (*Claims, string) {
+	c, err := VerifyOne(r.JWS, v.set)
+	if err != nil {
+		return nil, "does not verify: " + err.Error()
 	}
-	c := s.claims
 	if h := HashBytes([]byte(r.JWS)); h != r.Hash {
-		return fmt.Sprintf("stored hash %s is not the SHA-256 of its JWS (%s)", r.Hash, h)
+		return nil, fmt.Sprintf("stored hash %s is not the SHA-256 of its JWS (%s)", r.Hash, h)
 	}
 	if col, stored, signed := differ(r, c); col != "" {
-		return fmt.Sprintf("column %s is %q but the signed receipt says %q", col, stored, signed)
+		return nil, fmt.Sprintf("column %s is %q but the signed receipt says %q", col, stored, signed)
 	}
 	if v.opts.Issuer != "" && c.Issuer != v.opts.Issuer {
-		return fmt.Sprintf("issued by %q, not by this node (%q)", c.Issuer, v.opts.Issuer)
+		return nil, fmt.Sprintf("issued by %q, not by this node (%q)", c.Issuer, v.opts.Issuer)
 	}
+	return c, ""
+}
+
+// chained returns why r, good on its own, does not follow the receipts walked before it, or "".
+func (v *verifier) chained(r store.Receipt, c *Claims) string {
 	want := v.rep.LastSeq + 1
 	switch {
 	case r.Seq > want && r.Seq == want+1:
