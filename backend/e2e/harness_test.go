@@ -53,6 +53,12 @@ type envConfig struct {
 	publicURL string // the policy's publicUrl and audience; default the gateway's own http:// address
 	log       io.Writer
 	proxies   []string // pact.trustedProxies
+	node      []func(*node.Options)
+}
+
+// withNode changes the node's options before it starts.
+func withNode(fn func(*node.Options)) envOption {
+	return func(c *envConfig) { c.node = append(c.node, fn) }
 }
 
 // withLog sends the node's log to w.
@@ -120,6 +126,9 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	}
 	if cfg.log != nil {
 		e.opts.Logger = slog.New(slog.NewTextHandler(cfg.log, nil))
+	}
+	for _, fn := range cfg.node {
+		fn(&e.opts)
 	}
 	if os.Getenv("AETHER_LOG") == "debug" {
 		e.opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))

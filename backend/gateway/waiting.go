@@ -33,8 +33,8 @@ const (
 // errTooManyWaiting answers a new waiting task over a cap (K2, K3), with Retry-After.
 var errTooManyWaiting = wireError{http.StatusTooManyRequests, -32000, "RESOURCE_EXHAUSTED", "RESOURCE_EXHAUSTED", ""}
 
-// withheld is m as a waiting task keeps it.
-func withheld(m *a2a.Message) (*a2a.Message, error) {
+// withheld is m, as received, the way task keeps it.
+func withheld(m *a2a.Message, task *a2a.Task) (*a2a.Message, error) {
 	hash, err := receipts.HashJSON(m)
 	if err != nil {
 		return nil, fmt.Errorf("hash message: %w", err)
@@ -51,7 +51,7 @@ func withheld(m *a2a.Message) (*a2a.Message, error) {
 		preview += "…"
 	}
 	return &a2a.Message{
-		ID: m.ID, Role: m.Role, ContextID: m.ContextID, TaskID: m.TaskID,
+		ID: m.ID, Role: m.Role, ContextID: task.ContextID, TaskID: task.ID,
 		Parts: a2a.ContentParts{a2a.NewTextPart(preview)},
 		Metadata: map[string]any{metaWithheld: map[string]any{
 			"sha256": hash, "parts": len(m.Parts), "textBytes": len(text), "previewCut": cut,
@@ -77,31 +77,23 @@ func (gt *gate) authRequired(ctx context.Context, id identity.Identity, msg *a2a
 
 	var task *a2a.Task
 	if existing == nil {
-		m := *msg
-		m.TaskID = a2a.NewTaskID()
-		if m.ContextID == "" {
-			m.ContextID = a2a.NewContextID()
+		task = &a2a.Task{ID: a2a.NewTaskID(), ContextID: msg.ContextID}
+		if task.ContextID == "" {
+			task.ContextID = a2a.NewContextID()
 		}
-		kept, err := withheld(&m)
-		if err != nil {
-			return nil, err
-		}
-		task = &a2a.Task{ID: m.TaskID, ContextID: m.ContextID, History: []*a2a.Message{kept}}
 	} else {
 		task = existing.Task
 		if msg.ContextID != "" && msg.ContextID != task.ContextID {
 			return nil, a2a.NewError(a2a.ErrInvalidParams, "the message's contextId is not the task's")
 		}
-		m := *msg
-		m.ContextID = task.ContextID
-		kept, err := withheld(&m)
-		if err != nil {
-			return nil, err
-		}
-		task.History = append(task.History, kept)
-		if n := len(task.History); n > maxWaitingHistory {
-			task.History = task.History[n-maxWaitingHistory:]
-		}
+	}
+	kept, err := withheld(msg, task)
+	if err != nil {
+		return nil, err
+	}
+	task.History = append(task.History, kept)
+	if n := len(task.History); n > maxWaitingHistory {
+		task.History = task.History[n-maxWaitingHistory:]
 	}
 	text := fmt.Sprintf("The owner of this node has not allowed this agent to use %q (%s). "+
 		"Start the OAuth device flow at %s with scope %q and show the owner the user code; "+
@@ -125,7 +117,7 @@ func (gt *gate) authRequired(ctx context.Context, id identity.Identity, msg *a2a
 	if existing != nil {
 		prev = existing.Version
 	}
-	_, err := gt.g.cfg.Tasks.SaveWaiting(ctx, gt.brand, id.Key(), site.OfIssuer(id.Issuer), task, prev)
+	_, err = gt.g.cfg.Tasks.SaveWaiting(ctx, gt.brand, id.Key(), site.OfIssuer(id.Issuer), task, prev)
 	var capped interface{ RetryAfter() time.Duration }
 	if errors.As(err, &capped) {
 		gt.g.cfg.Logger.Info("waiting task refused", "brand", gt.brand, "agent_iss", id.Issuer, "err", err)

@@ -33,6 +33,25 @@ func (n *Node) sweep(ctx context.Context) {
 	}
 }
 
+// pruneTasks deletes what no one may keep: tasks that never ran a turn once their device flow
+// is over (K4), and finished tasks older than the policy's taskRetentionDays (K5). Receipts
+// stay.
+func (n *Node) pruneTasks(ctx context.Context) {
+	now := time.Now()
+	if _, err := n.db.ExpireWaiting(ctx, now); err != nil && ctx.Err() == nil {
+		n.log.Warn("could not expire waiting tasks", "err", err)
+	}
+	p := n.served()
+	if p == nil || p.Pact == nil {
+		return // no policy served, no retention known: keep everything
+	}
+	if k, err := n.db.PruneFinished(ctx, now.Add(-p.Pact.TaskRetention())); err != nil && ctx.Err() == nil {
+		n.log.Warn("could not prune finished tasks", "err", err)
+	} else if k > 0 {
+		n.log.Info("finished tasks past their retention deleted", "tasks", k, "retentionDays", p.Pact.TaskRetention()/(24*time.Hour))
+	}
+}
+
 // checkCodex reads Codex's health (found, version, signed in) for the status page.
 func (n *Node) checkCodex(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)

@@ -58,6 +58,15 @@ type Options struct {
 	StarterPolicy bool
 	// OnConsentLink is called when a browser opens a consent link (the desktop brings its window forward).
 	OnConsentLink func(userCode string)
+	// PruneEvery is how often expired and retired tasks are deleted; 0 means every 30 s.
+	PruneEvery time.Duration
+}
+
+func (o Options) pruneEvery() time.Duration {
+	if o.PruneEvery > 0 {
+		return o.PruneEvery
+	}
+	return 30 * time.Second
 }
 
 // Node is a running node.
@@ -236,6 +245,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	n.every(bgCtx, 2*time.Second, n.sweep)
 	n.every(bgCtx, 2*time.Second, n.watchPolicy)
 	n.every(bgCtx, 5*time.Second, n.keepHead)
+	n.every(bgCtx, n.opts.pruneEvery(), n.pruneTasks)
 	n.every(bgCtx, 5*time.Minute, n.checkCodex)
 
 	n.log.Info("gateway listening", "addr", n.addrs.Gateway, "publicUrl", publicURL)
