@@ -73,7 +73,8 @@ await run([], async (page, base) => {
 
   const card = page.locator("article", { hasText: "BCDF-GHJK" });
   await card.getByRole("combobox").selectOption("1d");
-  await card.getByRole("button", { name: "Allow", exact: true }).click();
+  // Allow takes clicks a second after the page is shown (C16).
+  await card.locator('button[data-armed="true"]', { hasText: "Allow" }).click();
   await page.getByText("Allowed for 1 day", { exact: true }).waitFor();
   await shot(page, "04-consent-allowed", false);
 

@@ -1,10 +1,15 @@
 // The admin JSON API (docs/admin-api.md). Every call goes through request(), which adds the
 // CSRF header to non-GET calls and turns a 401 into the sign-in screen.
 
+/** An agent; site, siteName, host and claim are what the owner reads, the same everywhere (C13–C15). */
 export interface Agent {
   issuer: string;
   subject: string;
   issuerOrigin: string;
+  site: string;
+  siteName: string;
+  host: string;
+  claim: string;
 }
 
 export interface Scope {
@@ -244,6 +249,7 @@ export const api = {
     ),
   decide: (id: string, userCode: string, decision: "allow" | "deny", duration: Duration) =>
     requestAllowing<DecisionAnswer>("POST", `/api/consent/${enc(id)}/decision`, { userCode, decision, duration }, [409, 410]),
+  denyIssuer: (site: string) => request<{ site: string; denied: number }>("POST", "/api/consent/deny-issuer", { site }),
   grants: () => request<{ grants: Grant[] }>("GET", "/api/grants"),
   revoke: (id: string) => request<{ grant: Grant }>("POST", `/api/grants/${enc(id)}/revoke`),
   receipts: (q: URLSearchParams) => request<{ receipts: ReceiptSummary[]; nextCursor: string }>("GET", "/api/receipts?" + q.toString()),

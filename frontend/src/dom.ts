@@ -88,35 +88,71 @@ export function asciiURL(s: string): string {
   }
 }
 
-/** agentOrigin is the issuer origin to show: the server's punycode origin, normalised again. */
-export function agentOrigin(agent: { issuer: string; issuerOrigin: string }): string {
-  if (agent.issuerOrigin) return asciiURL(agent.issuerOrigin);
-  try {
-    return new URL(clean(agent.issuer)).origin;
-  } catch {
-    return clean(agent.issuer);
-  }
+/** The agent fields the owner reads (docs/admin-api.md, Agent): computed once by the node. */
+export interface AgentText {
+  issuer: string;
+  subject: string;
+  issuerOrigin: string;
+  site?: string;
+  siteName?: string;
+  host?: string;
+  claim?: string;
 }
 
-/** agentView shows issuer origin (prominent, punycode host) and subject separately. */
-export function agentView(agent: { issuer: string; subject: string; issuerOrigin: string }, compact = false): HTMLElement {
-  const origin = agentOrigin(agent);
-  const idn = /(^|[./])xn--/i.test(origin);
-  // The issuer is shown only when it says more than its origin (a path), and then with its host
-  // in punycode as the URL parser gives it, so a look-alike host cannot hide there.
-  const issuer = asciiURL(agent.issuer);
-  const extraPath = issuer !== "" && issuer !== asciiURL(origin);
+/**
+ * agentOrigin is the issuer's scheme and host as the owner reads them: the node's host, cut only
+ * from the left so that the registrable domain at its end is always whole (C13).
+ */
+export function agentOrigin(agent: AgentText): string {
+  const origin = agent.issuerOrigin ? asciiURL(agent.issuerOrigin) : asciiURL(agent.issuer);
+  if (!agent.host) return origin;
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(origin)?.[0] ?? "";
+  return scheme + clean(agent.host);
+}
+
+/** agentSite is the issuer's registrable domain as shown: in full, an IDN with its punycode. */
+export function agentSite(agent: AgentText): string {
+  return clean(agent.siteName || agent.site || agentOrigin(agent));
+}
+
+/** agentClaim is "says it is alice — issued by agent.example": the node's one line for an agent. */
+export function agentClaim(agent: AgentText): string {
+  return clean(agent.claim || "says it is " + clean(agent.subject) + " — issued by " + agentSite(agent));
+}
+
+/**
+ * agentView shows an agent the way every page, the notification and the tray do (C13–C15): the
+ * issuer's registrable domain first and never truncated, the subject only as the issuer's claim,
+ * then the host, cut from the left. The texts are the node's (owner.Agent).
+ */
+export function agentView(agent: AgentText, compact = false): HTMLElement {
+  const siteName = agentSite(agent);
+  const idn = /\(xn--|(^|[./])xn--/i.test(siteName);
+  let path = "";
+  try {
+    path = new URL(clean(agent.issuer)).pathname.replace(/\/$/, "");
+  } catch {
+    // not a URL: the node admits none such, show nothing more
+  }
   return h(
     "div",
     { class: compact ? "agent agent-compact" : "agent" },
     h(
       "div",
-      { class: "agent-origin" },
-      untrusted(origin, AGENT_MAX, "mono"),
-      idn ? h("span", { class: "badge badge-warn", title: "The host uses internationalised (punycode) characters. Check it is the agent you expect." }, "IDN") : null,
+      { class: "agent-site" },
+      h("span", { class: "site-name" }, siteName),
+      idn ? h("span", { class: "badge badge-warn", title: "The issuer's domain uses internationalised characters; its punycode form is beside it. Check it is the agent you expect." }, "IDN") : null,
     ),
-    h("div", { class: "agent-subject" }, h("span", { class: "label-inline" }, "subject"), untrusted(agent.subject, compact ? 80 : AGENT_MAX)),
-    extraPath && !compact ? h("div", { class: "agent-issuer muted" }, h("span", { class: "label-inline" }, "issuer"), untrusted(issuer, AGENT_MAX, "mono")) : null,
+    h("div", { class: "agent-claim" }, agentClaim(agent)),
+    compact
+      ? null
+      : h(
+          "div",
+          { class: "agent-origin muted" },
+          h("span", { class: "label-inline" }, "issuer host"),
+          h("span", { class: "mono host", title: clean(agent.issuer).slice(0, 2000) }, agentOrigin(agent)),
+          path ? [" ", h("span", { class: "label-inline" }, "path"), untrusted(path, 80, "mono")] : null,
+        ),
   );
 }
 

@@ -52,6 +52,15 @@ function check(cond, msg) {
 
 const STEP_TIMEOUT = 15_000;
 
+/**
+ * armed waits until a consent button takes clicks: Allow, Deny and Deny all arm a second after
+ * the page is shown and focused, and after a new request appears (C16).
+ */
+async function armed(button) {
+  await button.locator('xpath=self::*[@data-armed="true"]').waitFor();
+  return button;
+}
+
 const browser = await chromium.launch({
   executablePath: CHROMIUM_PATH,
   args: [...CHROMIUM_ARGS, `--host-resolver-rules=MAP ${evilHost} 127.0.0.1`],
@@ -180,10 +189,10 @@ const steps = {
     const c = card(page, userCode);
     await c.getByRole("button", { name: "Allow", exact: true }).waitFor();
     check(await c.evaluate((el) => el.classList.contains("highlight")), "the linked request is not highlighted");
-    const origin = (await c.locator(".agent-origin").innerText()).trim();
+    const origin = (await c.locator(".agent-origin .host").innerText()).trim();
     check(origin.startsWith(issuerOrigin), `issuer origin shown as ${JSON.stringify(origin)}, want ${issuerOrigin}`);
-    const sub = (await c.locator(".agent-subject").innerText()).trim();
-    check(sub.includes(subject), `subject shown as ${JSON.stringify(sub)}, want ${subject}`);
+    const sub = (await c.locator(".agent-claim").innerText()).trim();
+    check(sub.includes("says it is " + subject + " — issued by "), `subject shown as ${JSON.stringify(sub)}, want it as the issuer's claim`);
     const facts = await c.locator(".consent-facts").innerText();
     for (const want of [brand, brandId, scope, userCode]) check(facts.includes(want), `the request does not show ${JSON.stringify(want)}: ${facts}`);
     check((await c.getByRole("button", { name: "Deny", exact: true }).count()) === 1, "no Deny button");
@@ -197,7 +206,7 @@ const steps = {
   async decide({ userCode, decision, duration, shot: name }) {
     const c = card(page, userCode);
     if (duration) await c.getByLabel("Allow for").selectOption(duration);
-    await c.getByRole("button", { name: decision === "allow" ? "Allow" : "Deny", exact: true }).click();
+    await (await armed(c.getByRole("button", { name: decision === "allow" ? "Allow" : "Deny", exact: true }))).click();
     const res = await outcome(c);
     check(page.url().includes("/pact/consent"), "the decision navigated away: " + page.url());
     await page.mouse.move(0, 0);
@@ -334,7 +343,7 @@ const steps = {
       p.on("request", (r) => r.method() === "POST" && r.url().includes("/decision") && posts++);
       await p.goto(link);
       const c = card(p, userCode);
-      await c.getByRole("button", { name: "Allow", exact: true }).dblclick();
+      await (await armed(c.getByRole("button", { name: "Allow", exact: true }))).dblclick();
       const res = await outcome(c);
       await p.waitForTimeout(300); // a second POST, if any, would have left by now
       return { posts, ...res };
@@ -354,7 +363,7 @@ const steps = {
         holds.push(await holdDecisions(t));
       }
       for (let i = 0; i < 2; i++) {
-        await card(tabs[i], userCode).getByRole("button", { name: decisions[i] === "allow" ? "Allow" : "Deny", exact: true }).click();
+        await (await armed(card(tabs[i], userCode).getByRole("button", { name: decisions[i] === "allow" ? "Allow" : "Deny", exact: true }))).click();
         await holds[i].waitFor(1);
       }
       // Both requests are in flight together: the node decides which one wins.
@@ -373,7 +382,7 @@ const steps = {
     const c = card(p, userCode);
     await c.getByRole("button", { name: "Allow", exact: true }).waitFor();
     const hold = await holdDecisions(p);
-    await c.getByRole("button", { name: "Allow", exact: true }).click();
+    await (await armed(c.getByRole("button", { name: "Allow", exact: true }))).click();
     await hold.waitFor(1);
     steps._held = { p, hold, userCode };
     return {};
@@ -405,7 +414,7 @@ const steps = {
         const body = JSON.parse(route.request().postData());
         route.continue({ postData: JSON.stringify({ ...body, userCode: otherCode }) });
       });
-      await allow.click();
+      await (await armed(allow)).click();
       const err = c.locator(".card-error");
       await err.waitFor();
       await p.unroute("**/api/consent/*/decision");
@@ -436,22 +445,22 @@ const steps = {
     await page.goto(link);
     const c = card(page, userCode);
     await c.getByRole("button", { name: "Allow", exact: true }).waitFor();
-    const subject = c.locator(".agent-subject .untrusted");
+    const claim = c.locator(".agent-claim");
     const res = {
-      subject: await subject.innerText(),
-      subjectTitle: (await subject.getAttribute("title")) ?? "",
-      origin: (await c.locator(".agent-origin").innerText()).trim(),
+      subject: await claim.innerText(),
+      subjectTitle: (await claim.getAttribute("title")) ?? "",
+      origin: (await c.locator(".agent-origin .host").innerText()).trim(),
       cardWidth: (await c.boundingBox()).width,
     };
     await page.mouse.move(0, 0);
     await shot(page, name);
     res.consent = await pageState(page);
-    await c.getByRole("button", { name: "Allow", exact: true }).click();
+    await (await armed(c.getByRole("button", { name: "Allow", exact: true }))).click();
     const { grantId } = await outcome(c);
     check(grantId, "Allow made no grant");
     await page.goto("/sharing");
     const row = page.locator(`tr[data-grant-id="${grantId}"]`);
-    res.sharingSubject = await row.locator(".agent-subject .untrusted").innerText();
+    res.sharingSubject = await row.locator(".agent-claim").innerText();
     await shot(page, sharingShot);
     res.sharing = await pageState(page);
     return res;
@@ -522,6 +531,107 @@ const steps = {
       return { status: r.status, cacheControl: r.headers.get("cache-control"), body: await r.json() };
     }, sent);
     return { spa, full, resubmit };
+  },
+
+  /** issuerText (C13): how the Consent page, then (after Allow) the Sharing page, name an agent. */
+  async issuerText({ link, userCode, shot: name, sharingShot }) {
+    await page.goto(link);
+    const c = card(page, userCode);
+    await c.getByRole("button", { name: "Allow", exact: true }).waitFor();
+    const read = async (el) => ({
+      site: (await el.locator(".agent-site .site-name").innerText()).trim(),
+      claim: (await el.locator(".agent-claim").innerText()).trim(),
+      host: (await el.locator(".agent-origin .host").count()) ? (await el.locator(".agent-origin .host").innerText()).trim() : "",
+      group: (await page.locator(".issuer-group", { has: el }).locator(".group-title .site-name").innerText()).trim(),
+    });
+    const consent = await read(c);
+    await page.mouse.move(0, 0);
+    await shot(page, name);
+    const consentState = await pageState(page);
+    await (await armed(c.getByRole("button", { name: "Allow", exact: true }))).click();
+    const { grantId } = await outcome(c);
+    check(grantId, "Allow made no grant");
+    await page.goto("/sharing");
+    const row = page.locator(`tr[data-grant-id="${grantId}"]`);
+    await row.waitFor();
+    const sharing = {
+      site: (await row.locator(".agent-site .site-name").innerText()).trim(),
+      claim: (await row.locator(".agent-claim").innerText()).trim(),
+    };
+    await page.mouse.move(0, 0);
+    await shot(page, sharingShot);
+    return { consent, sharing, consentOverflow: consentState.overflowX, sharingOverflow: (await pageState(page)).overflowX };
+  },
+
+  /**
+   * armedClick (C16): right after the page gains focus (as when a link raises the window) a
+   * click on Allow does nothing; once the button shows it is armed, the same click decides.
+   * The early click is dispatched in the same task as the focus change, so no timing decides it.
+   */
+  async armedClick({ link, userCode, shot: name }) {
+    let posts = 0;
+    const count = (r) => r.method() === "POST" && r.url().includes("/decision") && posts++;
+    page.on("request", count);
+    try {
+      await page.goto(link);
+      const c = card(page, userCode);
+      const allow = c.getByRole("button", { name: "Allow", exact: true });
+      await armed(allow);
+      const early = [];
+      for (const ev of ["focus", "blur", "visibilitychange"]) {
+        early.push(
+          await allow.evaluate((el, ev) => {
+            (ev === "visibilitychange" ? document : window).dispatchEvent(new Event(ev));
+            const shown = el.dataset.armed;
+            el.click();
+            return { event: ev, armed: shown };
+          }, ev),
+        );
+      }
+      await shot(page, name);
+      await page.waitForTimeout(300); // a decision, had one been sent, would be on its way
+      const postsEarly = posts;
+      const stillPending = (await c.locator(".outcome-title").count()) === 0;
+      await (await armed(allow)).click();
+      const res = await outcome(c);
+      return { early, postsEarly, stillPending, posts, ...res };
+    } finally {
+      page.off("request", count);
+    }
+  },
+
+  /** groups (C19): the Consent page's issuer groups, each with its site and pending cards. */
+  async groups() {
+    await page.goto("/pact/consent");
+    await page.getByRole("heading", { name: "Consent", level: 1 }).waitFor();
+    await page.locator("article.consent-card").first().waitFor();
+    return {
+      groups: await page.locator(".issuer-group").evaluateAll((gs) =>
+        gs.map((g) => ({
+          site: g.dataset.site,
+          name: g.querySelector(".group-title .site-name").textContent,
+          codes: [...g.querySelectorAll("article.consent-card .user-code")].map((e) => e.textContent.trim()),
+          denyAll: !g.querySelector(".group-deny-all").hidden,
+        })),
+      ),
+    };
+  },
+
+  /** denyAll (C19): "Deny all from this issuer" on one group, confirmed in the dialog. */
+  async denyAll({ site, shot: name }) {
+    const g = page.locator(`.issuer-group[data-site="${site}"]`);
+    await (await armed(g.getByRole("button", { name: "Deny all from this issuer", exact: true }))).click();
+    const dlg = page.getByRole("dialog");
+    await dlg.waitFor();
+    const title = (await dlg.locator(".dialog-title").innerText()).trim();
+    await dlg.getByRole("button", { name: "Deny all", exact: true }).click();
+    const cards = g.locator("article.consent-card");
+    const n = await cards.count();
+    for (let i = 0; i < n; i++) await cards.nth(i).locator(".outcome-title").waitFor();
+    const titles = await g.locator(".outcome-title").allInnerTexts();
+    await page.mouse.move(0, 0);
+    await shot(page, name);
+    return { dialog: title, titles };
   },
 
   /** problems lists script errors and CSP violations seen on the admin pages. */

@@ -1,5 +1,5 @@
 import type { Agent, AccessMode } from "../api";
-import { h, badge, clean, untrusted, agentOrigin } from "../dom";
+import { h, badge, clean, agentSite, agentClaim } from "../dom";
 
 export function pageHeader(title: string, subtitle: string, ...actions: (Node | null)[]): HTMLElement {
   return h(
@@ -41,8 +41,8 @@ export function receiptAgentCell(a: Agent | undefined): HTMLElement {
   return h(
     "div",
     { class: "agent-cell" },
-    h("div", { class: "agent-cell-origin mono" }, untrusted(agentOrigin(a), 80)),
-    h("div", { class: "agent-cell-subject" }, untrusted(a.subject, 80)),
+    h("div", { class: "agent-cell-origin" }, agentSite(a)),
+    h("div", { class: "agent-cell-subject" }, agentClaim(a)),
   );
 }
 

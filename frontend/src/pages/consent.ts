@@ -1,5 +1,5 @@
 import { api, ApiError, errorMessage, type ConsentRequest, type DecisionAnswer, type Duration } from "../api";
-import { h, replace, banner, clean, untrusted, agentView, agentOrigin, countdown, parseTime, fmtTime, uid } from "../dom";
+import { h, replace, banner, clean, untrusted, agentView, agentClaim, agentSite, countdown, parseTime, fmtTime, uid, confirmDialog } from "../dom";
 import { on } from "../events";
 import type { PageDef } from "../router";
 import { setPending } from "../pending";
@@ -10,12 +10,24 @@ type CardState = "pending" | "expiring" | "busy" | "done";
 interface Card {
   req: ConsentRequest;
   el: HTMLElement;
+  group: Group;
+  armedAt: number; // performance.now() from which its buttons take clicks
   state: CardState;
   timer: HTMLElement;
   timerText: HTMLElement;
   error: HTMLElement;
   buttons: HTMLButtonElement[];
   select: HTMLSelectElement;
+}
+
+/** The requests of one issuer (its registrable domain, agent.site), shown together (C19). */
+interface Group {
+  site: string;
+  el: HTMLElement;
+  list: HTMLElement;
+  count: HTMLElement;
+  denyAll: HTMLButtonElement;
+  armedAt: number;
 }
 
 type Known = "allowed" | "denied" | "already_decided" | "expired" | "decided_elsewhere";
@@ -27,6 +39,14 @@ export function normalizeCode(raw: string): string {
 }
 
 const DEFAULT_DURATION: Duration = "30d";
+
+/**
+ * ARM_MS: Allow, Deny and Deny all take clicks only once the page has been visible and focused
+ * this long, and a new request's buttons once it has been on screen this long (C16), as browsers
+ * do for permission prompts: a window raised by a link, or a card that just appeared, cannot be
+ * timed under a click meant for something else.
+ */
+export const ARM_MS = 1000;
 
 // What this window saw happen to requests, by normalized user code. It outlives the page, so that
 // coming Back to a consent link after deciding says "already decided", not "no such request".
@@ -47,6 +67,32 @@ export const consentPage: PageDef = {
     let wanted = url.searchParams.has("user_code") ? normalizeCode(url.searchParams.get("user_code") ?? "") : "";
     let loaded = false;
     let alive = true;
+    const groups = new Map<string, Group>();
+
+    // Arming (C16): the page-wide time from which buttons take clicks, moved on every change
+    // of visibility or focus and on every navigation to a request.
+    let pageArmedAt = 0;
+    let armTimer = 0;
+    const live = () => document.visibilityState === "visible" && document.hasFocus();
+    const isArmed = (at: number) => live() && performance.now() >= Math.max(pageArmedAt, at);
+    function showArming(): void {
+      for (const c of cards.values()) for (const b of c.buttons) b.dataset.armed = String(isArmed(c.armedAt));
+      for (const g of groups.values()) g.denyAll.dataset.armed = String(isArmed(g.armedAt));
+      // Wake up when the next button arms.
+      window.clearTimeout(armTimer);
+      const now = performance.now();
+      const next = [pageArmedAt, ...[...cards.values()].map((c) => c.armedAt), ...[...groups.values()].map((g) => g.armedAt)].filter((t) => t > now);
+      if (live() && next.length) armTimer = window.setTimeout(showArming, Math.min(...next) - now + 10);
+    }
+    function rearm(): void {
+      pageArmedAt = performance.now() + ARM_MS;
+      showArming();
+    }
+    const onAttention = () => rearm();
+    document.addEventListener("visibilitychange", onAttention);
+    window.addEventListener("focus", onAttention);
+    window.addEventListener("blur", onAttention);
+    rearm();
 
     replace(
       root,
@@ -127,16 +173,15 @@ export const consentPage: PageDef = {
               { class: "outcome-who muted small" },
               "Request ",
               h("code", null, clean(c.req.userCode)),
-              " from ",
-              untrusted(agentOrigin(c.req.agent), 80, "mono"),
-              " · ",
-              untrusted(c.req.agent.subject, 80),
+              " from the agent that ",
+              agentClaim(c.req.agent),
               grantId ? [" · grant ", h("code", { class: "outcome-grant" }, grantId)] : null,
             ),
           ),
         ),
       );
       setPending(pendingCount());
+      refreshGroup(c.group);
     }
 
     function applyAnswer(c: Card, ans: DecisionAnswer, duration: Duration): void {
@@ -181,7 +226,7 @@ export const consentPage: PageDef = {
     }
 
     async function decide(c: Card, decision: "allow" | "deny"): Promise<void> {
-      if (c.state !== "pending") return;
+      if (c.state !== "pending" || !isArmed(c.armedAt)) return;
       c.state = "busy";
       c.error.hidden = true;
       for (const b of c.buttons) b.disabled = true;
@@ -267,21 +312,88 @@ export const consentPage: PageDef = {
           h("div", { class: "decide" }, deny, allow),
         ),
       );
-      const c: Card = { req, el, state: "pending", timer, timerText, error, buttons: [allow, deny], select };
+      const group = groupOf(req);
+      const c: Card = { req, el, group, armedAt: performance.now() + ARM_MS, state: "pending", timer, timerText, error, buttons: [allow, deny], select };
       allow.addEventListener("click", () => decide(c, "allow"));
       deny.addEventListener("click", () => decide(c, "deny"));
       cards.set(req.id, c);
-      // Oldest first: keep the server's order by creation time.
-      const after = [...cards.values()].find((o) => o !== c && (parseTime(o.req.createdAt)?.getTime() ?? 0) > (parseTime(req.createdAt)?.getTime() ?? 0));
-      if (after) list.insertBefore(el, after.el);
-      else list.appendChild(el);
+      // Oldest first within the issuer's group: keep the server's order by creation time.
+      const created = (r: ConsentRequest) => parseTime(r.createdAt)?.getTime() ?? 0;
+      const after = [...cards.values()].find((o) => o !== c && o.group === group && created(o.req) > created(req));
+      if (after) group.list.insertBefore(el, after.el);
+      else group.list.appendChild(el);
+      refreshGroup(group);
       tick(c, Date.now());
+      showArming();
+    }
+
+    function groupOf(req: ConsentRequest): Group {
+      const site = clean(req.agent.site) || agentSite(req.agent);
+      let g = groups.get(site);
+      if (g) return g;
+      const count = h("span", { class: "group-count muted" });
+      const denyAll = h("button", { type: "button", class: "btn btn-sm btn-danger-outline group-deny-all" }, "Deny all from this issuer");
+      const gl = h("div", { class: "group-list" });
+      const el = h(
+        "section",
+        { class: "issuer-group", "data-site": site, "aria-label": "Requests from " + agentSite(req.agent) },
+        h("header", { class: "group-head" }, h("div", { class: "group-title" }, h("span", { class: "muted" }, "From "), h("strong", { class: "site-name" }, agentSite(req.agent)), " ", count), denyAll),
+        gl,
+      );
+      g = { site, el, list: gl, count, denyAll, armedAt: performance.now() + ARM_MS };
+      const group = g;
+      denyAll.addEventListener("click", () => denyAllFrom(group, agentSite(req.agent)));
+      groups.set(site, g);
+      list.appendChild(el); // groups in the order their first request came
+      return g;
+    }
+
+    function refreshGroup(g: Group): void {
+      const mine = [...cards.values()].filter((c) => c.group === g);
+      if (mine.length === 0) {
+        groups.delete(g.site);
+        g.el.remove();
+        return;
+      }
+      const pending = mine.filter((c) => c.state === "pending" || c.state === "expiring").length;
+      g.count.textContent = pending === 1 ? "· 1 request waiting" : `· ${pending} requests waiting`;
+      g.denyAll.hidden = pending < 2;
+    }
+
+    async function denyAllFrom(g: Group, siteName: string): Promise<void> {
+      if (!isArmed(g.armedAt)) return;
+      const mine = [...cards.values()].filter((c) => c.group === g && c.state === "pending");
+      const ok = await confirmDialog({
+        title: `Deny all ${mine.length} requests from ${siteName}?`,
+        body: [h("p", null, "Every request waiting from this issuer is denied at once; the agents are told no. Requests from other issuers stay as they are.")],
+        confirm: "Deny all",
+        danger: true,
+      });
+      if (!ok || !alive) return;
+      g.denyAll.disabled = true;
+      try {
+        await api.denyIssuer(g.site);
+        if (!alive) return;
+        for (const c of mine) {
+          if (c.state !== "pending") continue;
+          known.set(normalizeCode(c.req.userCode), "denied");
+          setOutcome(c, "bad", "Denied", ["You denied every request from this issuer. The agent gets no access."]);
+        }
+        refreshGroup(g);
+      } catch (e) {
+        if (!alive) return;
+        replace(notice, banner("bad", "Could not deny the requests", errorMessage(e)));
+      } finally {
+        g.denyAll.disabled = false;
+      }
+      load(false);
     }
 
     function removeCard(id: string): void {
       const c = cards.get(id);
       if (!c) return;
       cards.delete(id);
+      refreshGroup(c.group);
       c.el.classList.add("leaving");
       window.setTimeout(() => c.el.remove(), 250);
     }
@@ -379,6 +491,7 @@ export const consentPage: PageDef = {
     return {
       update(u) {
         wanted = u.searchParams.has("user_code") ? normalizeCode(u.searchParams.get("user_code") ?? "") : "";
+        rearm(); // a link brought a request forward: nothing takes a click at once
         for (const c of cards.values()) c.el.classList.remove("highlight");
         showNotice();
         highlight();
@@ -386,6 +499,10 @@ export const consentPage: PageDef = {
       destroy() {
         alive = false;
         window.clearInterval(interval);
+        window.clearTimeout(armTimer);
+        document.removeEventListener("visibilitychange", onAttention);
+        window.removeEventListener("focus", onAttention);
+        window.removeEventListener("blur", onAttention);
         offs.forEach((f) => f());
       },
     };

@@ -1,5 +1,5 @@
 import { api, ApiError, errorMessage, type Grant } from "../api";
-import { h, replace, banner, untrusted, agentView, agentOrigin, timeCell, confirmDialog, fmtTime, relTime, clean } from "../dom";
+import { h, replace, banner, untrusted, agentView, agentClaim, timeCell, confirmDialog, fmtTime, relTime, clean } from "../dom";
 import { on } from "../events";
 import type { PageDef } from "../router";
 import { pageHeader, loading, grantStatusBadge, accessModeBadge } from "./common";
@@ -107,7 +107,7 @@ export const sharingPage: PageDef = {
         const res = await api.revoke(g.id);
         if (!alive) return;
         upsert(res.grant);
-        replace(msg, banner("ok", "Grant revoked", "The agent ", untrusted(agentOrigin(g.agent), 80, "mono"), " · ", untrusted(g.agent.subject, 80), " can no longer use ", untrusted(g.brand?.name, 80), "."));
+        replace(msg, banner("ok", "Grant revoked", "The agent that ", agentClaim(g.agent), " can no longer use ", untrusted(g.brand?.name, 80), "."));
       } catch (e) {
         if (!alive || !(e instanceof ApiError)) return;
         btn.disabled = false;
