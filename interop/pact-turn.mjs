@@ -487,9 +487,9 @@ async function receiptOf(task) {
   const ok = verify(null, Buffer.from(`${h}.${p}`), createPublicKey({ key: { kty, crv, x }, format: "jwk" }), Buffer.from(s, "base64url"));
   expect(ok, "the receipt's signature", "valid with the node JWKS", false);
   const signed = JSON.parse(Buffer.from(p, "base64url").toString());
-  // The data part is the signed claims (compared whatever the key order, and whether or not the
-  // data part's keys were moved to camelCase: see "receipt data part in camelCase").
-  expect(canonical(camelize(signed)) === canonical(camelize(claims)), "the receipt's data part", "the signed claims", { dataPart: claims, signed });
+  // The data part is the signed claims with their names in camelCase (compared whatever the key
+  // order); the JWS keeps the JWT names (docs/wire.md, "Receipts").
+  expect(canonical(camelize(signed)) === canonical(claims), "the receipt's data part", "the signed claims in camelCase", { dataPart: claims, signed });
   return signed;
 }
 
@@ -535,7 +535,8 @@ await step("delegated turn", async () => {
   return { task: res.id, receipt: claims.rid, seq: claims.seq };
 });
 
-// JSON that clients see is camelCase (A2A 1.0 §5.5); the receipt's data part used snake_case.
+// JSON that clients see is camelCase (A2A 1.0 §5.5): the receipt's data part and the task's metadata.
+// Fixed (docs/wire.md, Interop, 3): the data part used the signed claims' snake_case names.
 await step("receipt data part in camelCase", async () => {
   const claims = dataOf(done.artifacts.find((a) => a.name === "receipt").parts);
   const snake = [];
@@ -548,14 +549,15 @@ await step("receipt data part in camelCase", async () => {
   };
   walk(claims, "");
   walk(done.metadata, "metadata.");
-  const known = ["pact_scope", "grant_revoked", "usage.input_tokens", "usage.cached_input_tokens", "usage.output_tokens"];
-  departs({
-    id: "receipt-snake-case",
-    spec: snake.length === 0,
-    known: snake.every((k) => known.includes(k)),
-    expected: "no snake_case keys",
-    got: snake,
-  });
+  expect(snake.length === 0, "no snake_case keys", [], snake);
+  const named = {
+    pactScope: claims.pactScope,
+    grantRevoked: claims.grantRevoked,
+    usage: Object.keys(claims.usage ?? {}).sort(),
+  };
+  const want = { pactScope: "pact", grantRevoked: false, usage: ["cachedInputTokens", "inputTokens", "outputTokens"] };
+  expect(canonical(named) === canonical(want), "the camelCase names", want, named);
+  return named;
 });
 
 // A streamed turn: submitted → working… → answer → receipt → completed, then the stream ends.

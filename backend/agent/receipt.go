@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -21,6 +23,22 @@ func (c *Client) NodeKeys(ctx context.Context, jwksURL string) (keys.Set, error)
 		return nil, fmt.Errorf("the node JWKS: %w", err)
 	}
 	return set, nil
+}
+
+// CheckReceiptData checks that a receipt artifact's data part shows exactly
+// the claims its JWS signs, as receipts.DataPart names them (camelCase): the
+// data part is a convenience, and one that says something unsigned is refused.
+func CheckReceiptData(data map[string]any, jws string) error {
+	want, err := receipts.DataPart(jws)
+	if err != nil {
+		return err
+	}
+	a, errA := json.Marshal(data)
+	b, errB := json.Marshal(want)
+	if errA != nil || errB != nil || !bytes.Equal(a, b) {
+		return fmt.Errorf("the receipt's data part is not its signed claims:\n data part %s\n signed    %s", a, b)
+	}
+	return nil
 }
 
 // ReceiptExpect is what a receipt must say about the turn it is for. Empty

@@ -69,6 +69,27 @@ func TestVerifyReceipt(t *testing.T) {
 	}
 }
 
+// The data part is the signed claims in camelCase; one that says anything else is refused.
+func TestCheckReceiptData(t *testing.T) {
+	jws := signedReceipt(t, newNodeKey(t), nil)
+	data, err := receipts.DataPart(jws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asSent map[string]any // as the agent gets it: through JSON
+	json.Unmarshal(mustJSON(t, data), &asSent)
+	if err := CheckReceiptData(asSent, jws); err != nil {
+		t.Fatalf("the node's data part: %v", err)
+	}
+	if _, ok := asSent["pactScope"]; !ok {
+		t.Fatalf("data part without pactScope: %v", asSent)
+	}
+	asSent["grantRevoked"] = true
+	if err := CheckReceiptData(asSent, jws); err == nil || !strings.Contains(err.Error(), "not its signed claims") {
+		t.Errorf("a data part saying grantRevoked true of a receipt that does not: %v", err)
+	}
+}
+
 func TestVerifyReceiptRefuses(t *testing.T) {
 	k := newNodeKey(t)
 	good := signedReceipt(t, k, nil)

@@ -337,6 +337,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			want.Answer = &out.Answer
 		}
 		claims, err := VerifyReceipt(out.ReceiptJWS, set, want)
+		if err == nil && out.ReceiptData != nil {
+			err = CheckReceiptData(out.ReceiptData, out.ReceiptJWS)
+		}
 		if err != nil {
 			return res, fmt.Errorf("the receipt does not verify: %w", err)
 		}

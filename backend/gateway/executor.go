@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -416,7 +415,7 @@ func answerArtifact(ec *a2asrv.ExecutorContext, answer string) *a2a.TaskArtifact
 // receiptArtifact carries the receipt twice: its claims as a data part, and the
 // compact JWS that anyone with the node JWKS can verify.
 func receiptArtifact(ec *a2asrv.ExecutorContext, rec *receipts.Receipt) *a2a.TaskArtifactUpdateEvent {
-	ev := a2a.NewArtifactEvent(ec, a2a.NewDataPart(claimsMap(rec.Claims)), a2a.NewTextPart(rec.JWS))
+	ev := a2a.NewArtifactEvent(ec, a2a.NewDataPart(receiptData(rec)), a2a.NewTextPart(rec.JWS))
 	ev.Artifact.Name = "receipt"
 	ev.Artifact.Description = "Signed receipt (JWS, typ pact-receipt+jwt); verify with " + "/.well-known/jwks.json"
 	return ev
@@ -476,16 +475,12 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// claimsMap turns the receipt claims into JSON-native values: the task store
-// copies events with gob, which cannot carry a struct inside a data part.
-func claimsMap(c receipts.Claims) map[string]any {
-	var m map[string]any
-	b, err := json.Marshal(c)
-	if err == nil {
-		err = json.Unmarshal(b, &m)
-	}
+// receiptData is the receipt's data part: its signed claims in camelCase
+// (receipts.DataPart), JSON-native values as the task store's gob copies need.
+func receiptData(rec *receipts.Receipt) map[string]any {
+	m, err := receipts.DataPart(rec.JWS)
 	if err != nil {
-		return map[string]any{"error": "receipt claims not encodable: " + err.Error()}
+		return map[string]any{"error": "receipt claims not readable: " + err.Error()}
 	}
 	return m
 }
