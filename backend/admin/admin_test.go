@@ -225,6 +225,11 @@ func (f *fakeBackend) SetPaused(paused bool) error {
 	return nil
 }
 
+func (f *fakeBackend) Runtime() owner.Runtime {
+	f.note("Runtime")
+	return owner.Runtime{Goroutines: 7, HeapBytes: 1 << 20}
+}
+
 func (f *fakeBackend) Events(ctx context.Context) <-chan owner.Event {
 	f.note("Events")
 	out := make(chan owner.Event)

@@ -26,6 +26,7 @@ type Backend interface {
 	DeleteBrand(ctx context.Context, id string) ([]owner.Brand, error)
 	Events(ctx context.Context) <-chan owner.Event
 	SetPaused(paused bool) error
+	Runtime() owner.Runtime
 }
 
 var _ Backend = (*owner.Service)(nil)

@@ -21,6 +21,7 @@ func (s *Server) NodeHandler() http.Handler {
 	mux.HandleFunc("/v1/grants/{id}/revoke", post(s.postRevoke))
 	mux.HandleFunc("/v1/gateway/pause", post(s.setPaused(true)))
 	mux.HandleFunc("/v1/gateway/resume", post(s.setPaused(false)))
+	mux.HandleFunc("/v1/runtime", get(func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.b.Runtime()) }))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, errorBody{Error: "no such API: " + r.URL.Path})
 	})

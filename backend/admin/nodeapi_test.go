@@ -46,7 +46,7 @@ func TestNodeAPI(t *testing.T) {
 	t.Run("S8 no token, a wrong one or a session cookie gets 401 on every route", func(t *testing.T) {
 		for _, rt := range []struct{ method, path string }{
 			{"GET", "/v1/status"}, {"GET", "/v1/consent"}, {"GET", "/v1/grants"}, {"POST", "/v1/grants/g1/revoke"},
-			{"POST", "/v1/gateway/pause"}, {"POST", "/v1/gateway/resume"}, {"GET", "/v1/nope"},
+			{"POST", "/v1/gateway/pause"}, {"POST", "/v1/gateway/resume"}, {"GET", "/v1/runtime"}, {"GET", "/v1/nope"},
 		} {
 			for name, hdr := range map[string]map[string]string{
 				"none":   nil,
@@ -60,7 +60,7 @@ func TestNodeAPI(t *testing.T) {
 				}
 			}
 		}
-		for _, name := range []string{"Status", "Pending", "Grants", "Revoke", "SetPaused"} {
+		for _, name := range []string{"Status", "Pending", "Grants", "Revoke", "SetPaused", "Runtime"} {
 			if n := b.count(name); n != 0 {
 				t.Errorf("backend %s called %d times", name, n)
 			}
@@ -106,6 +106,11 @@ func TestNodeAPI(t *testing.T) {
 				t.Errorf("%s: %s", path, body)
 			}
 		}
+		resp, body = nodeCall(t, ts, "GET", "/v1/runtime", bearer)
+		wantStatus(t, resp, body, http.StatusOK)
+		if m := jsonBody(t, body); m["goroutines"] != 7.0 || m["heapBytes"] != float64(1<<20) {
+			t.Errorf("runtime %s", body)
+		}
 	})
 
 	t.Run("errors are the admin API's", func(t *testing.T) {
@@ -116,6 +121,7 @@ func TestNodeAPI(t *testing.T) {
 			{"POST", "/v1/grants/nope/revoke", http.StatusNotFound},
 			{"GET", "/v1/nope", http.StatusNotFound},
 			{"DELETE", "/v1/status", http.StatusMethodNotAllowed},
+			{"POST", "/v1/runtime", http.StatusMethodNotAllowed},
 			{"GET", "/api/status", http.StatusNotFound}, // the admin API is not served here
 		} {
 			resp, body := nodeCall(t, ts, c.method, c.path, bearer)

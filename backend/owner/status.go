@@ -2,6 +2,8 @@ package owner
 
 import (
 	"context"
+	"runtime"
+	"runtime/metrics"
 
 	"github.com/aether/aether/backend/store"
 )
@@ -30,6 +32,13 @@ func (s *Service) Status(ctx context.Context) (Status, error) {
 		st.LastReceipts = append(st.LastReceipts, receiptDTO(&recs[i]))
 	}
 	return st, nil
+}
+
+// Runtime reads the node process's goroutine count and heap size (cheap: no stop-the-world).
+func (s *Service) Runtime() Runtime {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(sample)
+	return Runtime{Goroutines: runtime.NumGoroutine(), HeapBytes: sample[0].Value.Uint64()}
 }
 
 // DesktopState is what the desktop shell shows outside its window: the tray's Pause/Resume

@@ -171,6 +171,13 @@ type Status struct {
 	LastReceipts []ReceiptSummary `json:"lastReceipts"`
 }
 
+// Runtime is the answer of GET /v1/runtime: the node process's own counters, so that a soak
+// run (make soak) or a monitor can see whether goroutines or the heap grow under load.
+type Runtime struct {
+	Goroutines int    `json:"goroutines"`
+	HeapBytes  uint64 `json:"heapBytes"` // live and not yet swept heap objects
+}
+
 // GatewayStatus describes the PACT listener.
 type GatewayStatus struct {
 	Listen    string `json:"listen"`
