@@ -1005,4 +1005,21 @@ func TestTaskStoreRefusesUndecodableTask(t *testing.T) {
 	if _, err := s.Create(ctx, nil); !errors.Is(err, a2a.ErrInvalidParams) {
 		t.Fatalf("Create(nil) = %v", err)
 	}
+	// Every other part that encodes but would not decode again, wherever it sits.
+	for name, p := range map[string]*a2a.Part{"raw nil": {Content: a2a.Raw(nil)}, "url empty": {Content: a2a.URL("")}, "no content": {}} {
+		for where, task := range map[string]*a2a.Task{
+			"artifact":       {ID: a2a.NewTaskID(), Artifacts: []*a2a.Artifact{{ID: "a", Parts: a2a.ContentParts{a2a.NewTextPart("ok"), p}}}},
+			"status message": {ID: a2a.NewTaskID(), Status: a2a.TaskStatus{State: a2a.TaskStateWorking, Message: a2a.NewMessage(a2a.MessageRoleAgent, p)}},
+		} {
+			if data, err := json.Marshal(task); err == nil {
+				var back a2a.Task
+				if json.Unmarshal(data, &back) == nil {
+					t.Fatalf("%s in %s: decodes again, the case proves nothing", name, where)
+				}
+			}
+			if _, err := s.Create(ctx, task); !errors.Is(err, a2a.ErrInvalidParams) {
+				t.Errorf("%s in %s: Create = %v, want ErrInvalidParams", name, where, err)
+			}
+		}
+	}
 }
