@@ -203,7 +203,7 @@ func (a *App) startNode(ui fs.FS, brandsIfEmpty bool) {
 		return
 	}
 	a.node = n
-	a.notes = newNotifier(notifyActions{decide: a.decide, open: a.showRequest, lost: a.quit}, a.log)
+	a.notes = newNotifier(notifyActions{decide: a.decide, denySite: a.denySite, open: a.showRequest, lost: a.quit}, a.log)
 	watch, unwatch := context.WithCancel(context.Background())
 	events := n.Owner().Events(watch)
 	a.unwatch, a.stopped = unwatch, make(chan struct{})
@@ -460,7 +460,7 @@ func (a *App) decide(r owner.ConsentRequest, allow bool) {
 		req.Decision = owner.DecisionAllow
 	}
 	d, err := a.node.Owner().Decide(ctx, r.ID, req)
-	who, brand := agentName(r.Agent), clean(r.Brand.Name)
+	who, brand := "The agent that "+r.Agent.Claim, clean(r.Brand.Name)
 	switch {
 	case err == nil && d.Status == owner.OutcomeAllowed:
 		a.log.Info("allowed from a notification", "request", r.ID, "grant", d.Grant.ID)
@@ -479,6 +479,21 @@ func (a *App) decide(r owner.ConsentRequest, allow bool) {
 		a.log.Error("notification decision failed", "request", r.ID, "err", err)
 		a.showRequest(r.UserCode)
 	}
+}
+
+// denySite is a burst notification's Deny all: every pending request of that issuer, as the
+// Consent page's "Deny all from this issuer" does.
+func (a *App) denySite(site, siteName string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := a.node.Owner().DenyIssuer(ctx, owner.DenyIssuerRequest{Site: site})
+	if err != nil {
+		a.log.Error("deny all from a notification failed", "site", site, "err", err)
+		a.showRequest("")
+		return
+	}
+	a.log.Info("denied all from a notification", "site", site, "requests", res.Denied)
+	a.notes.tell("Denied", fmt.Sprintf("%d requests from %s were denied.", res.Denied, siteName))
 }
 
 // showFailure shows why the app could not start, in a window (a desktop app started from

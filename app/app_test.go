@@ -55,7 +55,7 @@ func TestNavigateJS(t *testing.T) {
 func TestNotificationText(t *testing.T) {
 	r := owner.ConsentRequest{
 		ID: "df_1", UserCode: "BCDF-GHJK",
-		Agent: owner.Agent{Issuer: "https://agent.example/id", Subject: "alice"},
+		Agent: owner.AgentOf("https://agent.example/id", "alice"),
 		Brand: owner.BrandRef{ID: "review", Name: "Code review"}, Scope: owner.Scope{ID: "review:read_only", Description: "Review code (read only)"},
 		ExpiresAt: time.Now().Add(10 * time.Minute),
 	}
@@ -63,17 +63,41 @@ func TestNotificationText(t *testing.T) {
 	if summary != "Allow an agent to use Code review?" {
 		t.Errorf("summary = %q", summary)
 	}
-	for _, want := range []string{"Agent: <b>alice</b>", "Issuer: https://agent.example/id", "Brand: Code review [review]",
-		"Scope: Review code (read only) [review:read_only]", "Code: <b>BCDF-GHJK</b>"} {
+	for _, want := range []string{"Issuer: <b>agent.example</b>", "Agent says it is alice — issued by agent.example", "Host: agent.example",
+		"Brand: Code review [review]", "Scope: Review code (read only) [review:read_only]", "Code: <b>BCDF-GHJK</b>"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("body lacks %q:\n%s", want, body)
 		}
 	}
 
+	t.Run("C13 long issuer host: the registrable domain first, in full", func(t *testing.T) {
+		h := r
+		h.Agent = owner.AgentOf("https://accounts.google.com.signin-verified-"+strings.Repeat("x", 40)+"."+strings.Repeat("y", 50)+".attacker-owned.example", "alice@google.com")
+		_, body := notificationText(h, false)
+		lines := strings.Split(body, "\n")
+		if lines[0] != "Issuer: attacker-owned.example" || lines[1] != "Agent says it is alice@google.com — issued by attacker-owned.example" {
+			t.Errorf("notification starts %q; want the site, then the subject as its claim", lines[:2])
+		}
+		if strings.Contains(body, "accounts.google.com") || !strings.Contains(body, "Host: ….") {
+			t.Errorf("the host is not cut from the left:\n%s", body)
+		}
+		if label := requestLabel(h); !strings.HasPrefix(label, "Agent says it is alice@google.com — issued by attacker-owned.example → ") {
+			t.Errorf("tray label %q", label)
+		}
+	})
+
+	t.Run("C15 IDN issuer: Unicode with its punycode beside it", func(t *testing.T) {
+		h := r
+		h.Agent = owner.AgentOf("https://login.xn--pple-43d.com", "bob")
+		_, body := notificationText(h, false)
+		if !strings.Contains(body, "Issuer: \u0430pple.com (xn--pple-43d.com)") {
+			t.Errorf("body:\n%s", body)
+		}
+	})
+
 	t.Run("C9 agent names with markup, bidi overrides and 10 KB", func(t *testing.T) {
 		h := r
-		h.Agent.Subject = "<a href='x'>bank</a>&\u202egnp.exe\x1b[31m" + strings.Repeat("x", 10<<10)
-		h.Agent.Issuer = "https://b\u0430nk.example" // Cyrillic а
+		h.Agent = owner.AgentOf("https://b\u0430nk.example", "<a href='x'>bank</a>&\u202egnp.exe\x1b[31m"+strings.Repeat("x", 10<<10)) // Cyrillic а
 		_, body := notificationText(h, true)
 		for _, bad := range []string{"<a ", "\u202e", "\x1b", strings.Repeat("x", 100)} {
 			if strings.Contains(body, bad) {
@@ -83,22 +107,35 @@ func TestNotificationText(t *testing.T) {
 		if !strings.Contains(body, "&lt;a href=&apos;x&apos;&gt;bank&lt;/a&gt;&amp;") {
 			t.Errorf("markup not escaped:\n%s", body)
 		}
-		if !strings.Contains(body, "Issuer: https://xn--bnk-") {
-			t.Errorf("issuer host not in punycode:\n%s", body)
+		if !strings.Contains(body, "Issuer: <b>b\u0430nk.example (xn--bnk-") {
+			t.Errorf("issuer host not in punycode beside its Unicode form:\n%s", body)
 		}
 		_, plain := notificationText(h, false)
 		if strings.Contains(plain, "&lt;") || strings.Contains(plain, "<b>") {
 			t.Errorf("plain body has markup:\n%s", plain)
 		}
-		if label := requestLabel(h); strings.Contains(label, "\u202e") || len([]rune(label)) > 100 {
+		if label := requestLabel(h); strings.Contains(label, "\u202e") || strings.Contains(label, strings.Repeat("x", 100)) || !strings.Contains(label, "… — issued by b\u0430nk.example (xn--bnk-") {
 			t.Errorf("tray label %q", label)
 		}
 	})
 }
 
+func TestBurstText(t *testing.T) {
+	t.Run("C18 one notification for a burst, and N more", func(t *testing.T) {
+		reqs := make([]owner.ConsentRequest, 13)
+		for i := range reqs {
+			reqs[i] = owner.ConsentRequest{ID: "df", UserCode: "BCDF-GHJK", Agent: owner.AgentOf("https://id.evil.example", "victim@bank.example")}
+		}
+		summary, body := burstText(reqs, true)
+		if summary != "13 agents from evil.example ask to use your brands" || !strings.Contains(body, "<b>and 12 more from evil.example</b>") {
+			t.Errorf("summary %q body:\n%s", summary, body)
+		}
+	})
+}
+
 func TestTrayText(t *testing.T) {
-	r := owner.ConsentRequest{UserCode: "BCDF-GHJK", Agent: owner.Agent{Issuer: "https://agent.example:8443", Subject: "alice"}, Brand: owner.BrandRef{ID: "review", Name: "Code review"}}
-	if got, want := requestLabel(r), "alice @ agent.example:8443 → Code review (BCDF-GHJK)"; got != want {
+	r := owner.ConsentRequest{UserCode: "BCDF-GHJK", Agent: owner.AgentOf("https://agent.example:8443", "alice"), Brand: owner.BrandRef{ID: "review", Name: "Code review"}}
+	if got, want := requestLabel(r), "Agent says it is alice — issued by agent.example → Code review (BCDF-GHJK)"; got != want {
 		t.Errorf("requestLabel = %q, want %q", got, want)
 	}
 	cases := []struct {

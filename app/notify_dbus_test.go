@@ -4,12 +4,16 @@ package app
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,12 +63,25 @@ type notifyCall struct {
 	hints   map[string]dbus.Variant
 }
 
-// fakeServer is org.freedesktop.Notifications as a test sees it.
+// fakeServer is org.freedesktop.Notifications as a test sees it. It keeps what is on screen:
+// Notify with replaces_id of a shown notification updates it in place, as the spec says.
 type fakeServer struct {
 	conn   *dbus.Conn
-	next   uint32
 	notify chan notifyCall
 	closed chan uint32
+
+	mu      sync.Mutex
+	next    uint32
+	screen  map[uint32]notifyCall // shown now
+	most    int                   // the most shown at once
+	updates int                   // Notify calls that replaced a shown notification
+}
+
+// onScreen returns what is shown now and the most that ever was at once.
+func (s *fakeServer) onScreen() (map[uint32]notifyCall, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.screen), s.most
 }
 
 func (s *fakeServer) GetCapabilities() ([]string, *dbus.Error) {
@@ -72,13 +89,33 @@ func (s *fakeServer) GetCapabilities() ([]string, *dbus.Error) {
 }
 
 func (s *fakeServer) Notify(app string, replaces uint32, icon, summary, body string, actions []string, hints map[string]dbus.Variant, timeout int32) (uint32, *dbus.Error) {
-	s.next++
-	s.notify <- notifyCall{id: s.next, summary: summary, body: body, actions: actions, hints: hints}
-	return s.next, nil
+	s.mu.Lock()
+	id := replaces
+	if _, shown := s.screen[id]; !shown {
+		s.next++
+		id = s.next
+	} else {
+		s.updates++
+	}
+	c := notifyCall{id: id, summary: summary, body: body, actions: actions, hints: hints}
+	s.screen[id] = c
+	s.most = max(s.most, len(s.screen))
+	s.mu.Unlock()
+	select {
+	case s.notify <- c:
+	default: // a flood test reads the screen, not every call
+	}
+	return id, nil
 }
 
 func (s *fakeServer) CloseNotification(id uint32) *dbus.Error {
-	s.closed <- id
+	s.mu.Lock()
+	delete(s.screen, id)
+	s.mu.Unlock()
+	select {
+	case s.closed <- id:
+	default:
+	}
 	return nil
 }
 
@@ -101,7 +138,7 @@ func startServer(t *testing.T) *fakeServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	s := &fakeServer{conn: conn, notify: make(chan notifyCall, 8), closed: make(chan uint32, 8)}
+	s := &fakeServer{conn: conn, notify: make(chan notifyCall, 8), closed: make(chan uint32, 8), screen: map[uint32]notifyCall{}}
 	if err := conn.Export(s, notifyPath, notifyIface); err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +152,9 @@ type decision struct {
 	id    string
 	allow bool
 }
+
+// denial is a burst's Deny all.
+type denial struct{ site, name string }
 
 // logLines is a log sink a test can wait on.
 type logLines chan string
@@ -138,17 +178,23 @@ func (l logLines) waitLog(t *testing.T, s string) {
 }
 
 func startNotifier(t *testing.T) (notifier, chan decision, chan string, logLines) {
+	n, decided, opened, _, logs := startNotifierWith(t)
+	return n, decided, opened, logs
+}
+
+func startNotifierWith(t *testing.T) (notifier, chan decision, chan string, chan denial, logLines) {
 	t.Helper()
-	decided, opened, logs := make(chan decision, 8), make(chan string, 8), make(logLines, 64)
+	decided, opened, denied, logs := make(chan decision, 8), make(chan string, 8), make(chan denial, 8), make(logLines, 64)
 	n := newNotifier(notifyActions{
-		decide: func(r owner.ConsentRequest, allow bool) { decided <- decision{r.ID, allow} },
-		open:   func(code string) { opened <- code },
+		decide:   func(r owner.ConsentRequest, allow bool) { decided <- decision{r.ID, allow} },
+		denySite: func(site, name string) { denied <- denial{site, name} },
+		open:     func(code string) { opened <- code },
 	}, slog.New(slog.NewTextHandler(logs, nil)))
 	if _, ok := n.(*dbusNotifier); !ok {
 		t.Fatalf("no D-Bus notifier: %T", n)
 	}
 	t.Cleanup(n.close)
-	return n, decided, opened, logs
+	return n, decided, opened, denied, logs
 }
 
 func recv[T any](t *testing.T, ch <-chan T, what string) T {
@@ -163,8 +209,12 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 }
 
 func testRequest(id, code string) owner.ConsentRequest {
+	return requestFrom("https://agent.example", "alice", id, code)
+}
+
+func requestFrom(iss, sub, id, code string) owner.ConsentRequest {
 	return owner.ConsentRequest{
-		ID: id, UserCode: code, Agent: owner.Agent{Issuer: "https://agent.example", Subject: "alice"},
+		ID: id, UserCode: code, Agent: owner.AgentOf(iss, sub),
 		Brand: owner.BrandRef{ID: "review", Name: "Code review"}, Scope: owner.Scope{ID: "review:read_only", Description: "Review code (read only)"},
 		ExpiresAt: time.Now().Add(10 * time.Minute),
 	}
@@ -186,7 +236,7 @@ func TestNotifier(t *testing.T) {
 		if want := []string{"allow", "Allow", "deny", "Deny", "default", "Open in Aether"}; strings.Join(c.actions, "|") != strings.Join(want, "|") {
 			t.Errorf("actions = %q, want %q", c.actions, want)
 		}
-		for _, s := range []string{"alice", "https://agent.example", "Code review", "review:read_only", "BCDF-GHJK"} {
+		for _, s := range []string{"says it is alice — issued by agent.example", "Code review", "review:read_only", "BCDF-GHJK"} {
 			if !strings.Contains(c.body, s) {
 				t.Errorf("body lacks %q:\n%s", s, c.body)
 			}
@@ -194,6 +244,8 @@ func TestNotifier(t *testing.T) {
 		if _, ok := c.hints["image-data"]; !ok {
 			t.Error("no image-data hint")
 		}
+		n.withdraw("df_1")
+		recv(t, srv.closed, "CloseNotification")
 	})
 
 	t.Run("C9 ActionInvoked from another process is ignored", func(t *testing.T) {
@@ -237,6 +289,8 @@ func TestNotifier(t *testing.T) {
 			t.Fatalf("second decision %+v for one notification", d)
 		default:
 		}
+		n.withdraw("df_4")
+		recv(t, srv.closed, "CloseNotification")
 	})
 
 	t.Run("a request decided elsewhere withdraws its notification", func(t *testing.T) {
@@ -269,4 +323,80 @@ func TestNotifierWithoutServer(t *testing.T) {
 	n.request(testRequest("df_1", "BCDF-GHJK"))
 	n.tell("Allowed", "x")
 	n.withdraw("df_1")
+}
+
+// TestNotifierFlood: one issuer's flood is one notification that counts the rest, and no more
+// than a few notifications are ever on screen (C18).
+func TestNotifierFlood(t *testing.T) {
+	sessionBus(t)
+	srv := startServer(t)
+	n, decided, _, denied, _ := startNotifierWith(t)
+
+	t.Run("C18 one issuer floods: one notification, and N more", func(t *testing.T) {
+		const flood = 300
+		for i := range flood {
+			n.request(requestFrom(fmt.Sprintf("https://id-%d.evil.example", i%7), fmt.Sprintf("victim-%d@bank.example", i), fmt.Sprintf("ev_%d", i), "BCDF-GHJK"))
+			if i == flood/2 {
+				n.request(requestFrom("https://accounts.good.example", "carol", "good_1", "CDFG-HJKL"))
+			}
+		}
+		// Other issuers beyond the few that get their own notification share one.
+		for i := range 6 {
+			n.request(requestFrom(fmt.Sprintf("https://site%d.example", i), "x", fmt.Sprintf("o_%d", i), "DFGH-JKLM"))
+		}
+		var evil, good, overflow notifyCall
+		settled := func() bool {
+			screen, _ := srv.onScreen()
+			evil, good, overflow = notifyCall{}, notifyCall{}, notifyCall{}
+			for _, c := range screen {
+				switch {
+				case strings.Contains(c.summary, "evil.example"):
+					evil = c
+				case strings.Contains(c.body, "good.example"):
+					good = c
+				case strings.Contains(c.summary, "other issuers"):
+					overflow = c
+				}
+			}
+			return strings.Contains(evil.body, fmt.Sprintf("and %d more from evil.example", flood-1)) && strings.Contains(overflow.summary, "5 more requests from 5 other issuers")
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for !settled() && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if !settled() {
+			screen, _ := srv.onScreen()
+			t.Fatalf("on screen: %+v", screen)
+		}
+		screen, most := srv.onScreen()
+		if most > maxBursts+1 || len(screen) != maxBursts+1 {
+			t.Errorf("%d notifications on screen, at most %d at once; want at most %d", len(screen), most, maxBursts+1)
+		}
+		if evil.summary != fmt.Sprintf("%d agents from evil.example ask to use your brands", flood) || !slices.Contains(evil.actions, actionDenyAll) || slices.Contains(evil.actions, actionAllow) {
+			t.Errorf("the flood's notification: %q, actions %q; want Deny all and no Allow", evil.summary, evil.actions)
+		}
+		if !slices.Contains(good.actions, actionAllow) || !strings.Contains(good.body, "carol") {
+			t.Errorf("the other issuer's notification: %q %q; want its own, with Allow", good.body, good.actions)
+		}
+		srv.mu.Lock()
+		updates := srv.updates
+		srv.mu.Unlock()
+		t.Logf("%d requests: %d notifications on screen, %d in-place updates", flood+7, len(screen), updates)
+
+		// Deny all on the flood's notification: one denial of its site, the others untouched.
+		action(t, srv.conn, evil.id, actionDenyAll)
+		action(t, srv.conn, evil.id, actionDenyAll)
+		if d := recv(t, denied, "Deny all"); d != (denial{"evil.example", "evil.example"}) {
+			t.Fatalf("Deny all = %+v", d)
+		}
+		action(t, srv.conn, good.id, actionAllow)
+		if d := recv(t, decided, "decision"); d != (decision{"good_1", true}) {
+			t.Fatalf("decision = %+v, want allow good_1", d)
+		}
+		select {
+		case d := <-denied:
+			t.Fatalf("a second Deny all %+v from one notification", d)
+		default:
+		}
+	})
 }

@@ -63,10 +63,10 @@ func trayTooltip(st trayState) string {
 	}
 }
 
-// requestLabel is one pending request in the menu: who, for which brand, and the code
-// the agent shows its user.
+// requestLabel is one pending request in the menu: who (the same claim the notification and
+// the pages show, its site never cut), for which brand, and the code the agent shows its user.
 func requestLabel(r owner.ConsentRequest) string {
-	return fmt.Sprintf("%s → %s (%s)", shorten(agentName(r.Agent), 48), shorten(clean(r.Brand.Name), 32), r.UserCode)
+	return fmt.Sprintf("Agent %s → %s (%s)", r.Agent.Claim, shorten(clean(r.Brand.Name), 32), r.UserCode)
 }
 
 func pendingHeader(n int) string {

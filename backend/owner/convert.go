@@ -15,6 +15,9 @@ import (
 	"github.com/aether/aether/backend/site"
 )
 
+// AgentOf is the agent (issuer, subject) as every front door shows it.
+func AgentOf(iss, sub string) Agent { return agentDTO(iss, sub) }
+
 func agentDTO(iss, sub string) Agent {
 	n := site.Describe(iss, sub)
 	return Agent{Issuer: iss, Subject: sub, IssuerOrigin: issuerOrigin(iss), Site: n.Site, SiteName: n.SiteName, Host: n.Host, Claim: n.Claim}
