@@ -262,6 +262,8 @@ func TestConfineTurns(t *testing.T) {
 	if !strings.Contains(seenA, aSecret) || strings.Contains(seenA, "pwn") {
 		t.Errorf("W16 turn A's scratch was changed by turn B: %s", seenA)
 	}
+	ra.Wait()
+	rb.Wait()
 	if left, _ := filepath.Glob(filepath.Join(ra.StateDir, "turns", "*")); len(left) != 0 {
 		t.Errorf("scratch folders left after the turns: %q", left)
 	}

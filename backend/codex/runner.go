@@ -101,6 +101,7 @@ type Runner struct {
 	locks    map[string]*workspaceLock
 	versions map[string]versionEntry
 	onQueue  func(kind, workspace string) // test hook: a turn starts waiting
+	removing sync.WaitGroup               // scratch folders of finished turns being removed
 }
 
 // Request is one turn.
@@ -215,7 +216,7 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	if err != nil {
 		return finish(StatusFailed, "cannot prepare the turn's private folders", err)
 	}
-	defer os.RemoveAll(dirs.scratch)
+	defer r.removeLater(dirs.scratch)
 	outFile := filepath.Join(dirs.tmp, "last-message.txt")
 	args, err := buildArgs(Request{Workspace: workspace, AccessMode: req.AccessMode, ThreadID: req.ThreadID, Model: req.Model},
 		filepath.Join(viewTmp, "last-message.txt"), r.ExtraArgs)

@@ -656,3 +656,30 @@ func openGateOnCleanup(t *testing.T) string {
 	t.Cleanup(func() { _ = os.WriteFile(gate, nil, 0o644) })
 	return gate
 }
+
+// A turn's scratch is gone once the runner has finished with it, and the scratch a crash
+// left behind goes at the next start.
+func TestScratchRemoved(t *testing.T) {
+	f := newFixture(t)
+	if res := f.run(t, f.req("ok")); res.Status != StatusCompleted {
+		t.Fatalf("turn: %+v", res)
+	}
+	f.r.Wait()
+	turns := filepath.Join(f.r.StateDir, "turns")
+	if left, _ := filepath.Glob(filepath.Join(turns, "*")); len(left) != 0 {
+		t.Fatalf("scratch left after the turn: %q", left)
+	}
+	crashed := filepath.Join(turns, "t-123", "tmp")
+	if err := os.MkdirAll(crashed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(crashed, "secret"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.r.RemoveScratch(); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(turns, "*")); len(left) != 0 {
+		t.Fatalf("scratch a crash left behind is still there: %q", left)
+	}
+}

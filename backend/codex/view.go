@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -56,6 +57,39 @@ func (r *Runner) prepareTurn(conversation string) (turnDirs, error) {
 		}
 	}
 	return d, nil
+}
+
+// removeLater removes a finished turn's scratch off the turn's path: the answer does not
+// wait for the unlinks (Wait does; a scratch a crash left behind goes with RemoveScratch).
+func (r *Runner) removeLater(scratch string) {
+	r.removing.Add(1)
+	go func() {
+		defer r.removing.Done()
+		if err := os.RemoveAll(scratch); err != nil {
+			r.logger().Warn("could not remove a turn's scratch folder", "dir", scratch, "err", err)
+		}
+	}()
+}
+
+// Wait returns once the scratch of every finished turn is removed.
+func (r *Runner) Wait() { r.removing.Wait() }
+
+// RemoveScratch removes every turn's scratch folder: those a crash left behind. Call it
+// only while no turn runs (the node does, at start).
+func (r *Runner) RemoveScratch() error {
+	root, err := r.stateDir()
+	if err != nil {
+		return err
+	}
+	left, err := filepath.Glob(filepath.Join(root, "turns", "t-*"))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, dir := range left {
+		errs = append(errs, os.RemoveAll(dir))
+	}
+	return errors.Join(errs...)
 }
 
 // conversationKey names a conversation's state folder without putting agent names on disk.
