@@ -323,6 +323,9 @@ func (n *Node) recover(ctx context.Context) error {
 	if turns+tasks > 0 {
 		n.log.Warn("ended work interrupted by the last stop", "turns", turns, "tasks", tasks)
 	}
+	if err := n.runner.RemoveScratch(); err != nil {
+		n.log.Warn("could not remove the scratch folders of interrupted turns", "err", err)
+	}
 	return nil
 }
 
@@ -350,6 +353,7 @@ func (n *Node) Stop(ctx context.Context) error {
 		}
 	}
 	n.bg.Wait()
+	n.runner.Wait()
 	if n.ledger != nil {
 		// Drain the last receipts, then record the head they reached.
 		errs = append(errs, n.ledger.Close(), n.head.Save(context.Background(), n.ledger))
