@@ -603,6 +603,26 @@ await step("GetTask", async () => {
   return { state: state(t.status.state), history: (t.history ?? []).length };
 });
 
+// A2A-Extensions (A2A 1.0 §3.2.6, §4.6; docs/pact-extension.md): the answer names the PACT extension
+// when the request asked for it, among other URIs, and not otherwise; the AUTH_REQUIRED status
+// message and the receipt artifact name it as the extension that contributed them.
+await step("A2A-Extensions activates the PACT extension", async () => {
+  const asked = `https://example.com/ext/other/v1, ${EXTENSION_URI}`;
+  await client.getTask({ tenant: "", id: streamed }, { serviceParameters: { "A2A-Extensions": asked } });
+  const sent = wire.last.request["a2a-extensions"];
+  const answered = wire.last.headers["a2a-extensions"];
+  expect(sent === asked, "the request's A2A-Extensions", asked, sent ?? null);
+  expect(answered === EXTENSION_URI, "the answer's A2A-Extensions", EXTENSION_URI, answered ?? null);
+  await client.getTask({ tenant: "", id: streamed });
+  const unasked = wire.last.headers["a2a-extensions"];
+  expect(unasked === undefined, "no A2A-Extensions in the answer when none was asked for", null, unasked);
+  const msgExt = waiting.status?.message?.extensions ?? [];
+  expect(msgExt.includes(EXTENSION_URI), "the AUTH_REQUIRED status message's extensions", [EXTENSION_URI], msgExt);
+  const artExt = done.artifacts.find((a) => a.name === "receipt")?.extensions ?? [];
+  expect(artExt.includes(EXTENSION_URI), "the receipt artifact's extensions", [EXTENSION_URI], artExt);
+  return { sent, answered };
+});
+
 await step("GetTask of an unknown task is TaskNotFound", async () => {
   const { error, exchange } = await expectError("GetTask of an unknown task", () => client.getTask({ tenant: "", id: randomUUID() }), "TaskNotFoundError");
   const want = binding === "JSONRPC" ? { name: "TaskNotFoundError", jsonrpcCode: -32001 } : { name: "TaskNotFoundError", httpStatus: 404 };

@@ -20,6 +20,9 @@ import (
 const (
 	DelegationHeader = "PACT-Delegation"
 	SchemeDelegation = "pactDelegation"
+	// ExtensionURI is the PACT extension the agent activates in A2A-Extensions
+	// when the card declares it (docs/pact-extension.md).
+	ExtensionURI     = "urn:pact:extension:delegation:v1"
 	cardWellKnown    = "/.well-known/agent-card.json"
 	maxDocumentBytes = 1 << 20
 )
@@ -254,6 +257,16 @@ func skillScope(skills []a2a.AgentSkill, brand string, scheme a2a.SecurityScheme
 		}
 	}
 	return ""
+}
+
+// declares reports whether the card's capabilities list the extension uri.
+func (c *Card) declares(uri string) bool {
+	for _, ext := range c.Capabilities.Extensions {
+		if ext.URI == uri {
+			return true
+		}
+	}
+	return false
 }
 
 // Interface picks the card's interface for binding (a2a.TransportProtocolJSONRPC

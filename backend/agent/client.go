@@ -87,7 +87,7 @@ func (c *Client) Connect(ctx context.Context, card *Card, binding a2a.TransportP
 	if err := checkEndpoint("the A2A endpoint", in.URL, card.PublicURL); err != nil {
 		return nil, err
 	}
-	auth := &pactAuth{identity: c.Identity}
+	auth := &pactAuth{identity: c.Identity, activate: card.declares(ExtensionURI)}
 	hc := &http.Client{Transport: rejectingTransport{base: c.transport()}, CheckRedirect: noRedirect}
 	cl, err := a2aclient.NewFromEndpoints(ctx, []*a2a.AgentInterface{in},
 		a2aclient.WithJSONRPCTransport(hc),
@@ -178,6 +178,7 @@ func settled(s a2a.TaskState) bool {
 type pactAuth struct {
 	a2aclient.PassthroughInterceptor
 	identity IdentitySource
+	activate bool // ask for the PACT extension in A2A-Extensions (the card declares it)
 
 	mu         sync.Mutex
 	delegation string
@@ -198,6 +199,9 @@ func (p *pactAuth) Before(ctx context.Context, req *a2aclient.Request) (context.
 		req.ServiceParams = a2aclient.ServiceParams{}
 	}
 	req.ServiceParams["authorization"] = []string{"Bearer " + tok}
+	if p.activate {
+		req.ServiceParams[strings.ToLower(a2a.SvcParamExtensions)] = []string{ExtensionURI}
+	}
 	key := strings.ToLower(DelegationHeader)
 	delete(req.ServiceParams, key)
 	p.mu.Lock()

@@ -42,6 +42,7 @@ type seenCall struct {
 	path       string
 	auth, dele string
 	body       string
+	ext        []string // A2A-Extensions
 }
 
 // a2aServer is a plain a2a-go server (both bindings at /a2a/review) that
@@ -55,7 +56,7 @@ func a2aServer(t *testing.T) (*httptest.Server, func() []seenCall) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		mu.Lock()
-		calls = append(calls, seenCall{r.URL.Path, r.Header.Get("Authorization"), r.Header.Get(DelegationHeader), string(body)})
+		calls = append(calls, seenCall{r.URL.Path, r.Header.Get("Authorization"), r.Header.Get(DelegationHeader), string(body), r.Header.Values("A2A-Extensions")})
 		mu.Unlock()
 		if r.URL.Path == "/a2a/review" {
 			rpc.ServeHTTP(w, r)
@@ -70,6 +71,28 @@ func a2aServer(t *testing.T) (*httptest.Server, func() []seenCall) {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]seenCall(nil), calls...)
+	}
+}
+
+// A card that does not declare the PACT extension gets no A2A-Extensions.
+func TestConnActivatesOnlyWhatTheCardDeclares(t *testing.T) {
+	srv, calls := a2aServer(t)
+	ac := pactCard(srv.URL, "review", "review:read_only")
+	ac.Capabilities.Extensions = nil
+	card, err := ParseCard(mustJSON(t, ac), srv.URL+"/a2a/review/.well-known/agent-card.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := (&Client{Identity: &countingIdentity{}}).Connect(context.Background(), card, a2a.TransportProtocolJSONRPC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Send(context.Background(), a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("hi"))); err != nil {
+		t.Fatal(err)
+	}
+	if got := calls(); len(got) != 1 || len(got[0].ext) != 0 {
+		t.Errorf("calls %+v; want one without A2A-Extensions", got)
 	}
 }
 
@@ -112,6 +135,9 @@ func TestConnCarriesCredentialsAsHeadersOnly(t *testing.T) {
 				}
 				if c.dele != wantDeleg[i] {
 					t.Errorf("call %d (%s): %s %q, want %q", i, c.path, DelegationHeader, c.dele, wantDeleg[i])
+				}
+				if len(c.ext) != 1 || c.ext[0] != ExtensionURI { // the card declares PACT: activate it
+					t.Errorf("call %d (%s): A2A-Extensions %q, want %s", i, c.path, c.ext, ExtensionURI)
 				}
 				if strings.Contains(c.body, "deleg-secret") || strings.Contains(c.body, "tok-") {
 					t.Errorf("call %d carries a credential in its body: %s", i, c.body)

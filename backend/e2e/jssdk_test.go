@@ -58,6 +58,7 @@ var jsCommonSteps = []string{
 	"delegated turn",
 	"streamed turn",
 	"GetTask",
+	"A2A-Extensions activates the PACT extension",
 	"GetTask of an unknown task is TaskNotFound",
 	"ListTasks",
 	"CancelTask on a running turn",

@@ -20,8 +20,10 @@ const (
 	DelegationHeader = "PACT-Delegation"
 	SchemeAgent      = "pactAgent"
 	SchemeDelegation = "pactDelegation"
-	// ExtensionURI names the PACT delegation extension in the card. It is never
-	// marked required: a2a-go does not split A2A-Extensions on commas.
+	// ExtensionURI names the PACT extension (docs/pact-extension.md). It is not
+	// marked required: a client that does not know it still gets a plain A2A
+	// AUTH_REQUIRED, and a2a-go's own required check does not split
+	// A2A-Extensions on commas.
 	ExtensionURI = "urn:pact:extension:delegation:v1"
 )
 

@@ -417,6 +417,7 @@ func answerArtifact(ec *a2asrv.ExecutorContext, answer string) *a2a.TaskArtifact
 func receiptArtifact(ec *a2asrv.ExecutorContext, rec *receipts.Receipt) *a2a.TaskArtifactUpdateEvent {
 	ev := a2a.NewArtifactEvent(ec, a2a.NewDataPart(receiptData(rec)), a2a.NewTextPart(rec.JWS))
 	ev.Artifact.Name = "receipt"
+	ev.Artifact.Extensions = []string{ExtensionURI}
 	ev.Artifact.Description = "Signed receipt (JWS, typ pact-receipt+jwt); verify with " + "/.well-known/jwks.json"
 	return ev
 }

@@ -166,6 +166,7 @@ func (g *Gateway) serveA2A(w http.ResponseWriter, r *http.Request) {
 		br.card.ServeHTTP(w, r)
 		return
 	}
+	activateExtensions(w, r)
 	if sub == "" { // "/a2a/<brand>" and "/a2a/<brand>/" alike: several clients append the slash
 		g.guard(br, bindingJSONRPC, br.jsonrpc).ServeHTTP(w, r)
 		return

@@ -112,6 +112,7 @@ func (gt *gate) authRequired(ctx context.Context, id identity.Identity, msg *a2a
 			"resumeTaskId":           string(task.ID),
 			"brand":                  gt.brand,
 		}))
+	status.Extensions = []string{ExtensionURI} // the data part is PACT's (docs/pact-extension.md)
 	task.Status = a2a.TaskStatus{State: a2a.TaskStateAuthRequired, Message: status, Timestamp: &now}
 	prev := taskstore.TaskVersionMissing
 	if existing != nil {
