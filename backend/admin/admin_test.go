@@ -382,10 +382,15 @@ func (e *env) raw(request string) (*http.Response, string) {
 
 func (e *env) origin() string { return "https://" + e.addr }
 
+// link is the path of a fresh one-time sign-in link.
+func (e *env) link() string {
+	return strings.TrimPrefix(e.srv.SignInLink(), e.origin())
+}
+
 // signIn follows the sign-in link and returns the session cookie and its CSRF token.
 func (e *env) signIn() (cookie, csrf string) {
 	e.t.Helper()
-	resp, body := e.call("GET", "/login?token="+testToken, "", nil)
+	resp, body := e.call("GET", e.link(), "", nil)
 	if resp.StatusCode != http.StatusSeeOther {
 		e.t.Fatalf("login: %d %s", resp.StatusCode, body)
 	}

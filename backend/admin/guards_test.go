@@ -3,6 +3,8 @@ package admin
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -72,7 +74,7 @@ func TestConsentUIGuards(t *testing.T) {
 			"127.0.0.1.nip.io:" + e.port,
 			"",
 		} {
-			for _, path := range []string{"/", "/pact/consent", "/api/session", "/api/consent", "/login?token=" + testToken} {
+			for _, path := range []string{"/", "/pact/consent", "/api/session", "/api/consent", e.link()} {
 				resp, body := e.raw("GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n")
 				if resp.StatusCode != http.StatusMisdirectedRequest && !(host == "" && resp.StatusCode == http.StatusBadRequest) {
 					t.Errorf("Host %q %s: status %d, want 421; %s", host, path, resp.StatusCode, body)
@@ -126,7 +128,7 @@ func TestConsentUIGuards(t *testing.T) {
 				t.Errorf("%s: nosniff %q, referrer %q", what, h.Get("X-Content-Type-Options"), h.Get("Referrer-Policy"))
 			}
 		}
-		for _, p := range []string{"/", "/pact/consent?user_code=BCDF-GHJK", "/sharing", "/assets/index-Ab12Cd.js", "/nope.png", "/api/session", "/login?token=wrong"} {
+		for _, p := range []string{"/", "/pact/consent?user_code=BCDF-GHJK", "/sharing", "/assets/index-Ab12Cd.js", "/nope.png", "/api/session", "/login?code=wrong"} {
 			resp, _ := e.call("GET", p, "", nil)
 			check(p, resp)
 		}
@@ -154,7 +156,7 @@ func TestConsentUIGuards(t *testing.T) {
 			"/%2F/evil.example":     "/%2F/evil.example", // stays a path on this server
 			"///evil.example":       "/pact/consent",
 		} {
-			resp, body := e.call("GET", "/login?token="+testToken+"&return_to="+urlQueryEscape(rt), "", nil)
+			resp, body := e.call("GET", e.link()+"&return_to="+urlQueryEscape(rt), "", nil)
 			wantStatus(t, resp, body, http.StatusSeeOther)
 			if got := resp.Header.Get("Location"); got != want {
 				t.Errorf("return_to %q: Location %q, want %q", rt, got, want)
@@ -316,7 +318,7 @@ func TestAdminAPINeedsSession(t *testing.T) {
 func TestLogin(t *testing.T) {
 	t.Run("cookie attributes and landing page", func(t *testing.T) {
 		e := newEnv(t)
-		resp, body := e.call("GET", "/login?token="+testToken, "", map[string]string{"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"})
+		resp, body := e.call("GET", e.link(), "", map[string]string{"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"})
 		wantStatus(t, resp, body, http.StatusSeeOther)
 		if got := resp.Header.Get("Location"); got != "/pact/consent" {
 			t.Fatalf("Location %q", got)
@@ -347,68 +349,162 @@ func TestLogin(t *testing.T) {
 		}
 	})
 
-	t.Run("wrong or missing token", func(t *testing.T) {
+	t.Run("A1 a sign-in link carries a one-time code, never the token", func(t *testing.T) {
 		e := newEnv(t)
-		resp, body := e.call("GET", "/login?token="+strings.Repeat("A", 43), "", nil)
+		link := e.srv.SignInLink()
+		if strings.Contains(link, testToken) || !strings.HasPrefix(link, "https://"+e.addr+"/login?code=") {
+			t.Fatalf("link %q", link)
+		}
+		path := e.link()
+		resp, body := e.call("GET", path, "", nil)
+		wantStatus(t, resp, body, http.StatusSeeOther)
+		resp, body = e.call("GET", path, "", nil)
+		wantStatus(t, resp, body, http.StatusForbidden)
+		if len(resp.Cookies()) != 0 || !strings.Contains(body, "already used") {
+			t.Fatalf("second use of a code: %s", body)
+		}
+		// Minting more links than are kept forgets the oldest one.
+		first := e.link()
+		for range maxSignInCodes {
+			e.link()
+		}
+		resp, body = e.call("GET", first, "", nil)
+		wantStatus(t, resp, body, http.StatusForbidden)
+	})
+
+	t.Run("A2 a sign-in code expires after five minutes", func(t *testing.T) {
+		e := newEnv(t)
+		soon, late := e.link(), e.link()
+		e.clock.Advance(signInCodeTTL - time.Second)
+		resp, body := e.call("GET", soon, "", nil)
+		wantStatus(t, resp, body, http.StatusSeeOther)
+		e.clock.Advance(time.Second)
+		resp, body = e.call("GET", late, "", nil)
+		wantStatus(t, resp, body, http.StatusForbidden)
+	})
+
+	t.Run("A3 the admin token in a URL is refused; in the sign-in form it signs in", func(t *testing.T) {
+		e := newEnv(t)
+		for _, p := range []string{"/login?token=" + testToken, "/login?token=" + testToken + "&code=" + strings.TrimPrefix(e.link(), "/login?code=")} {
+			resp, body := e.call("GET", p, "", nil)
+			wantStatus(t, resp, body, http.StatusBadRequest)
+			if len(resp.Cookies()) != 0 {
+				t.Fatalf("%s set a cookie", p)
+			}
+		}
+		form := map[string]string{"Origin": e.origin(), "Content-Type": "application/x-www-form-urlencoded"}
+		resp, body := e.call("POST", "/login", "token="+testToken+"&return_to=%2Fsharing", form)
+		wantStatus(t, resp, body, http.StatusSeeOther)
+		if resp.Header.Get("Location") != "/sharing" || len(resp.Cookies()) != 1 {
+			t.Fatalf("form sign-in: %v %v", resp.Header, resp.Cookies())
+		}
+		resp, body = e.call("POST", "/login", "token="+strings.Repeat("A", 43), form)
+		wantStatus(t, resp, body, http.StatusForbidden)
+		// Another site cannot post the form, even with the right token.
+		resp, body = e.call("POST", "/login", "token="+testToken, with(form, "Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "document"))
+		wantStatus(t, resp, body, http.StatusForbidden)
+		resp, body = e.call("POST", "/login", `{"token":"`+testToken+`"}`, with(form, "Content-Type", "application/json"))
+		wantStatus(t, resp, body, http.StatusUnsupportedMediaType)
+	})
+
+	t.Run("A6 a new token ends every session and link, and the old token", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "admin.token")
+		tok, err := LoadOrCreateToken(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := newEnv(t, func(c *Config) { c.Token, c.TokenFile = tok, path })
+		cookie, _ := e.signIn()
+		link := e.link()
+		if err := e.srv.RotateToken(); err != nil {
+			t.Fatal(err)
+		}
+		fresh, err := LoadOrCreateToken(path)
+		if err != nil || fresh == tok {
+			t.Fatalf("token file after rotation: %v", err)
+		}
+		if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+			t.Fatalf("token file mode %v", fi.Mode())
+		}
+		resp, body := e.call("GET", "/api/session", "", map[string]string{"Cookie": cookie})
+		wantStatus(t, resp, body, http.StatusUnauthorized)
+		resp, body = e.call("GET", link, "", nil)
+		wantStatus(t, resp, body, http.StatusForbidden)
+		form := map[string]string{"Origin": e.origin(), "Content-Type": "application/x-www-form-urlencoded"}
+		resp, body = e.call("POST", "/login", "token="+tok, form)
+		wantStatus(t, resp, body, http.StatusForbidden)
+		resp, body = e.call("POST", "/login", "token="+fresh, form)
+		wantStatus(t, resp, body, http.StatusSeeOther)
+		if err := New(Config{Addr: e.addr}, e.b).RotateToken(); err == nil {
+			t.Fatal("rotated a token without a file")
+		}
+	})
+
+	t.Run("wrong or missing code", func(t *testing.T) {
+		e := newEnv(t)
+		resp, body := e.call("GET", "/login?code="+strings.Repeat("A", 43), "", nil)
 		wantStatus(t, resp, body, http.StatusForbidden)
 		if len(resp.Cookies()) != 0 {
 			t.Fatal("failed login set a cookie")
 		}
 		resp, body = e.call("GET", "/login", "", nil)
 		wantStatus(t, resp, body, http.StatusBadRequest)
-		resp, body = e.call("POST", "/login?token="+testToken, "", map[string]string{"Origin": e.origin()})
+		resp, body = e.call("HEAD", e.link(), "", nil) // a link preview does not use the code up
 		wantStatus(t, resp, body, http.StatusMethodNotAllowed)
 	})
 
 	t.Run("empty configured token signs nobody in", func(t *testing.T) {
 		e := newEnv(t, func(c *Config) { c.Token = "" })
-		resp, body := e.call("GET", "/login?token=", "", nil)
+		form := map[string]string{"Origin": e.origin(), "Content-Type": "application/x-www-form-urlencoded"}
+		resp, body := e.call("POST", "/login", "token=", form)
 		wantStatus(t, resp, body, http.StatusBadRequest)
-		resp, body = e.call("GET", "/login?token=x", "", nil)
+		resp, body = e.call("POST", "/login", "token=x", form)
 		wantStatus(t, resp, body, http.StatusForbidden)
 	})
 
-	t.Run("failed logins are rate limited", func(t *testing.T) {
+	t.Run("A5 failed sign-ins are rate limited, the right code never", func(t *testing.T) {
 		e := newEnv(t)
 		for i := 0; i < loginMaxFails; i++ {
-			resp, body := e.call("GET", fmt.Sprintf("/login?token=guess%d", i), "", nil)
+			resp, body := e.call("GET", fmt.Sprintf("/login?code=guess%d", i), "", nil)
 			wantStatus(t, resp, body, http.StatusForbidden)
 			e.clock.Advance(time.Second)
 		}
-		resp, body := e.call("GET", "/login?token=one-more-guess", "", nil)
+		resp, body := e.call("GET", "/login?code=one-more-guess", "", nil)
 		wantStatus(t, resp, body, http.StatusTooManyRequests)
 		if resp.Header.Get("Retry-After") != "50" { // the oldest failure leaves the window then
 			t.Fatalf("Retry-After %q", resp.Header.Get("Retry-After"))
 		}
-		// The owner's own link is never refused, whoever burnt the budget.
-		resp, body = e.call("GET", "/login?token="+testToken, "", nil)
+		// The owner's own link is never refused, whoever burnt the budget; nor is the token.
+		resp, body = e.call("GET", e.link(), "", nil)
+		wantStatus(t, resp, body, http.StatusSeeOther)
+		resp, body = e.call("POST", "/login", "token="+testToken, map[string]string{"Origin": e.origin(), "Content-Type": "application/x-www-form-urlencoded"})
 		wantStatus(t, resp, body, http.StatusSeeOther)
 		e.clock.Advance(50 * time.Second)
-		resp, body = e.call("GET", "/login?token=guess-again", "", nil)
+		resp, body = e.call("GET", "/login?code=guess-again", "", nil)
 		wantStatus(t, resp, body, http.StatusForbidden)
 	})
 
-	t.Run("cross-site sign-in navigations with wrong tokens do not count", func(t *testing.T) {
+	t.Run("A5 cross-site sign-in navigations with wrong codes do not count", func(t *testing.T) {
 		e := newEnv(t)
 		nav := map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
 		for i := 0; i < loginMaxFails+5; i++ {
-			resp, body := e.call("GET", fmt.Sprintf("/login?token=guess%d", i), "", nav)
+			resp, body := e.call("GET", fmt.Sprintf("/login?code=guess%d", i), "", nav)
 			wantStatus(t, resp, body, http.StatusForbidden)
 		}
-		resp, body := e.call("GET", "/login?token=local-guess", "", nil)
+		resp, body := e.call("GET", "/login?code=local-guess", "", nil)
 		wantStatus(t, resp, body, http.StatusForbidden) // not 429: the budget is untouched
 	})
 
-	t.Run("other sites cannot burn the login budget", func(t *testing.T) {
+	t.Run("A5 other sites cannot burn the login budget", func(t *testing.T) {
 		e := newEnv(t)
 		sub := map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"}
 		for i := 0; i < loginMaxFails+2; i++ {
-			resp, body := e.call("GET", "/login?token=guess", "", sub)
+			resp, body := e.call("GET", "/login?code=guess", "", sub)
 			wantStatus(t, resp, body, http.StatusForbidden)
 		}
 		// A sign-in link clicked on another site is a top-level navigation: allowed.
 		nav := map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
-		resp, body := e.call("GET", "/login?token="+testToken, "", nav)
+		resp, body := e.call("GET", e.link(), "", nav)
 		wantStatus(t, resp, body, http.StatusSeeOther)
 	})
 }

@@ -1,10 +1,10 @@
 package admin
 
 import (
-	"crypto/subtle"
 	"net"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // NodeHandler serves the node API, on its own listener on 127.0.0.1, for local tools (`aether
@@ -21,6 +21,8 @@ func (s *Server) NodeHandler() http.Handler {
 	mux.HandleFunc("/v1/grants/{id}/revoke", post(s.postRevoke))
 	mux.HandleFunc("/v1/gateway/pause", post(s.setPaused(true)))
 	mux.HandleFunc("/v1/gateway/resume", post(s.setPaused(false)))
+	mux.HandleFunc("/v1/admin/token", post(s.postRotateToken))
+	mux.HandleFunc("/v1/admin/sign-in-link", post(s.postSignInLink))
 	mux.HandleFunc("/v1/runtime", get(func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.b.Runtime()) }))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, errorBody{Error: "no such API: " + r.URL.Path})
@@ -36,7 +38,7 @@ func (s *Server) NodeHandler() http.Handler {
 			return
 		}
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || s.cfg.Token == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) != 1 {
+		if !ok || !s.validToken(tok) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="aether-node"`)
 			writeError(w, http.StatusUnauthorized, errorBody{Error: "the admin token is required (Authorization: Bearer <token from admin.token>)"})
 			return
@@ -53,4 +55,21 @@ func (s *Server) setPaused(paused bool) http.HandlerFunc {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"paused": paused})
 	}
+}
+
+// postRotateToken is `aether admin new-token` against a running node: a new token in the file,
+// every session ended (A6). The answer never carries the token.
+func (s *Server) postRotateToken(w http.ResponseWriter, r *http.Request) {
+	if err := s.RotateToken(); err != nil {
+		s.log.Error("admin token not rotated", "err", err)
+		writeError(w, http.StatusInternalServerError, errorBody{Error: "the admin token was not rotated: " + err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"rotated": true, "sessionsEnded": true})
+}
+
+// postSignInLink is `aether admin link`: a fresh one-time sign-in link for the caller, who holds
+// the token already (A1).
+func (s *Server) postSignInLink(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"link": s.SignInLink(), "expiresIn": int(signInCodeTTL / time.Second)})
 }

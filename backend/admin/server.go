@@ -20,12 +20,14 @@ package admin
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -33,6 +35,9 @@ import (
 type Config struct {
 	// Token is the admin token (see LoadOrCreateToken); an empty token never signs anyone in.
 	Token string
+	// TokenFile is where the token is kept (<data-dir>/admin.token): RotateToken writes the new
+	// one there. Empty: the token cannot be rotated.
+	TokenFile string
 	// Addr is the admin listener's address as bound, with its port ("127.0.0.1:3000"). The
 	// Host allow list and the allowed Origins are built from its port.
 	Addr string
@@ -70,8 +75,12 @@ type Server struct {
 	cop      *http.CrossOriginProtection
 	api      *http.ServeMux
 	sessions *sessions
+	codes    signInCodes
 	limiter  loginLimiter
 	desktop  *session // the always-signed-in session of the desktop window
+
+	tokenMu sync.RWMutex
+	token   string // the admin token, replaced by RotateToken
 
 	closing   context.Context // done when Close is called
 	close     context.CancelFunc
@@ -100,6 +109,7 @@ func New(cfg Config, b Backend) *Server {
 		cop:       http.NewCrossOriginProtection(),
 		sessions:  newSessions(),
 		desktop:   &session{csrf: newSecret(), desktop: true},
+		token:     cfg.Token,
 		pingEvery: pingEvery,
 	}
 	s.closing, s.close = context.WithCancel(context.Background())
@@ -117,6 +127,41 @@ func New(cfg Config, b Backend) *Server {
 	}
 	s.api = s.routes()
 	return s
+}
+
+// SignInLink mints a one-time sign-in link, https://<Addr>/login?code=…: it starts one browser
+// session, once, within five minutes (A1, A2). The admin token itself never goes in a URL.
+// Hand it to the owner only (a browser, a terminal); never log it.
+func (s *Server) SignInLink() string {
+	return "https://" + s.cfg.Addr + "/login?code=" + s.codes.mint(s.cfg.Now())
+}
+
+// RotateToken replaces the admin token with a new one written to Config.TokenFile (atomically,
+// mode 0600), and ends every browser session and unused sign-in link: whoever held the old
+// token, a cookie or a link must sign in again (A6). The desktop window stays signed in.
+func (s *Server) RotateToken() error {
+	if s.cfg.TokenFile == "" {
+		return errors.New("this node keeps no admin token file to rotate")
+	}
+	s.tokenMu.Lock()
+	defer s.tokenMu.Unlock()
+	tok, err := NewToken(s.cfg.TokenFile)
+	if err != nil {
+		return err
+	}
+	s.token = tok
+	s.sessions.clear()
+	s.codes.clear()
+	s.log.Info("admin token rotated; every admin session ended")
+	return nil
+}
+
+// validToken reports whether got is the admin token (in constant time); no token is ever valid
+// when none is set.
+func (s *Server) validToken(got string) bool {
+	s.tokenMu.RLock()
+	defer s.tokenMu.RUnlock()
+	return s.token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) == 1
 }
 
 // Handler serves the admin listener (HTTPS on 127.0.0.1).
@@ -207,7 +252,7 @@ func safeMethod(m string) bool { return m == http.MethodGet || m == http.MethodH
 
 func isAPI(p string) bool { return p == "/api" || strings.HasPrefix(p, "/api/") }
 
-// reject logs a refused request with a reason code (never its query: /login carries the token)
+// reject logs a refused request with a reason code (never its query: /login carries a code)
 // and answers it.
 func (s *Server) reject(w http.ResponseWriter, r *http.Request, code int, reason, msg string) {
 	s.log.Warn("admin request refused", "reason", reason, "status", code,

@@ -2,8 +2,10 @@ package admin
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -23,7 +25,7 @@ const (
 )
 
 // session is a signed-in owner. The cookie carries only the random id; the admin token never
-// leaves the token file and the sign-in link.
+// leaves the token file (and the sign-in page's form, A3).
 type session struct {
 	id      string
 	csrf    string
@@ -71,6 +73,12 @@ func (ss *sessions) get(id string, now time.Time) *session {
 	return x
 }
 
+func (ss *sessions) clear() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	clear(ss.m)
+}
+
 // newSecret returns 32 random bytes, base64url without padding.
 func newSecret() string {
 	b := make([]byte, 32)
@@ -108,34 +116,59 @@ func (l *loginLimiter) fail(now time.Time) {
 	l.fails = append(l.fails, now)
 }
 
-// serveLogin answers GET /login?token=…[&return_to=/path]: a new session and 303 to the page.
+// serveLogin starts a session and answers 303 to return_to (a path on this server): GET
+// /login?code=… with the one-time code of a sign-in link (A1, A2), or POST /login with the admin
+// token in a form body, as the sign-in page sends it. The token is never taken from a URL (A3).
 func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
-	if !safeMethod(r.Method) {
-		w.Header().Set("Allow", "GET, HEAD")
+	now := s.cfg.Now()
+	var ok bool
+	var back, wrong string
+	switch r.Method {
+	case http.MethodGet:
+		q := r.URL.Query()
+		if q.Has("token") {
+			// An old link, or someone's attempt: refused before anything else, never logged with it.
+			s.reject(w, r, http.StatusBadRequest, "login-token-in-url", "the admin token is never accepted in a link: "+getLink)
+			return
+		}
+		code := q.Get("code")
+		if code == "" {
+			http.Error(w, "the sign-in link has no code: "+getLink, http.StatusBadRequest)
+			return
+		}
+		back, wrong = q.Get("return_to"), "this sign-in link was already used, has expired or is not valid: "+getLink
+		ok = s.codes.redeem(code, now)
+	case http.MethodPost:
+		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
+			http.Error(w, "send the admin token as a form (application/x-www-form-urlencoded)", http.StatusUnsupportedMediaType)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+		if err := r.ParseForm(); err != nil || r.PostForm.Get("token") == "" {
+			http.Error(w, "the form has no admin token", http.StatusBadRequest)
+			return
+		}
+		back, wrong = r.PostForm.Get("return_to"), "this admin token is not valid: it is the one in admin.token in the node's data dir"
+		ok = s.validToken(r.PostForm.Get("token"))
+	default:
+		w.Header().Set("Allow", "GET, POST")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	now := s.cfg.Now()
-	q := r.URL.Query()
-	token := q.Get("token")
-	if token == "" {
-		http.Error(w, "the sign-in link has no token: open the link printed by `aether node serve`", http.StatusBadRequest)
-		return
-	}
-	// The right token always signs in: nobody else's wrong guesses can lock the owner out, and
-	// a 256-bit token leaves a guesser nothing to learn from that.
-	if s.cfg.Token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.Token)) != 1 {
+	// The right code or token always signs in: nobody else's wrong guesses can lock the owner
+	// out (A5), and 256 random bits leave a guesser nothing to learn from that.
+	if !ok {
 		if d := s.limiter.wait(now); d > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(int((d+time.Second-1)/time.Second)))
 			s.reject(w, r, http.StatusTooManyRequests, "login-rate", "too many failed sign-ins; try again in a minute")
 			return
 		}
-		// A web page can send the owner's browser here with any token; only guesses made on
+		// A web page can send the owner's browser here with any code; only guesses made on
 		// this machine, not from another site, use up the budget.
 		if r.Header.Get("Sec-Fetch-Site") != "cross-site" {
 			s.limiter.fail(now)
 		}
-		s.reject(w, r, http.StatusForbidden, "login-token", "this sign-in token is not valid: open the link printed by `aether node serve`")
+		s.reject(w, r, http.StatusForbidden, "login-failed", wrong)
 		return
 	}
 	x := s.sessions.start(now, s.cfg.SessionTTL)
@@ -148,9 +181,68 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 		HttpOnly: true,
 		SameSite: http.SameSiteStrictMode,
 	})
-	s.log.Info("admin session started")
-	w.Header().Set("Location", returnTo(q.Get("return_to")))
+	s.log.Info("admin session started", "with", map[string]string{"GET": "sign-in link", "POST": "admin token"}[r.Method])
+	w.Header().Set("Location", returnTo(back))
 	w.WriteHeader(http.StatusSeeOther)
+}
+
+const getLink = "get a new one with `aether admin link`, or paste the admin token on the sign-in page"
+
+// A sign-in code is what a sign-in link carries instead of the admin token (A1): 256 random
+// bits that start one session, once, within signInCodeTTL. Only their SHA-256 is kept, in
+// memory; at most maxSignInCodes are live (minting more forgets the oldest).
+const (
+	signInCodeTTL  = 5 * time.Minute
+	maxSignInCodes = 16
+)
+
+type signInCodes struct {
+	mu    sync.Mutex
+	m     map[[32]byte]time.Time // when each expires
+	order [][32]byte             // in the order minted; may name used ones
+}
+
+func (c *signInCodes) mint(now time.Time) string {
+	code := newSecret()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[[32]byte]time.Time{}
+	}
+	live := c.order[:0]
+	for _, h := range c.order {
+		if exp, ok := c.m[h]; ok && now.Before(exp) {
+			live = append(live, h)
+		} else {
+			delete(c.m, h)
+		}
+	}
+	c.order = live
+	if len(c.order) >= maxSignInCodes {
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
+	h := sha256.Sum256([]byte(code))
+	c.m[h] = now.Add(signInCodeTTL)
+	c.order = append(c.order, h)
+	return code
+}
+
+// redeem reports whether code is live, and makes it used.
+func (c *signInCodes) redeem(code string, now time.Time) bool {
+	h := sha256.Sum256([]byte(code))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	exp, ok := c.m[h]
+	delete(c.m, h)
+	return ok && now.Before(exp)
+}
+
+func (c *signInCodes) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.m)
+	c.order = nil
 }
 
 // returnTo accepts only a path on this server (C11); anything else lands on the consent page.

@@ -22,11 +22,7 @@ import (
 func LoadOrCreateToken(path string) (string, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		tok := newSecret()
-		if err := fsutil.WriteFileAtomic(path, []byte(tok+"\n"), 0o600); err != nil {
-			return "", fmt.Errorf("create admin token: %w", err)
-		}
-		return tok, nil
+		return NewToken(path)
 	}
 	if err != nil {
 		return "", fmt.Errorf("read admin token: %w", err)
@@ -50,6 +46,17 @@ func LoadOrCreateToken(path string) (string, error) {
 	tok := strings.TrimSpace(string(data))
 	if raw, err := base64.RawURLEncoding.DecodeString(tok); err != nil || len(raw) != 32 {
 		return "", fmt.Errorf("admin token %s is not a valid token: delete it and start again to get a new one", path)
+	}
+	return tok, nil
+}
+
+// NewToken writes a new admin token to path, replacing any there atomically (a crash leaves the
+// old token or the new one, never a torn file), mode 0600, and returns it. A running node takes
+// it in through Server.RotateToken; `aether admin new-token` calls one or the other (A6).
+func NewToken(path string) (string, error) {
+	tok := newSecret()
+	if err := fsutil.WriteFileAtomic(path, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write admin token: %w", err)
 	}
 	return tok, nil
 }
