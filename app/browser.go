@@ -9,8 +9,9 @@ import (
 )
 
 // openSignedIn opens the admin UI, signed in, in the default browser. The sign-in link
-// carries the admin token, and a command line is readable by every local user (ps), so
-// the link goes into a page only this user can read, and the browser opens that page.
+// carries a one-time code (node.SignInURL mints one per call), and a command line is readable
+// by every local user (ps) for as long as the browser runs, so the link goes into a page only
+// this user can read, and the browser opens that page.
 func openSignedIn(signInURL string) error {
 	dir := os.Getenv("XDG_RUNTIME_DIR") // per-user, 0700
 	if dir == "" {
@@ -38,7 +39,7 @@ func openSignedIn(signInURL string) error {
 		return fmt.Errorf("open in browser: %s: %w", browserCommand, err)
 	}
 	go cmd.Wait()
-	// The browser reads the page at once; do not leave the token lying around.
+	// The browser reads the page at once; do not leave even a spent code lying around.
 	time.AfterFunc(time.Minute, func() { os.Remove(f.Name()) })
 	return nil
 }

@@ -1,5 +1,5 @@
 // Package cli is the aether command line: `node serve`, `policy check`,
-// `receipts verify|export`, `status`, `grants`, `agent`. Each verb is a thin
+// `receipts verify|export`, `status`, `grants`, `admin`, `agent`. Each verb is a thin
 // shell over the node and the services.
 package cli
 
@@ -35,6 +35,8 @@ Usage:
   aether keys rotate [--data-dir D]   (with the node stopped)
   aether status [--data-dir D]
   aether grants list|revoke ID [--data-dir D]
+  aether admin new-token [--data-dir D]   a new admin token; ends every admin session
+  aether admin link [--data-dir D]        a one-time sign-in link to the admin UI
   aether agent --card URL ... a reference personal agent that walks the whole flow
   aether version | --version
 
@@ -87,6 +89,8 @@ func Main(args []string, env Env) int {
 		return status(rest, env)
 	case "grants":
 		return grants(rest, env)
+	case "admin":
+		return adminVerb(rest, env)
 	case "agent":
 		return agent(rest, env)
 	case "version", "--version":

@@ -49,8 +49,8 @@ func serve(args []string, env Env) int {
 		}
 		return 1
 	}
-	fmt.Fprintf(env.Stdout, "Aether node %s is running.\n  gateway:   http://%s (publicUrl %s)\n  admin UI:  sign in at %s\n  data dir:  %s\n  policy:    %s\nPress Ctrl+C to stop.\n",
-		version.String(), n.Addresses().Gateway, n.Addresses().PublicURL, n.SignInURL(), n.DataDir(), n.PolicyPath())
+	fmt.Fprintf(env.Stdout, "Aether node %s is running.\n  gateway:   http://%s (publicUrl %s)\n  admin UI:  %s\n  data dir:  %s\n  policy:    %s\nPress Ctrl+C to stop.\n",
+		version.String(), n.Addresses().Gateway, n.Addresses().PublicURL, signInLine(n, env), n.DataDir(), n.PolicyPath())
 	<-ctx.Done()
 	stop()
 	fmt.Fprintln(env.Stdout, "Stopping…")
@@ -61,6 +61,18 @@ func serve(args []string, env Env) int {
 		return 1
 	}
 	return 0
+}
+
+// signInLine offers a one-time sign-in link on a terminal only: a live code must not end up in
+// a log (A4), and a service's stdout is one.
+func signInLine(n *node.Node, env Env) string {
+	more := "`aether admin link` prints a new one"
+	if f, ok := env.Stdout.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			return "sign in at " + n.SignInURL() + "\n             (works once, within 5 minutes; " + more + ")"
+		}
+	}
+	return "sign in with the link `aether admin link` prints (https://" + n.Addresses().Admin + ")"
 }
 
 func policyCheck(args []string, env Env) int {

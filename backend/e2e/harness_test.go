@@ -308,17 +308,24 @@ type adminClient struct {
 	csrf   string
 }
 
+// newAdminClient signs in with a one-time sign-in link, as the owner's browser does.
 func newAdminClient(t *testing.T, n *node.Node) *adminClient {
 	t.Helper()
-	link, err := url.Parse(n.SignInURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return adminClientAt(t, n.Addresses().Admin, link.Query().Get("token"))
+	return adminSignIn(t, n.Addresses().Admin, func(hc *http.Client, base string) (*http.Response, error) {
+		return hc.Get(n.SignInURL())
+	})
 }
 
-// adminClientAt signs in to the admin UI at addr with the admin token.
+// adminClientAt signs in to the admin UI at addr with the admin token, as the sign-in page
+// posts it.
 func adminClientAt(t *testing.T, addr, token string) *adminClient {
+	t.Helper()
+	return adminSignIn(t, addr, func(hc *http.Client, base string) (*http.Response, error) {
+		return hc.PostForm(base+"/login", url.Values{"token": {token}})
+	})
+}
+
+func adminSignIn(t *testing.T, addr string, signIn func(hc *http.Client, base string) (*http.Response, error)) *adminClient {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	hc := &http.Client{Jar: jar, Timeout: 30 * time.Second,
@@ -326,7 +333,7 @@ func adminClientAt(t *testing.T, addr, token string) *adminClient {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	a := &adminClient{t: t, base: "https://" + addr, hc: hc}
 	a.origin = a.base
-	resp, err := hc.Get(a.base + "/login?token=" + token)
+	resp, err := signIn(hc, a.base)
 	if err != nil {
 		t.Fatalf("sign in: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aether/aether/backend/admin"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/receipts"
 	"github.com/aether/aether/backend/store"
@@ -87,6 +88,20 @@ func RotateKey(dataDir string) (oldKID, newKID string, err error) {
 	}
 	defer lock.Close()
 	return keys.Rotate(dataDir, time.Now())
+}
+
+// NewAdminToken replaces the admin token of the node on dataDir while none runs: it takes the
+// data dir's lock, and answers ErrLocked when a running node holds it (then ask that node, POST
+// /v1/admin/token, which also ends its sessions). Sessions live in a node's memory only, so a
+// stopped node has none to end.
+func NewAdminToken(dataDir string) error {
+	lock, err := lockDataDir(filepath.Join(dataDir, fileLock))
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	_, err = admin.NewToken(filepath.Join(dataDir, fileToken))
+	return err
 }
 
 // LocalAPI is what a local tool needs to call the node running on dataDir: the node API's

@@ -218,7 +218,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 		}
 	}
 
-	n.admin = admin.New(admin.Config{Token: n.token, Addr: n.addrs.Admin, UI: o.UI, Log: n.log, OnConsentLink: o.OnConsentLink}, n.owner)
+	n.admin = admin.New(admin.Config{Token: n.token, TokenFile: n.path(fileToken), Addr: n.addrs.Admin, UI: o.UI, Log: n.log, OnConsentLink: o.OnConsentLink}, n.owner)
 	gwSrv := &http.Server{Handler: http.HandlerFunc(n.serveGateway), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, IdleTimeout: 2 * time.Minute}
 	// Browsers that do not trust the self-signed certificate yet fail handshakes: debug noise.
 	quiet := slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)
@@ -251,7 +251,8 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	n.log.Info("gateway listening", "addr", n.addrs.Gateway, "publicUrl", publicURL)
 	n.log.Info("admin UI listening", "addr", "https://"+n.addrs.Admin)
 	n.log.Info("node API listening", "addr", "http://"+n.addrs.API)
-	n.log.Info("sign in to the admin UI", "link", n.SignInURL())
+	// Never the link: it carries a live sign-in code (A4). `node serve` shows one on a terminal.
+	n.log.Info("admin UI: sign in with a link from `aether admin link`", "url", "https://"+n.addrs.Admin)
 	return n, nil
 }
 
@@ -270,10 +271,9 @@ func (n *Node) PolicyPath() string {
 // Addresses are the bound listeners.
 func (n *Node) Addresses() Addresses { return n.addrs }
 
-// SignInURL is the admin sign-in link (it carries the admin token).
-func (n *Node) SignInURL() string {
-	return "https://" + n.addrs.Admin + "/login?token=" + n.token
-}
+// SignInURL mints a one-time admin sign-in link (admin.Server.SignInLink): it works once,
+// within five minutes. Show it to the owner; never log it.
+func (n *Node) SignInURL() string { return n.admin.SignInLink() }
 
 // Admin is the admin UI server (the desktop serves its DesktopHandler in the window).
 func (n *Node) Admin() *admin.Server { return n.admin }

@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/aether/aether/backend/node"
+)
+
+// adminVerb is `aether admin new-token|link`: the owner's sign-in credentials (docs/admin-api.md).
+func adminVerb(args []string, env Env) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "new-token":
+			return adminNewToken(args[1:], env)
+		case "link":
+			return adminLink(args[1:], env)
+		}
+	}
+	fmt.Fprintln(env.Stderr, "usage: aether admin new-token|link [--data-dir D]")
+	return 2
+}
+
+// adminNewToken replaces the admin token: through the running node, which also ends every
+// admin session and unused sign-in link, or in the data dir when no node runs (A6).
+func adminNewToken(args []string, env Env) int {
+	fs := newFlags("admin new-token", env)
+	dir := fs.String("data-dir", "", "the node's data dir (default: the per-user data folder)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	d, err := dataDir(*dir)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "aether admin new-token:", err)
+		return 2
+	}
+	running := false
+	err = node.NewAdminToken(d)
+	if errors.Is(err, node.ErrLocked) {
+		running = true
+		var c *nodeClient
+		if c, err = newNodeClient(d); err == nil {
+			var out struct{ Rotated bool }
+			err = c.do("POST", "/v1/admin/token", &out)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "aether admin new-token:", err)
+		return 1
+	}
+	fmt.Fprintf(env.Stdout, "Wrote a new admin token to %s.\n", filepath.Join(d, "admin.token"))
+	if running {
+		fmt.Fprintln(env.Stdout, "The running node now takes only the new token: every admin session and sign-in link ended. Sign in again with a link from `aether admin link`.")
+	}
+	return 0
+}
+
+// adminLink prints a fresh one-time sign-in link of the running node (A1).
+func adminLink(args []string, env Env) int {
+	fs := newFlags("admin link", env)
+	dir := fs.String("data-dir", "", "the node's data dir (default: the per-user data folder)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	c, err := newNodeClient(*dir)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "aether admin link:", err)
+		return 1
+	}
+	var out struct {
+		Link      string
+		ExpiresIn int
+	}
+	if err := c.do("POST", "/v1/admin/sign-in-link", &out); err != nil {
+		fmt.Fprintln(env.Stderr, "aether admin link:", err)
+		return 1
+	}
+	fmt.Fprintf(env.Stdout, "%s\n(works once, within %d minutes)\n", out.Link, out.ExpiresIn/60)
+	return 0
+}
