@@ -815,8 +815,9 @@ await step("SendStreamingMessage to a finished task is UnsupportedOperation", as
   return got;
 });
 
-// google.protobuf.Struct (message metadata) takes any keys; the node refuses a body with two keys
-// that differ only in case, anywhere in it (docs/threats.md R12), before a2a-go reads it.
+// google.protobuf.Struct (message metadata) takes any keys, and keys that differ only in case are
+// two keys. Fixed (docs/wire.md, Interop, 7): the node refused them anywhere in a body; it now folds
+// case only where a2a-go decodes into structs (docs/threats.md R12, R18).
 await step("message metadata with keys that differ only in case", async () => {
   let res;
   let error;
@@ -827,16 +828,11 @@ await step("message metadata with keys that differ only in case", async () => {
   } catch (e) {
     error = describeError(e);
   }
-  const raw = await lastJSON();
-  const got = { http: wire.last.status, ...(error ? { error, code: raw?.error?.code ?? null, status: raw?.error?.status ?? null } : { state: state(res?.status?.state) }) };
-  departs({
-    id: "case-variant-keys",
-    spec: isTask(res),
-    // JSON-RPC: -32600 in HTTP 200 (the gateway's JSON-RPC errors travel in 200); HTTP+JSON: 400.
-    known: binding === "JSONRPC" ? wire.last.status === 200 && raw?.error?.code === -32600 : wire.last.status === 400 && raw?.error?.status === "INVALID_ARGUMENT",
-    expected: "a task (the metadata is a valid Struct)",
-    got,
-  });
+  const sent = JSON.parse(wire.last.requestBody ?? "{}");
+  const metadata = (sent.params ?? sent).message?.metadata;
+  expect(metadata?.trace === "a" && metadata?.Trace === "b", "the SDK sent both keys", { trace: "a", Trace: "b" }, metadata);
+  const got = { http: wire.last.status, ...(error ? { error } : { state: state(res?.status?.state) }) };
+  expect(isTask(res), "a task (the metadata is a valid Struct)", "a task", got);
   return got;
 });
 

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
 )
 
 // raw sends one request to the gateway and decodes a JSON answer.
@@ -332,4 +334,53 @@ func TestCardCaching(t *testing.T) {
 		t.Fatalf("after the edit: version %s (was %s), description %q", c.Version, v1, c.Description)
 	}
 
+}
+
+// TestFreeFormKeys: inside metadata and a part's data, which A2A 1.0 makes a
+// google.protobuf.Struct or Value, keys that differ only in case are two keys
+// and reach the turn as such, on both bindings; an exact repeat there, and a
+// case variant of a member a2a-go decodes into a struct (metadata itself among
+// them), are still refused (threats.md R12, R18).
+func TestFreeFormKeys(t *testing.T) {
+	e := newEnv(t)
+	for _, b := range bothBindings {
+		t.Run(string(b), func(t *testing.T) {
+			alice := e.agent("alice-" + strings.ToLower(strings.ReplaceAll(string(b), "+", "")))
+			alice.allow()
+			send := func(message string) (*http.Response, map[string]any) {
+				hdr := map[string]string{"PACT-Delegation": alice.delegation}
+				if b == a2a.TransportProtocolJSONRPC {
+					return alice.raw("POST", "/a2a/review", "application/json",
+						[]byte(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":`+message+`}}`), hdr)
+				}
+				return alice.raw("POST", "/a2a/review/message:send", "application/json", []byte(`{"message":`+message+`}`), hdr)
+			}
+			refused := func(t *testing.T, message string) {
+				t.Helper()
+				resp, m := send(message)
+				if b == a2a.TransportProtocolJSONRPC && (resp.StatusCode != 200 || rpcCode(m) != -32600) ||
+					b == a2a.TransportProtocolHTTPJSON && resp.StatusCode != 400 {
+					t.Fatalf("status %d body %v; want it refused as R12", resp.StatusCode, m)
+				}
+			}
+
+			t.Run("R18 keys that differ only in case inside metadata and data are two keys", func(t *testing.T) {
+				marker := "free-form-" + alice.sub
+				resp, m := send(`{"messageId":"m-` + marker + `","role":"ROLE_USER","metadata":{"trace":"a","Trace":"b"},
+					"parts":[{"text":"` + marker + `"},{"data":{"k":1,"K":2},"metadata":{"p":1,"P":2}}]}`)
+				if resp.StatusCode != 200 || m["error"] != nil {
+					t.Fatalf("status %d body %v; want the turn to run", resp.StatusCode, m)
+				}
+				if prompt := e.codexStarted(marker).Prompt; !strings.Contains(prompt, "K:2") || !strings.Contains(prompt, "k:1") {
+					t.Errorf("the turn's prompt %q lost one of the data keys k and K", prompt)
+				}
+			})
+			t.Run("R18 a key repeated exactly inside metadata is refused", func(t *testing.T) {
+				refused(t, `{"messageId":"m2","role":"ROLE_USER","metadata":{"trace":"a","trace":"b"},"parts":[{"text":"hi"}]}`)
+			})
+			t.Run("R18 a case variant of metadata itself is refused", func(t *testing.T) {
+				refused(t, `{"messageId":"m3","role":"ROLE_USER","metadata":{"a":1},"Metadata":{"b":2},"parts":[{"text":"hi"}]}`)
+			})
+		})
+	}
 }

@@ -66,6 +66,9 @@ func bodySeeds() []fuzzseed.Seed {
 		s("r12-long-s-variant-rest", []byte(`{"message":{"messageId":"m1","role":"ROLE_USER","parts":[]},"me`+"\u017f\u017f"+`age":{"messageId":"m2"}}`), ct, "", true),
 		s("r12-kelvin-variant", []byte(`{"message":{"kind":"a","`+"\u212a"+`ind":"b"}}`), ct, "", true),
 		s("r12-deep-duplicate", []byte(`{"message":{"parts":[{"text":"a","text":"b"}]}}`), ct, "", true),
+		s("r12-metadata-keys-differ-in-case", []byte(`{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"data":{"k":[{"A":1,"a":2}]},"metadata":{"x":1,"X":2}}],"metadata":{"trace":"a","Trace":"b"}},"metadata":{"n":{"v":1,"V":2}}}`), ct, "", true),
+		s("r12-metadata-exact-duplicate", []byte(`{"message":{"metadata":{"trace":"a","trace":"b"}}}`), ct, "", true),
+		s("r12-metadata-case-variant-of-metadata", []byte(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"metadata":{"a":1},"METADATA":{"b":2}}}}`), ct, "", false),
 		s("r13-text-plain", []byte(sendMessage), "text/plain", "", false),
 		s("r13-bad-media-type", []byte(sendMessage), "application/json; =", "", false),
 	}
@@ -154,6 +157,8 @@ func strictProblem(body []byte) string {
 		obj     bool
 		wantKey bool
 		keys    []string
+		key     string // the member whose value comes next
+		free    bool   // inside a metadata or data member: keys are case-sensitive
 	}
 	var stack []*frame
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -172,11 +177,11 @@ func strictProblem(body []byte) string {
 		}
 		if key, ok := tok.(string); ok && top != nil && top.obj && top.wantKey {
 			for _, k := range top.keys {
-				if strings.EqualFold(k, key) {
+				if k == key || !top.free && strings.EqualFold(k, key) {
 					return "duplicate"
 				}
 			}
-			top.keys = append(top.keys, key)
+			top.keys, top.key = append(top.keys, key), key
 			top.wantKey = false
 			continue
 		}
@@ -185,7 +190,8 @@ func strictProblem(body []byte) string {
 		}
 		switch tok {
 		case json.Delim('{'), json.Delim('['):
-			stack = append(stack, &frame{obj: tok == json.Delim('{'), wantKey: true})
+			free := top != nil && (top.free || top.obj && (strings.EqualFold(top.key, "metadata") || strings.EqualFold(top.key, "data")))
+			stack = append(stack, &frame{obj: tok == json.Delim('{'), wantKey: true, free: free})
 			if len(stack) > maxDepth {
 				return "depth"
 			}

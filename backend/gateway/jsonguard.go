@@ -37,7 +37,9 @@ const (
 func (e *bodyError) Error() string { return e.detail }
 
 // checkJSON validates a whole body: valid UTF-8, one JSON value and nothing
-// after it, bounded depth, no duplicate or case-variant keys in any object.
+// after it, bounded depth, no key given twice in any object, and no two keys
+// that differ only in case where a2a-go decodes the object into a struct
+// (threats.md R12).
 func checkJSON(body []byte) error {
 	if !utf8.Valid(body) {
 		return &bodyError{kindParse, "body is not valid UTF-8"}
@@ -49,7 +51,7 @@ func checkJSON(body []byte) error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	if err := walk(dec, 0); err != nil {
+	if err := walk(dec, 0, false); err != nil {
 		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -58,7 +60,12 @@ func checkJSON(body []byte) error {
 	return nil
 }
 
-func walk(dec *json.Decoder, depth int) error {
+// walk checks one value. free is set inside the value of a member named
+// metadata or data (in any case, as encoding/json matches it): A2A 1.0 makes
+// those a google.protobuf.Struct or Value, whose keys are case-sensitive, and
+// a2a-go decodes them into map[string]any, so "trace" and "Trace" are two keys
+// there and only an exact repeat is refused.
+func walk(dec *json.Decoder, depth int, free bool) error {
 	tok, err := dec.Token()
 	if err != nil {
 		return &bodyError{kindParse, "malformed JSON: " + err.Error()}
@@ -80,17 +87,21 @@ func walk(dec *json.Decoder, depth int) error {
 			}
 			key, _ := kt.(string)
 			folded := foldKey(key)
-			if seen[folded] {
+			name := folded
+			if free {
+				name = key
+			}
+			if seen[name] {
 				return &bodyError{kindInvalid, fmt.Sprintf("duplicate key %q", key)}
 			}
-			seen[folded] = true
-			if err := walk(dec, depth+1); err != nil {
+			seen[name] = true
+			if err := walk(dec, depth+1, free || freeForm[folded]); err != nil {
 				return err
 			}
 		}
 	case '[':
 		for dec.More() {
-			if err := walk(dec, depth+1); err != nil {
+			if err := walk(dec, depth+1, free); err != nil {
 				return err
 			}
 		}
@@ -100,6 +111,10 @@ func walk(dec *json.Decoder, depth int) error {
 	}
 	return nil
 }
+
+// freeForm are the (folded) member names whose values are free-form JSON in
+// every A2A request: metadata (a Struct) and a part's data (a Value).
+var freeForm = map[string]bool{"metadata": true, "data": true}
 
 // foldKey folds a key the way encoding/json matches it to a struct field, so that keys equal
 // under bytes.EqualFold fold alike (R12): ToLower alone misses "ſ" (U+017F), which a2a-go
