@@ -19,6 +19,7 @@ import (
 
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
+	"github.com/aether/aether/backend/limit"
 	"github.com/aether/aether/backend/store"
 )
 
@@ -43,9 +44,12 @@ type Config struct {
 	FlowTTL            time.Duration    // device flow lifetime: default 10m, clamped to 5m–10m
 	Interval           time.Duration    // minimum poll interval: default 5s
 	MaxPendingPerAgent int              // default 5
+	MaxPendingPerSite  int              // pending requests of all agents of one issuer site: default a tenth of MaxPendingTotal (F1)
 	MaxPendingTotal    int              // default 1000
+	NewFlowBurst       int              // new requests per issuer site in a burst: default 20 (F2)
+	NewFlowEvery       time.Duration    // then one more per site every: default 3s
 	MaxGuesses         int              // wrong user codes tolerated per request: default 5 (the next locks it)
-	MaxUnknownCodes    int              // unknown device codes per client IP per minute: default 10
+	MaxUnknownCodes    int              // unknown device codes per agent identity in a burst, then one every 6s: default 10 (D11, F4)
 	TokenTTL           time.Duration    // delegation token lifetime: default 1h
 	Logger             *slog.Logger     // default slog.Default()
 }
@@ -56,8 +60,7 @@ const (
 	maxTokenLen       = 8 << 10          // a delegation token is well under 1 KiB
 	slowDownStep      = 5 * time.Second  // RFC 8628 §3.5
 	flowRetention     = 24 * time.Hour   // finished flows are deleted this long after expiry
-	unknownCodeWindow = time.Minute
-	maxTrackedIPs     = 4096
+	unknownCodeRefill = 6 * time.Second  // one more unknown device code per agent every
 	userCodeAttempts  = 8
 )
 
@@ -68,7 +71,8 @@ type Service struct {
 	key     *keys.Key
 	cfg     Config
 	log     *slog.Logger
-	unknown *ipLimiter
+	unknown *limit.Buckets // unknown device codes, per agent identity (D11, F4)
+	flows   *limit.Buckets // new device flows, per issuer site (F2)
 	// newUserCode is swapped in tests to force collisions (D17).
 	newUserCode func() string
 
@@ -100,6 +104,16 @@ func New(db *store.DB, key *keys.Key, cfg Config) *Service {
 	if cfg.MaxPendingTotal <= 0 {
 		cfg.MaxPendingTotal = 1000
 	}
+	if cfg.MaxPendingPerSite <= 0 {
+		// It takes ten sites to fill the node: one issuer never takes the others' room.
+		cfg.MaxPendingPerSite = max(1, cfg.MaxPendingTotal/10)
+	}
+	if cfg.NewFlowBurst <= 0 {
+		cfg.NewFlowBurst = 20
+	}
+	if cfg.NewFlowEvery <= 0 {
+		cfg.NewFlowEvery = 3 * time.Second
+	}
 	if cfg.MaxGuesses <= 0 {
 		cfg.MaxGuesses = 5
 	}
@@ -114,7 +128,8 @@ func New(db *store.DB, key *keys.Key, cfg Config) *Service {
 	}
 	return &Service{
 		db: db, key: key, cfg: cfg, log: cfg.Logger,
-		unknown:     newIPLimiter(cfg.MaxUnknownCodes, unknownCodeWindow),
+		unknown:     limit.NewBuckets(cfg.MaxUnknownCodes, unknownCodeRefill),
+		flows:       limit.NewBuckets(cfg.NewFlowBurst, cfg.NewFlowEvery),
 		newUserCode: newUserCode,
 		subs:        map[chan Event]struct{}{},
 	}
@@ -153,12 +168,13 @@ const (
 
 // OAuthError is an error answer of the device authorization or token endpoint:
 // the body is {"error": Code, "error_description": Description}, sent with the
-// HTTP Status (400; 401 for invalid_client; 429 for the caps). Status is a
-// plain int so that consent stays free of net/http.
+// HTTP Status (400; 401 for invalid_client; 429 for the caps) and, for a cap,
+// Retry-After. Status is a plain int so that consent stays free of net/http.
 type OAuthError struct {
-	Code        string `json:"error"`
-	Description string `json:"error_description,omitempty"`
-	Status      int    `json:"-"`
+	Code        string        `json:"error"`
+	Description string        `json:"error_description,omitempty"`
+	Status      int           `json:"-"`
+	RetryAfter  time.Duration `json:"-"`
 }
 
 func (e *OAuthError) Error() string { return e.Code + ": " + e.Description }
@@ -171,9 +187,11 @@ func oauthError(code, desc string) *OAuthError {
 	return &OAuthError{Code: code, Description: desc, Status: status}
 }
 
-// tooMany is the 429 answer of the caps (D2, D11): slow_down, as RFC 8628 names backing off.
-func tooMany(desc string) *OAuthError {
-	return &OAuthError{Code: CodeSlowDown, Description: desc, Status: 429}
+// tooMany is the 429 answer of the caps (D2, D11, F1–F4): slow_down, as RFC 8628 names
+// backing off, with when to retry, which the description says too.
+func tooMany(desc string, wait time.Duration) *OAuthError {
+	return &OAuthError{Code: CodeSlowDown, Description: fmt.Sprintf("%s; retry in %d s", desc, limit.RetryAfter(wait)),
+		Status: 429, RetryAfter: wait}
 }
 
 // Reasons a delegation is refused; the gateway puts them in the AUTH_REQUIRED data part.

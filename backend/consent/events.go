@@ -89,6 +89,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 	if _, err := s.db.PruneFlows(ctx, now.Add(-flowRetention)); err != nil {
 		return fmt.Errorf("sweep: %w", err)
 	}
-	s.unknown.prune(now)
+	s.unknown.Prune(now)
+	s.flows.Prune(now)
 	return nil
 }

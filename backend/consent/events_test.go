@@ -25,7 +25,7 @@ func TestEvents(t *testing.T) {
 }
 
 func TestSlowSubscriberNeverBlocks(t *testing.T) {
-	f := newFixture(t, func(c *Config) { c.MaxPendingPerAgent = 1000 })
+	f := newFixture(t, func(c *Config) { c.MaxPendingPerAgent, c.MaxPendingPerSite, c.NewFlowBurst = 1000, 1000, 1000 })
 	slow, stopSlow := f.svc.Subscribe() // never read
 	defer stopSlow()
 	live, stopLive := f.svc.Subscribe()

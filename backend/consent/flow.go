@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/site"
 	"github.com/aether/aether/backend/store"
 )
 
@@ -33,6 +33,10 @@ type Token struct {
 // (RFC 8628 §3.1–3.2). scope must be exactly one brand's scope id; brand, when
 // given, must be the brand that scope belongs to (an empty scope then means
 // that brand's). Only the SHA-256 of the device code is stored.
+//
+// The agents of one issuer site (its registrable domain) share a budget of new
+// requests and of pending ones, a tenth of the node's by default, so a flood
+// of made-up subjects from one issuer never takes the others' room (F1, F2).
 func (s *Service) StartFlow(ctx context.Context, agent domain.Agent, scope, brand string) (*FlowStart, error) {
 	if err := s.checkAgent(agent); err != nil {
 		return nil, err
@@ -42,13 +46,18 @@ func (s *Service) StartFlow(ctx context.Context, agent domain.Agent, scope, bran
 		return nil, oerr
 	}
 	now := s.now()
+	siteName := site.OfIssuer(agent.Issuer)
+	if ok, wait := s.flows.Take(siteName, now); !ok {
+		return nil, tooMany(fmt.Sprintf("the agents of issuer site %s asked for more than %d requests in a burst (one more every %d s)",
+			siteName, s.cfg.NewFlowBurst, int(s.cfg.NewFlowEvery/time.Second)), wait)
+	}
 	deviceCode := randomToken(16)
 	f := store.DeviceFlow{
 		ID: "df_" + randomToken(12), DeviceCodeHash: hashDeviceCode(deviceCode),
 		AgentIss: agent.Issuer, AgentSub: agent.Subject, Brand: b.ID, Scope: b.ScopeID,
 		Interval: s.cfg.Interval, CreatedAt: now, ExpiresAt: now.Add(s.cfg.FlowTTL),
 	}
-	lim := store.FlowLimits{PerAgent: s.cfg.MaxPendingPerAgent, Total: s.cfg.MaxPendingTotal}
+	lim := store.FlowLimits{PerAgent: s.cfg.MaxPendingPerAgent, PerSite: s.cfg.MaxPendingPerSite, Total: s.cfg.MaxPendingTotal, Site: site.OfIssuer}
 	var err error
 	for range userCodeAttempts {
 		f.UserCode = s.newUserCode()
@@ -56,12 +65,19 @@ func (s *Service) StartFlow(ctx context.Context, agent domain.Agent, scope, bran
 			break
 		}
 	}
-	switch {
-	case errors.Is(err, store.ErrAgentFlowCap):
-		return nil, tooMany("this agent has too many pending requests; wait for the owner or for them to expire")
-	case errors.Is(err, store.ErrFlowCap):
-		return nil, tooMany("the node has too many pending requests; try again later")
-	case err != nil:
+	if capErr := (*store.FlowCapError)(nil); errors.As(err, &capErr) {
+		s.flows.Give(siteName, now) // nothing was opened
+		wait := capErr.Until.Sub(now)
+		switch capErr.Cap {
+		case store.ErrAgentFlowCap:
+			return nil, tooMany(fmt.Sprintf("this agent has %d pending requests, the most one agent may have; wait for the owner or for one to expire", capErr.Limit), wait)
+		case store.ErrSiteFlowCap:
+			return nil, tooMany(fmt.Sprintf("the agents of issuer site %s have %d pending requests, the most one site may have; wait for the owner or for one to expire", siteName, capErr.Limit), wait)
+		default:
+			return nil, tooMany(fmt.Sprintf("the node has %d pending requests, its limit", capErr.Limit), wait)
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("start device flow: %w", err)
 	}
 	s.log.Info("device flow started", "flow", f.ID, "agent_iss", agent.Issuer, "agent_sub", agent.Subject, "brand", b.ID)
@@ -87,7 +103,11 @@ var errForeignCode = errors.New("device code of another agent")
 // read, checked and changed in one write transaction, and the token is minted
 // inside it: a revocation commits either before (access_denied) or after the
 // token exists (which then fails its next check), never in between (V4).
-func (s *Service) Poll(ctx context.Context, agent domain.Agent, deviceCode, clientIP string) (*Token, error) {
+//
+// Unknown codes are counted per agent identity, never per address: behind a
+// proxy every agent shares one, and one agent's guesses must not refuse
+// another's own code (D11, F4).
+func (s *Service) Poll(ctx context.Context, agent domain.Agent, deviceCode string) (*Token, error) {
 	if err := s.checkAgent(agent); err != nil {
 		return nil, err
 	}
@@ -95,12 +115,14 @@ func (s *Service) Poll(ctx context.Context, agent domain.Agent, deviceCode, clie
 		return nil, oauthError(CodeInvalidRequest, "device_code is required")
 	}
 	now := s.now()
-	// Guessing codes (D11): past the per-IP cap, nothing is looked up at all.
-	if s.unknown.blocked(clientIP, now) {
-		return nil, tooMany("too many unknown device codes from this address; wait a minute")
+	who := agent.Key()
+	// Guessing codes (D11): past the agent's budget, nothing is looked up at all.
+	if wait := s.unknown.Wait(who, now); wait > 0 {
+		return nil, tooMany(fmt.Sprintf("this agent sent more than %d unknown device codes (one more every %d s)",
+			s.cfg.MaxUnknownCodes, int(unknownCodeRefill/time.Second)), wait)
 	}
 	if !validDeviceCode(deviceCode) {
-		s.unknown.add(clientIP, now)
+		s.unknown.Take(who, now)
 		return nil, oauthError(CodeInvalidGrant, "unknown device code")
 	}
 	var (
@@ -155,7 +177,7 @@ func (s *Service) Poll(ctx context.Context, agent domain.Agent, deviceCode, clie
 		return nil, fmt.Errorf("device flow %s in unknown status %q", f.ID, f.Status)
 	})
 	if errors.Is(err, store.ErrFlowNotFound) || errors.Is(err, errForeignCode) {
-		s.unknown.add(clientIP, now)
+		s.unknown.Take(who, now)
 		return nil, oauthError(CodeInvalidGrant, "unknown device code")
 	}
 	if expiredNow {
@@ -205,70 +227,6 @@ func (s *Service) Refresh(ctx context.Context, agent domain.Agent, brand string)
 		return nil, fmt.Errorf("refresh delegation: %w", err)
 	}
 	return tok, nil
-}
-
-// ipLimiter counts unknown device codes per client IP in fixed windows. Its
-// map is bounded: when full, new addresses share one bucket.
-type ipLimiter struct {
-	mu     sync.Mutex
-	max    int
-	window time.Duration
-	seen   map[string]*ipCount
-}
-
-type ipCount struct {
-	start time.Time
-	n     int
-}
-
-const sharedBucket = "" // the bucket of addresses that found the map full
-
-func newIPLimiter(max int, window time.Duration) *ipLimiter {
-	return &ipLimiter{max: max, window: window, seen: map[string]*ipCount{}}
-}
-
-func (l *ipLimiter) bucket(ip string, now time.Time) string {
-	if _, ok := l.seen[ip]; ok || len(l.seen) < maxTrackedIPs {
-		return ip
-	}
-	l.pruneLocked(now)
-	if len(l.seen) < maxTrackedIPs {
-		return ip
-	}
-	return sharedBucket
-}
-
-func (l *ipLimiter) blocked(ip string, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c := l.seen[l.bucket(ip, now)]
-	return c != nil && now.Sub(c.start) < l.window && c.n >= l.max
-}
-
-func (l *ipLimiter) add(ip string, now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	k := l.bucket(ip, now)
-	c := l.seen[k]
-	if c == nil || now.Sub(c.start) >= l.window {
-		c = &ipCount{start: now}
-		l.seen[k] = c
-	}
-	c.n++
-}
-
-func (l *ipLimiter) prune(now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.pruneLocked(now)
-}
-
-func (l *ipLimiter) pruneLocked(now time.Time) {
-	for k, c := range l.seen {
-		if now.Sub(c.start) >= l.window {
-			delete(l.seen, k)
-		}
-	}
 }
 
 // pollSlack forgives a poll that arrives a little early: clients poll on a

@@ -2,6 +2,7 @@ package consent
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -68,12 +69,12 @@ func TestDeviceFlow(t *testing.T) {
 		_, err := f.svc.StartFlow(ctx, domain.Agent{}, "review:read_only", "")
 		wantOAuth(t, err, CodeInvalidClient, 401)
 		fs := f.start(alice, "review:read_only", "")
-		_, err = f.svc.Poll(ctx, domain.Agent{Issuer: alice.Issuer}, fs.DeviceCode, ip)
+		_, err = f.svc.Poll(ctx, domain.Agent{Issuer: alice.Issuer}, fs.DeviceCode)
 		wantOAuth(t, err, CodeInvalidClient, 401)
 	})
 
 	t.Run("D2 pending flow caps", func(t *testing.T) {
-		f := newFixture(t, func(c *Config) { c.MaxPendingTotal = 8 })
+		f := newFixture(t, func(c *Config) { c.MaxPendingTotal, c.MaxPendingPerSite = 8, 8 })
 		for range 5 {
 			f.start(alice, "review:read_only", "")
 		}
@@ -138,32 +139,32 @@ func TestDeviceFlow(t *testing.T) {
 	t.Run("D5 poll faster than interval", func(t *testing.T) {
 		f := newFixture(t)
 		fs := f.start(alice, "review:read_only", "")
-		_, err := f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+		_, err := f.svc.Poll(ctx, alice, fs.DeviceCode)
 		wantOAuth(t, err, CodeAuthorizationPending, 400)
 		f.clock.Advance(time.Second)
-		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode)
 		wantOAuth(t, err, CodeSlowDown, 400) // interval is now 10 s
 		f.clock.Advance(10 * time.Second)
-		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode)
 		wantOAuth(t, err, CodeAuthorizationPending, 400)
 		// Sticky: 6 s would have done for the first interval of 5 s, not for 10 s.
 		f.clock.Advance(6 * time.Second)
-		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode)
 		wantOAuth(t, err, CodeSlowDown, 400)
 		// And it survives a restart.
 		f.restart()
 		f.clock.Advance(10 * time.Second)
-		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode)
 		wantOAuth(t, err, CodeSlowDown, 400) // 10 s < 15 s
 	})
 
 	t.Run("D5 a poll a few milliseconds early is not too fast", func(t *testing.T) {
 		f := newFixture(t)
 		fs := f.start(alice, "review:read_only", "")
-		_, err := f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+		_, err := f.svc.Poll(ctx, alice, fs.DeviceCode)
 		wantOAuth(t, err, CodeAuthorizationPending, 400)
 		f.clock.Advance(5*time.Second - 20*time.Millisecond) // a client's timer, jittered
-		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode)
 		wantOAuth(t, err, CodeAuthorizationPending, 400)
 	})
 
@@ -171,7 +172,7 @@ func TestDeviceFlow(t *testing.T) {
 		f := newFixture(t)
 		fs := f.start(alice, "review:read_only", "")
 		for range 3 {
-			_, err := f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+			_, err := f.svc.Poll(ctx, alice, fs.DeviceCode)
 			wantOAuth(t, err, CodeAuthorizationPending, 400)
 			f.clock.Advance(5 * time.Second)
 		}
@@ -184,7 +185,7 @@ func TestDeviceFlow(t *testing.T) {
 			t.Fatalf("decision = %+v", dec)
 		}
 		for range 2 {
-			_, err := f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+			_, err := f.svc.Poll(ctx, alice, fs.DeviceCode)
 			wantOAuth(t, err, CodeAccessDenied, 400)
 			f.clock.Advance(5 * time.Second)
 		}
@@ -203,19 +204,19 @@ func TestDeviceFlow(t *testing.T) {
 		fs := f.start(alice, "review:read_only", "")
 		next(t, events) // request_added
 		f.clock.Advance(10 * time.Minute)
-		_, err := f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+		_, err := f.svc.Poll(ctx, alice, fs.DeviceCode)
 		wantOAuth(t, err, CodeExpiredToken, 400)
 		if e := next(t, events); e.Kind != EventRequestExpired || e.Agent != alice || e.Brand != "review" {
 			t.Errorf("event = %+v", e)
 		}
 		f.clock.Advance(5 * time.Second)
-		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode)
 		wantOAuth(t, err, CodeExpiredToken, 400)
 		// An approved but uncollected code expires too.
 		fs = f.start(alice, "review:read_only", "")
 		f.decide(fs, true, "")
 		f.clock.Advance(10 * time.Minute)
-		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode)
 		wantOAuth(t, err, CodeExpiredToken, 400)
 		// Its grant stands: the agent collects a token with it.
 		if _, err := f.svc.Refresh(ctx, alice, "review"); err != nil {
@@ -227,11 +228,11 @@ func TestDeviceFlow(t *testing.T) {
 		f := newFixture(t)
 		fs := f.start(alice, "review:read_only", "")
 		f.decide(fs, true, "")
-		if _, err := f.svc.Poll(ctx, alice, fs.DeviceCode, ip); err != nil {
+		if _, err := f.svc.Poll(ctx, alice, fs.DeviceCode); err != nil {
 			t.Fatal(err)
 		}
 		f.clock.Advance(5 * time.Second)
-		_, err := f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+		_, err := f.svc.Poll(ctx, alice, fs.DeviceCode)
 		wantOAuth(t, err, CodeInvalidGrant, 400)
 		if _, status, _ := f.svc.Lookup(ctx, fs.UserCode); status != domain.FlowRedeemed {
 			t.Errorf("status = %s", status)
@@ -243,14 +244,14 @@ func TestDeviceFlow(t *testing.T) {
 		fs := f.start(alice, "review:read_only", "")
 		f.decide(fs, true, "")
 		for _, thief := range []domain.Agent{bob, mallory} {
-			_, err := f.svc.Poll(ctx, thief, fs.DeviceCode, ip)
+			_, err := f.svc.Poll(ctx, thief, fs.DeviceCode)
 			wantOAuth(t, err, CodeInvalidGrant, 400)
 			if !strings.Contains(err.Error(), "unknown device code") {
 				t.Errorf("foreign code answered differently from an unknown one: %v", err)
 			}
 		}
 		// The thief's attempts neither redeemed nor closed the flow.
-		tok, err := f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+		tok, err := f.svc.Poll(ctx, alice, fs.DeviceCode)
 		if err != nil || tok.AccessToken == "" {
 			t.Fatalf("owner's poll: %v", err)
 		}
@@ -264,29 +265,46 @@ func TestDeviceFlow(t *testing.T) {
 			if i == 9 {
 				guess = "not-a-code" // malformed codes count too
 			}
-			_, err := f.svc.Poll(ctx, alice, guess, ip)
+			_, err := f.svc.Poll(ctx, alice, guess)
 			wantOAuth(t, err, CodeInvalidGrant, 400)
 		}
-		_, err := f.svc.Poll(ctx, alice, randomToken(16), ip)
-		wantOAuth(t, err, CodeSlowDown, 429)
-		// Past the cap nothing is looked up, not even a real code.
-		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
-		wantOAuth(t, err, CodeSlowDown, 429)
-		// Other addresses are not affected; the address recovers after the window.
-		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode, "203.0.113.9")
-		wantOAuth(t, err, CodeAuthorizationPending, 400)
-		f.clock.Advance(time.Minute)
+		_, err := f.svc.Poll(ctx, alice, randomToken(16))
+		wantRetry(t, err, 6)
+		// Past the budget nothing is looked up, not even the agent's own code.
+		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode)
+		wantRetry(t, err, 6)
+		// One more code every 6 s.
+		f.clock.Advance(6 * time.Second)
 		if err := f.svc.Sweep(ctx); err != nil {
 			t.Fatal(err)
 		}
-		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode)
 		wantOAuth(t, err, CodeAuthorizationPending, 400)
+	})
+
+	t.Run("F4 one agent's made-up device codes do not refuse another's own", func(t *testing.T) {
+		f := newFixture(t)
+		fs := f.start(bob, "review:read_only", "")
+		f.decide(fs, true, Day)
+		for range 10 {
+			_, err := f.svc.Poll(ctx, alice, randomToken(16))
+			wantOAuth(t, err, CodeInvalidGrant, 400)
+		}
+		_, err := f.svc.Poll(ctx, alice, randomToken(16))
+		wantRetry(t, err, 6)
+		// Bob polls from the same address (Poll never sees one) and gets his token.
+		if tok, err := f.svc.Poll(ctx, bob, fs.DeviceCode); err != nil || tok.AccessToken == "" {
+			t.Fatalf("bob's poll of his approved code: %v", err)
+		}
+		// Nor does the guesser's issuer share its budget: mallory is alice's sub elsewhere.
+		_, err = f.svc.Poll(ctx, mallory, randomToken(16))
+		wantOAuth(t, err, CodeInvalidGrant, 400)
 	})
 
 	t.Run("D12 missing device_code", func(t *testing.T) {
 		// grant_type is the gateway's to check; consent gets only device-code polls.
 		f := newFixture(t)
-		_, err := f.svc.Poll(ctx, alice, "", ip)
+		_, err := f.svc.Poll(ctx, alice, "")
 		wantOAuth(t, err, CodeInvalidRequest, 400)
 	})
 
@@ -297,7 +315,7 @@ func TestDeviceFlow(t *testing.T) {
 		if _, err := f.svc.Revoke(ctx, dec.Grant.ID); err != nil {
 			t.Fatal(err)
 		}
-		_, err := f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+		_, err := f.svc.Poll(ctx, alice, fs.DeviceCode)
 		wantOAuth(t, err, CodeAccessDenied, 400)
 	})
 
@@ -366,7 +384,7 @@ func TestDeviceFlow(t *testing.T) {
 		if _, status, _ := f.svc.Lookup(ctx, fs.UserCode); status != domain.FlowLocked {
 			t.Errorf("status = %s", status)
 		}
-		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode)
 		wantOAuth(t, err, CodeExpiredToken, 400)
 		if pend, _ := f.svc.Pending(ctx); len(pend) != 0 {
 			t.Errorf("locked request still pending")
@@ -394,7 +412,7 @@ func TestDeviceFlow(t *testing.T) {
 	t.Run("D18 restart mid-flow", func(t *testing.T) {
 		f := newFixture(t)
 		fs := f.start(alice, "review:read_only", "")
-		_, err := f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+		_, err := f.svc.Poll(ctx, alice, fs.DeviceCode)
 		wantOAuth(t, err, CodeAuthorizationPending, 400)
 		f.restart()
 		// Nothing was approved on its own: the owner sees the request again.
@@ -403,13 +421,13 @@ func TestDeviceFlow(t *testing.T) {
 			t.Fatalf("pending after restart = %v, %v", pend, err)
 		}
 		f.clock.Advance(5 * time.Second)
-		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode)
 		wantOAuth(t, err, CodeAuthorizationPending, 400)
 		if _, err := f.svc.Decide(ctx, pend[0].ID, pend[0].UserCode, true, ""); err != nil {
 			t.Fatal(err)
 		}
 		f.restart()
-		tok, err := f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+		tok, err := f.svc.Poll(ctx, alice, fs.DeviceCode)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -454,4 +472,78 @@ func TestSweep(t *testing.T) {
 	if _, _, err := f.svc.Lookup(ctx, a.UserCode); err != ErrNotFound {
 		t.Errorf("Lookup of a pruned request = %v", err)
 	}
+}
+
+// TestFloods replays device-flow floods from one issuer site (docs/threats.md, F1–F3).
+func TestFloods(t *testing.T) {
+	evil := func(i int) domain.Agent {
+		return domain.Agent{Issuer: "https://evil.example", Subject: fmt.Sprintf("made-up-%d", i%200)}
+	}
+
+	t.Run("F1 one issuer with 200 made-up subjects opens 1000 device flows", func(t *testing.T) {
+		f := newFixture(t, func(c *Config) { c.NewFlowBurst = 100000 }) // the pending cap alone
+		opened := 0
+		for i := range 1000 {
+			_, err := f.svc.StartFlow(ctx, evil(i), "review:read_only", "")
+			if err == nil {
+				opened++
+				continue
+			}
+			wantRetry(t, err, 600) // when the site's oldest request expires
+			if !strings.Contains(err.Error(), "issuer site evil.example have 100 pending requests") {
+				t.Fatalf("refusal %v does not say what was hit", err)
+			}
+		}
+		if opened != 100 {
+			t.Fatalf("evil.example opened %d requests, want its cap of 100 (a tenth of the node's 1000)", opened)
+		}
+		f.start(alice, "review:read_only", "") // another issuer still has room
+		if pend, _ := f.svc.Pending(ctx); len(pend) != 101 {
+			t.Fatalf("%d pending, want 101", len(pend))
+		}
+	})
+
+	t.Run("F2 issuers under one registrable domain share its budget", func(t *testing.T) {
+		f := newFixture(t, func(c *Config) { c.NewFlowBurst = 100000 })
+		opened := 0
+		for i := range 300 {
+			a := domain.Agent{Issuer: fmt.Sprintf("https://id%d.evil.example", i), Subject: "alice"}
+			if _, err := f.svc.StartFlow(ctx, a, "review:read_only", ""); err == nil {
+				opened++
+			}
+		}
+		if opened != 100 {
+			t.Fatalf("300 hosts under evil.example opened %d requests, want the site's 100", opened)
+		}
+		// A public suffix is not a site: two users' pages on one are two sites.
+		f.start(domain.Agent{Issuer: "https://alice.github.io", Subject: "a"}, "review:read_only", "")
+		f.start(domain.Agent{Issuer: "https://bob.github.io", Subject: "b"}, "review:read_only", "")
+	})
+
+	t.Run("F3 new device flows of one site past the rate", func(t *testing.T) {
+		f := newFixture(t)
+		for i := range 20 {
+			f.start(evil(i), "review:read_only", "")
+		}
+		_, err := f.svc.StartFlow(ctx, evil(20), "review:read_only", "")
+		wantRetry(t, err, 3)
+		if !strings.Contains(err.Error(), "issuer site evil.example asked for more than 20 requests in a burst") {
+			t.Fatalf("refusal %v does not say what was hit", err)
+		}
+		f.start(alice, "review:read_only", "") // another site's budget is its own
+		f.clock.Advance(3 * time.Second)
+		f.start(evil(21), "review:read_only", "")
+		_, err = f.svc.StartFlow(ctx, evil(22), "review:read_only", "")
+		wantRetry(t, err, 3)
+		// A refusal by a pending cap does not spend the rate: the agent opened nothing.
+		f.clock.Advance(time.Minute)
+		for range 5 {
+			f.start(bob, "review:read_only", "")
+		}
+		for range 30 {
+			_, err := f.svc.StartFlow(ctx, bob, "review:read_only", "")
+			wantOAuth(t, err, CodeSlowDown, 429)
+		}
+		f.start(domain.Agent{Issuer: bob.Issuer, Subject: "carol"}, "review:read_only", "")
+	})
 }

@@ -4,13 +4,16 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
+	"github.com/aether/aether/backend/limit"
 	"github.com/aether/aether/backend/store"
 )
 
@@ -153,7 +156,7 @@ func (f *fixture) grant(a domain.Agent, brand string, d Duration) (*Token, strin
 	f.t.Helper()
 	fs := f.start(a, "", brand)
 	dec := f.decide(fs, true, d)
-	tok, err := f.svc.Poll(ctx, a, fs.DeviceCode, "192.0.2.1")
+	tok, err := f.svc.Poll(ctx, a, fs.DeviceCode)
 	if err != nil {
 		f.t.Fatalf("Poll: %v", err)
 	}
@@ -168,6 +171,17 @@ func wantOAuth(t *testing.T, err error, code string, status int) {
 	}
 	if oe.Code != code || oe.Status != status {
 		t.Fatalf("err = %s (%d) %q, want %s (%d)", oe.Code, oe.Status, oe.Description, code, status)
+	}
+}
+
+// wantRetry wants a cap's 429 slow_down that says to retry in secs seconds, in its
+// description and in RetryAfter (the gateway's Retry-After).
+func wantRetry(t *testing.T, err error, secs int) {
+	t.Helper()
+	wantOAuth(t, err, CodeSlowDown, 429)
+	oe := err.(*OAuthError)
+	if limit.RetryAfter(oe.RetryAfter) != secs || !strings.HasSuffix(oe.Description, fmt.Sprintf("retry in %d s", secs)) {
+		t.Fatalf("retry after %v (%q), want %d s", oe.RetryAfter, oe.Description, secs)
 	}
 }
 

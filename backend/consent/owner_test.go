@@ -44,7 +44,7 @@ func TestConsentDecisions(t *testing.T) {
 			if won == nil {
 				t.Fatalf("round %d: nobody won", round)
 			}
-			_, err := f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+			_, err := f.svc.Poll(ctx, alice, fs.DeviceCode)
 			if won.Outcome == OutcomeAllowed && err != nil {
 				t.Errorf("round %d: allowed, but poll says %v", round, err)
 			}
@@ -84,7 +84,7 @@ func TestConsentDecisions(t *testing.T) {
 		}
 		_, err = f.svc.Decide(ctx, req.ID, fs.UserCode, true, "")
 		wantErr(t, err, ErrExpired)
-		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode, ip)
+		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode)
 		wantOAuth(t, err, CodeExpiredToken, 400)
 	})
 
@@ -225,6 +225,6 @@ func TestBrandChangedBeforeApproval(t *testing.T) {
 	if e := next(t, events); e.Kind != EventRequestDecided || e.Outcome != OutcomeDenied || e.Agent != alice {
 		t.Errorf("event = %+v", e)
 	}
-	_, err = f.svc.Poll(ctx, alice, fs.DeviceCode, "192.0.2.1")
+	_, err = f.svc.Poll(ctx, alice, fs.DeviceCode)
 	wantOAuth(t, err, CodeAccessDenied, 400)
 }

@@ -62,7 +62,7 @@ func TestRevocation(t *testing.T) {
 				pollErr, revokeErr error
 			)
 			wg.Add(2)
-			go func() { defer wg.Done(); tok, pollErr = f.svc.Poll(ctx, alice, fs.DeviceCode, "192.0.2.1") }()
+			go func() { defer wg.Done(); tok, pollErr = f.svc.Poll(ctx, alice, fs.DeviceCode) }()
 			go func() { defer wg.Done(); _, revokeErr = f.svc.Revoke(ctx, gid) }()
 			wg.Wait()
 			if revokeErr != nil {
@@ -122,7 +122,7 @@ func TestRevokeIsIdempotentAndEndsPendingRequests(t *testing.T) {
 	if e.Kind != EventGrantRevoked || e.Grant.ID != gid || e.Agent != alice || e.Brand != "review" {
 		t.Errorf("second event = %+v", e)
 	}
-	_, err = f.svc.Poll(ctx, alice, again.DeviceCode, "192.0.2.1")
+	_, err = f.svc.Poll(ctx, alice, again.DeviceCode)
 	wantOAuth(t, err, CodeAccessDenied, 400)
 	if _, status, _ := f.svc.Lookup(ctx, other.UserCode); status != domain.FlowPending {
 		t.Errorf("other brand's request is %s", status)

@@ -3,10 +3,13 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/errordetails"
+
+	"github.com/aether/aether/backend/limit"
 )
 
 // binding is the A2A HTTP binding a request came in on; errors answered before
@@ -71,4 +74,11 @@ func writeWireError(w http.ResponseWriter, b binding, e wireError, id json.RawMe
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(body)
+}
+
+// setRetryAfter sends a wait as Retry-After, in whole seconds rounded up (none when d is 0).
+func setRetryAfter(w http.ResponseWriter, d time.Duration) {
+	if d > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(limit.RetryAfter(d)))
+	}
 }

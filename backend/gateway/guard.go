@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/aether/aether/backend/identity"
+	"github.com/aether/aether/backend/limit"
 )
 
 // maxTokenBytes bounds an Authorization header before any parsing (J26).
@@ -54,7 +57,7 @@ func (g *Gateway) guard(br *brandRoute, b binding, next http.Handler) http.Handl
 			writeWireError(w, b, wireError{http.StatusServiceUnavailable, -32000, "UNAVAILABLE", "SERVER_ERROR", "the node owner has paused this gateway"}, nil)
 			return
 		}
-		id, werr := g.authenticate(r)
+		id, werr := g.authenticate(w, r)
 		if werr != nil {
 			if werr.HTTPStatus == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="pact", error="invalid_token", error_description="`+headerSafe(werr.Message)+`"`)
@@ -100,7 +103,9 @@ func (g *Gateway) guard(br *brandRoute, b binding, next http.Handler) http.Handl
 	})
 }
 
-func (g *Gateway) authenticate(r *http.Request) (identity.Identity, *wireError) {
+// authenticate verifies the identity JWT. A refusal for a limit (J18, F5, F6) sets
+// Retry-After on w; the caller writes the error in its own shape.
+func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (identity.Identity, *wireError) {
 	raw := r.Header.Get("Authorization")
 	if raw == "" {
 		e := errUnauthenticated.with("an identity JWT is required: Authorization: Bearer <JWT>")
@@ -117,15 +122,18 @@ func (g *Gateway) authenticate(r *http.Request) (identity.Identity, *wireError) 
 	}
 	id, err := g.cfg.Identity.Verify(r.Context(), strings.TrimSpace(tok), g.clientIP(r))
 	if err != nil {
-		if errors.Is(err, identity.ErrRateLimited) {
-			e := errRateLimited.with("too many new issuers from this client; retry later")
-			return identity.Identity{}, &e
-		}
 		var ie *identity.Error
 		desc := "the identity token is not valid"
 		code := "invalid"
+		var wait time.Duration
 		if errors.As(err, &ie) {
-			desc, code = ie.Description, ie.Code
+			desc, code, wait = ie.Description, ie.Code, ie.RetryAfter
+		}
+		if errors.Is(err, identity.ErrRateLimited) {
+			wait = max(wait, time.Second)
+			setRetryAfter(w, wait)
+			e := errRateLimited.with(fmt.Sprintf("%s; retry in %d s", desc, limit.RetryAfter(wait)))
+			return identity.Identity{}, &e
 		}
 		g.cfg.Logger.Info("identity rejected", "reason", code, "client", g.clientIP(r))
 		e := errUnauthenticated.with(desc)

@@ -49,7 +49,7 @@ func (g *Gateway) token(w http.ResponseWriter, r *http.Request) {
 			writeOAuthError(w, &consent.OAuthError{Code: "invalid_request", Description: "device_code is required", Status: http.StatusBadRequest})
 			return
 		}
-		tok, err = g.cfg.Consent.Poll(r.Context(), agent, code, g.clientIP(r))
+		tok, err = g.cfg.Consent.Poll(r.Context(), agent, code)
 	case grantRefreshGrant:
 		tok, err = g.cfg.Consent.Refresh(r.Context(), agent, r.PostForm.Get("brand"))
 	case "":
@@ -66,7 +66,7 @@ func (g *Gateway) token(w http.ResponseWriter, r *http.Request) {
 
 // oauthIdentity authenticates a device-flow request and parses its form.
 func (g *Gateway) oauthIdentity(w http.ResponseWriter, r *http.Request) (identity.Identity, bool) {
-	id, werr := g.authenticate(r)
+	id, werr := g.authenticate(w, r)
 	if werr != nil {
 		if werr.HTTPStatus == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="pact", error="invalid_token", error_description="`+headerSafe(werr.Message)+`"`)
@@ -105,6 +105,7 @@ func writeOAuthError(w http.ResponseWriter, err error) {
 	if status == 0 {
 		status = http.StatusBadRequest
 	}
+	setRetryAfter(w, oe.RetryAfter)
 	writeOAuthJSON(w, status, map[string]string{"error": oe.Code, "error_description": oe.Description})
 }
 

@@ -2,6 +2,7 @@ package identity
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"sync"
@@ -25,13 +26,14 @@ type issuer struct {
 }
 
 type flight struct {
-	done chan struct{}
-	err  *Error // set before done is closed
+	done   chan struct{}
+	client string // whose fetch slot it holds
+	err    *Error // set before done is closed
 }
 
 // issuerFor returns the cache entry for iss, creating it for a new issuer when the client's
-// budget and the cache allow (J18).
-func (v *Verifier) issuerFor(iss, clientIP string, now time.Time) (*issuer, *Error) {
+// budget and the cache allow (J18, F5).
+func (v *Verifier) issuerFor(iss, client string, now time.Time) (*issuer, *Error) {
 	v.mu.RLock()
 	is := v.issuers[iss]
 	v.mu.RUnlock()
@@ -43,8 +45,9 @@ func (v *Verifier) issuerFor(iss, clientIP string, now time.Time) (*issuer, *Err
 	if err != nil {
 		return nil, err
 	}
-	if !v.limiter.allow(clientIP, now) {
-		return nil, errRateLimited
+	if ok, wait := v.newIssuers.Take(client, now); !ok {
+		return nil, rateLimited(fmt.Sprintf("this client presented more than %d new issuers (one more every %d s)",
+			v.cfg.NewIssuerBurst, int(v.cfg.NewIssuerEvery/time.Second)), wait)
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -73,9 +76,10 @@ func (v *Verifier) evictLocked() {
 	}
 }
 
-// startFetch joins the issuer's fetch in flight or starts one. It fails at once while the
-// issuer is negative-cached or when the global fetch limit is reached, so it never blocks.
-func (v *Verifier) startFetch(is *issuer, now time.Time) (*flight, *Error) {
+// startFetch joins the issuer's fetch in flight or starts one for client. It fails at once
+// while the issuer is negative-cached, or when the global fetch limit or the client's share of
+// it is reached (F6), so it never blocks. A slot frees within FetchTimeout.
+func (v *Verifier) startFetch(is *issuer, client string, now time.Time) (*flight, *Error) {
 	is.mu.Lock()
 	defer is.mu.Unlock()
 	if is.flight != nil {
@@ -84,12 +88,16 @@ func (v *Verifier) startFetch(is *issuer, now time.Time) (*flight, *Error) {
 	if now.Before(is.failUntil) {
 		return nil, is.failErr
 	}
+	if !v.clientSlot.Take(client) {
+		return nil, rateLimited(fmt.Sprintf("this client has %d issuer key fetches in progress, its most", v.clientSlot.Max()), v.cfg.FetchTimeout)
+	}
 	select {
 	case v.fetchSlots <- struct{}{}:
 	default:
-		return nil, errFetchesBusy
+		v.clientSlot.Release(client)
+		return nil, rateLimited("too many issuer key fetches in progress", v.cfg.FetchTimeout)
 	}
-	fl := &flight{done: make(chan struct{})}
+	fl := &flight{done: make(chan struct{}), client: client}
 	is.flight = fl
 	is.lastAttempt = now
 	v.fetches.Add(1)
@@ -105,6 +113,7 @@ func (v *Verifier) runFetch(is *issuer, fl *flight) {
 	ks, err := v.fetchKeys(ctx, is)
 	cancel()
 	<-v.fetchSlots
+	v.clientSlot.Release(fl.client)
 
 	is.mu.Lock()
 	if err != nil {
@@ -144,74 +153,21 @@ func wait(ctx context.Context, fl *flight, max time.Duration) *Error {
 	}
 }
 
-// ipLimiter is a token bucket per client IP (IPv6 per /64, so one host cannot rotate through
-// its own prefix) for issuers not yet in the cache (J18).
-type ipLimiter struct {
-	mu      sync.Mutex
-	burst   float64
-	every   time.Duration
-	buckets map[string]*bucket
-}
-
-type bucket struct {
-	tokens float64
-	last   time.Time
-}
-
-// maxBuckets bounds the limiter's memory; idle buckets are dropped first.
-const maxBuckets = 10000
-
-func newIPLimiter(burst int, every time.Duration) *ipLimiter {
-	return &ipLimiter{burst: float64(burst), every: every, buckets: make(map[string]*bucket)}
-}
-
-func (l *ipLimiter) allow(clientIP string, now time.Time) bool {
-	key := clientIP
+// clientKey is what a client is counted under: its IP, IPv6 per /64 so that one host cannot
+// rotate through its own prefix, and a host:port (an unparsed RemoteAddr) as its host so that
+// every connection does not get its own budget.
+func clientKey(clientIP string) string {
 	a, err := netip.ParseAddr(clientIP)
 	if err != nil {
-		// A host:port (an unparsed RemoteAddr) must not give every connection its own bucket.
 		ap, perr := netip.ParseAddrPort(clientIP)
 		a, err = ap.Addr(), perr
 	}
-	if err == nil {
-		a = a.Unmap().WithZone("")
-		if a.Is6() {
-			a = netip.PrefixFrom(a, 64).Masked().Addr()
-		}
-		key = a.String()
+	if err != nil {
+		return clientIP
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b := l.buckets[key]
-	if b == nil {
-		if len(l.buckets) >= maxBuckets {
-			l.pruneLocked(now)
-		}
-		b = &bucket{tokens: l.burst, last: now}
-		l.buckets[key] = b
+	a = a.Unmap().WithZone("")
+	if a.Is6() {
+		a = netip.PrefixFrom(a, 64).Masked().Addr()
 	}
-	b.refill(now, l.burst, l.every)
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
-}
-
-func (b *bucket) refill(now time.Time, burst float64, every time.Duration) {
-	if d := now.Sub(b.last); d > 0 {
-		b.tokens = min(burst, b.tokens+float64(d)/float64(every))
-		b.last = now
-	}
-}
-
-func (l *ipLimiter) pruneLocked(now time.Time) {
-	for k, b := range l.buckets {
-		if b.refill(now, l.burst, l.every); b.tokens >= l.burst {
-			delete(l.buckets, k)
-		}
-	}
-	if len(l.buckets) >= maxBuckets {
-		clear(l.buckets)
-	}
+	return a.String()
 }

@@ -68,11 +68,14 @@ type Config struct {
 	// MaxIssuers bounds the issuer cache; the least recently used entry is evicted. Default 1000.
 	MaxIssuers int
 	// NewIssuerBurst and NewIssuerEvery: per client IP (IPv6 per /64) token bucket for issuers
-	// not yet cached (J18). Default 10 and one per 6s.
+	// not yet cached (J18). The client is the real one, as the gateway resolves it through the
+	// trusted proxies, so someone else's throwaway issuers never use up its budget (F5).
+	// Default 10 and one per 6s.
 	NewIssuerBurst int
 	NewIssuerEvery time.Duration
 	// MaxConcurrentFetches: global cap on fetches in flight; beyond it new issuers get
-	// ErrRateLimited at once (J18). Default 16.
+	// ErrRateLimited at once (J18). One client may hold a quarter of them (at least one), so
+	// its slow issuers never take every slot (F6). Default 16.
 	MaxConcurrentFetches int
 }
 

@@ -3,6 +3,7 @@ package identity
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/aether/aether/backend/site"
 )
@@ -51,9 +52,11 @@ var ErrRateLimited = errors.New("identity: too many new issuers")
 
 // Error is every verification failure. Code is a stable reason code for logs; Description is
 // safe to send as error_description (constant text, never token or issuer content).
+// RetryAfter, set with CodeRateLimited, is when the refused fetch may be tried again.
 type Error struct {
 	Code        string
 	Description string
+	RetryAfter  time.Duration
 	cause       error
 }
 
@@ -69,6 +72,13 @@ func (e *Error) Unwrap() error { return e.cause }
 
 func newErr(code, desc string, cause error) *Error {
 	return &Error{Code: code, Description: desc, cause: cause}
+}
+
+// rateLimited refuses a fetch for now (J18, F5, F6).
+func rateLimited(desc string, wait time.Duration) *Error {
+	e := newErr(CodeRateLimited, desc, ErrRateLimited)
+	e.RetryAfter = wait
+	return e
 }
 
 // Errors without a cause are shared: they are returned on hot rejection paths.
@@ -92,8 +102,6 @@ var (
 	errIatFuture     = newErr(CodeIatInFuture, "the token is issued in the future", nil)
 	errLifetime      = newErr(CodeLifetimeTooLong, "the token's lifetime is too long", nil)
 	errAudience      = newErr(CodeAudience, "the token's audience does not include this node", nil)
-	errRateLimited   = newErr(CodeRateLimited, "too many new issuers; retry later", ErrRateLimited)
-	errFetchesBusy   = newErr(CodeRateLimited, "too many issuer key fetches in progress; retry later", ErrRateLimited)
 	errIssuerInvalid = newErr(CodeIssuerInvalid, "the token's issuer must be an https URL", nil)
 	errIssuerBlocked = newErr(CodeIssuerBlocked, "the token's issuer address is not allowed", nil)
 	errIssuerHost    = newErr(CodeIssuerHost, fmt.Sprintf("the token's issuer host is too long: at most %d characters and %d labels", site.MaxHostLen, site.MaxLabels), nil)

@@ -14,6 +14,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/limit"
 )
 
 // allowedAlgs are the asymmetric algorithms accepted (J1, J2): none and HMAC never reach a key.
@@ -37,8 +38,9 @@ type Verifier struct {
 	cfg        Config
 	parser     *jwt.Parser
 	clients    [2]*http.Client // by scope
-	limiter    *ipLimiter
-	fetchSlots chan struct{} // global fetch semaphore (J18)
+	newIssuers *limit.Buckets  // issuers not yet cached, per client (J18, F5)
+	fetchSlots chan struct{}   // global fetch semaphore (J18)
+	clientSlot *limit.Slots    // fetches in flight, per client (F6)
 	fetches    sync.WaitGroup
 
 	mu      sync.RWMutex
@@ -63,8 +65,9 @@ func New(cfg Config) *Verifier {
 			jwt.WithAudience(cfg.Audience),
 			jwt.WithTimeFunc(cfg.Now),
 		),
-		limiter:    newIPLimiter(cfg.NewIssuerBurst, cfg.NewIssuerEvery),
+		newIssuers: limit.NewBuckets(cfg.NewIssuerBurst, cfg.NewIssuerEvery),
 		fetchSlots: make(chan struct{}, cfg.MaxConcurrentFetches),
+		clientSlot: limit.NewSlots(max(1, cfg.MaxConcurrentFetches/4)),
 		issuers:    make(map[string]*issuer),
 	}
 	v.clients[scopePublic] = newClient(&v.cfg, scopePublic)
@@ -150,11 +153,12 @@ func (v *Verifier) keyFor(ctx context.Context, t *jwt.Token, c *jwt.RegisteredCl
 	if err := v.checkClaims(c, now); err != nil {
 		return nil, err
 	}
-	is, err := v.issuerFor(c.Issuer, clientIP, now)
+	client := clientKey(clientIP)
+	is, err := v.issuerFor(c.Issuer, client, now)
 	if err != nil {
 		return nil, err
 	}
-	return v.keyFromIssuer(ctx, is, t, kid, hasKID, now)
+	return v.keyFromIssuer(ctx, is, t, kid, hasKID, client, now)
 }
 
 // checkClaims applies the claim rules before any key is looked up (J20–J25). golang-jwt checks
@@ -199,10 +203,10 @@ func (v *Verifier) checkClaims(c *jwt.RegisteredClaims, now time.Time) *Error {
 // the cache policy: keys are used up to MaxStaleness (refreshed in the background after
 // RefreshInterval), an unknown kid refreshes at most once per UnknownKIDInterval and waits at
 // most UnknownKIDWait (J5), and a first fetch is shared by every waiter (J15).
-func (v *Verifier) keyFromIssuer(ctx context.Context, is *issuer, t *jwt.Token, kid string, hasKID bool, now time.Time) (any, error) {
+func (v *Verifier) keyFromIssuer(ctx context.Context, is *issuer, t *jwt.Token, kid string, hasKID bool, client string, now time.Time) (any, error) {
 	ks := is.keys.Load()
 	if ks == nil || now.Sub(ks.fetchedAt) > v.cfg.MaxStaleness {
-		fl, err := v.startFetch(is, now)
+		fl, err := v.startFetch(is, client, now)
 		if err != nil {
 			return nil, err
 		}
@@ -215,20 +219,20 @@ func (v *Verifier) keyFromIssuer(ctx context.Context, is *issuer, t *jwt.Token, 
 		return ks.key(ctx, t, kid, hasKID)
 	}
 	if now.Sub(ks.fetchedAt) > v.cfg.RefreshInterval {
-		_, _ = v.startFetch(is, now) // background; failures are negative-cached and logged
+		_, _ = v.startFetch(is, client, now) // background; failures are negative-cached and logged
 	}
 	key, err := ks.key(ctx, t, kid, hasKID)
 	if err != errKIDUnknown {
 		return key, err
 	}
-	return v.refreshForKID(ctx, is, ks, t, kid, now)
+	return v.refreshForKID(ctx, is, ks, t, kid, client, now)
 }
 
 var errIssuerStale = newErr(CodeIssuerUnavailable, "the issuer's keys could not be refreshed", nil)
 
 // refreshForKID handles a kid missing from the cached set. An attacker can mint endless random
 // kids, so the refresh is allowed once per window per issuer; everyone else gets a fast 401.
-func (v *Verifier) refreshForKID(ctx context.Context, is *issuer, ks *keySet, t *jwt.Token, kid string, now time.Time) (any, error) {
+func (v *Verifier) refreshForKID(ctx context.Context, is *issuer, ks *keySet, t *jwt.Token, kid, client string, now time.Time) (any, error) {
 	is.mu.Lock()
 	last := ks.fetchedAt
 	if is.lastAttempt.After(last) {
@@ -239,7 +243,7 @@ func (v *Verifier) refreshForKID(ctx context.Context, is *issuer, ks *keySet, t 
 	if !due {
 		return nil, errKIDUnknown
 	}
-	fl, err := v.startFetch(is, now)
+	fl, err := v.startFetch(is, client, now)
 	if err != nil {
 		return nil, errKIDUnknown
 	}

@@ -19,6 +19,9 @@ var (
 	ErrUserCodeTaken = errors.New("user code held by another pending flow")
 	// ErrAgentFlowCap: the agent already has as many pending flows as allowed.
 	ErrAgentFlowCap = errors.New("too many pending device flows for this agent")
+	// ErrSiteFlowCap: the agents of the flow's issuer site already have as many pending
+	// flows as one site may have.
+	ErrSiteFlowCap = errors.New("too many pending device flows for this issuer site")
 	// ErrFlowCap: the node already has as many pending flows as allowed.
 	ErrFlowCap = errors.New("too many pending device flows")
 	// errFlowRaced would mean a flow changed status inside our own write
@@ -47,11 +50,27 @@ type DeviceFlow struct {
 	DecidedAt      *time.Time
 }
 
-// FlowLimits caps the pending (unexpired) flows per agent and in total.
+// FlowLimits caps the pending (unexpired) flows per agent, per issuer site and in total.
 type FlowLimits struct {
 	PerAgent int
+	PerSite  int
 	Total    int
+	// Site names an issuer's site (its registrable domain): the flow's agent shares PerSite
+	// with every agent whose issuer has the same site. It must not use the DB.
+	Site func(iss string) string
 }
+
+// FlowCapError is a cap CreateFlow hit. Cap is ErrAgentFlowCap, ErrSiteFlowCap or ErrFlowCap
+// (errors.Is works on it), Limit the cap's value, and Until when the oldest flow it counted
+// expires: a slot is free by then at the latest.
+type FlowCapError struct {
+	Cap   error
+	Limit int
+	Until time.Time
+}
+
+func (e *FlowCapError) Error() string { return e.Cap.Error() }
+func (e *FlowCapError) Unwrap() error { return e.Cap }
 
 // FlowUpdate decides one change to a flow inside its write transaction. g is the
 // flow's grant (nil before approval). fn may change Status, Interval,
@@ -109,25 +128,46 @@ func flowRecords(rows []flowRow) []DeviceFlow {
 const flowColumns = `id, device_code_hash, user_code, agent_iss, agent_sub, brand, scope, status, interval_s,
 	last_poll_at, failed_guesses, duration, grant_id, created_at, expires_at, decided_at`
 
-// CreateFlow inserts a new pending flow, refusing it when the agent or the node
-// already has lim pending unexpired flows (D2), and with ErrUserCodeTaken when a
-// pending flow holds the same user code (the partial unique index; D17).
+// CreateFlow inserts a new pending flow, refusing it with a *FlowCapError when the agent,
+// its issuer site or the node already has lim pending unexpired flows (D2, F1), and with
+// ErrUserCodeTaken when a pending flow holds the same user code (the partial unique index;
+// D17).
 func (db *DB) CreateFlow(ctx context.Context, f DeviceFlow, lim FlowLimits) error {
 	err := db.write(ctx, func(tx *gorm.DB) error {
 		now := ms(f.CreatedAt)
-		var agentN, totalN int64
-		if err := tx.Raw(`SELECT count(*) FROM device_flows WHERE agent_iss = ? AND agent_sub = ? AND status = 'pending' AND expires_at > ?`,
-			f.AgentIss, f.AgentSub, now).Scan(&agentN).Error; err != nil {
+		var agent pendingCount
+		if err := tx.Raw(`SELECT count(*) AS n, coalesce(min(expires_at), 0) AS first FROM device_flows
+			WHERE agent_iss = ? AND agent_sub = ? AND status = 'pending' AND expires_at > ?`,
+			f.AgentIss, f.AgentSub, now).Scan(&agent).Error; err != nil {
 			return err
 		}
-		if agentN >= int64(lim.PerAgent) {
-			return ErrAgentFlowCap
+		if agent.N >= int64(lim.PerAgent) {
+			return &FlowCapError{ErrAgentFlowCap, lim.PerAgent, fromMS(agent.First)}
 		}
-		if err := tx.Raw(`SELECT count(*) FROM device_flows WHERE status = 'pending' AND expires_at > ?`, now).Scan(&totalN).Error; err != nil {
+		// Pending flows are at most lim.Total, so reading them per issuer is cheap.
+		var byIssuer []struct {
+			Iss   string `gorm:"column:agent_iss"`
+			N     int64  `gorm:"column:n"`
+			First int64  `gorm:"column:first"`
+		}
+		if err := tx.Raw(`SELECT agent_iss, count(*) AS n, min(expires_at) AS first FROM device_flows
+			WHERE status = 'pending' AND expires_at > ? GROUP BY agent_iss`, now).Scan(&byIssuer).Error; err != nil {
 			return err
 		}
-		if totalN >= int64(lim.Total) {
-			return ErrFlowCap
+		var siteN, total pendingCount
+		mine := lim.Site(f.AgentIss)
+		for _, g := range byIssuer {
+			c := pendingCount{g.N, g.First}
+			total.add(c)
+			if lim.Site(g.Iss) == mine {
+				siteN.add(c)
+			}
+		}
+		if siteN.N >= int64(lim.PerSite) {
+			return &FlowCapError{ErrSiteFlowCap, lim.PerSite, fromMS(siteN.First)}
+		}
+		if total.N >= int64(lim.Total) {
+			return &FlowCapError{ErrFlowCap, lim.Total, fromMS(total.First)}
 		}
 		err := tx.Exec(`INSERT INTO device_flows (`+flowColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, NULL, 0, '', NULL, ?, ?, NULL)`,
 			f.ID, f.DeviceCodeHash, f.UserCode, f.AgentIss, f.AgentSub, f.Brand, f.Scope,
@@ -141,6 +181,19 @@ func (db *DB) CreateFlow(ctx context.Context, f DeviceFlow, lim FlowLimits) erro
 		return fmt.Errorf("create device flow: %w", err)
 	}
 	return nil
+}
+
+// pendingCount is how many pending flows a cap counts, and when the first of them expires.
+type pendingCount struct {
+	N     int64 `gorm:"column:n"`
+	First int64 `gorm:"column:first"`
+}
+
+func (c *pendingCount) add(o pendingCount) {
+	if c.N == 0 || o.First < c.First {
+		c.First = o.First
+	}
+	c.N += o.N
 }
 
 // UpdateFlow runs fn on the flow with the given id in one write transaction.
