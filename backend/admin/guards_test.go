@@ -400,6 +400,12 @@ func TestLogin(t *testing.T) {
 		}
 		resp, body = e.call("POST", "/login", "token="+strings.Repeat("A", 43), form)
 		wantStatus(t, resp, body, http.StatusForbidden)
+		// Chromium posts the page's form with Origin "null" (Referrer-Policy: no-referrer).
+		nav := with(form, "Origin", "null", "Sec-Fetch-Site", "same-origin", "Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "document")
+		resp, body = e.call("POST", "/login", "token="+testToken, nav)
+		wantStatus(t, resp, body, http.StatusSeeOther)
+		resp, body = e.call("POST", "/login", "token="+testToken, with(nav, "Sec-Fetch-Site", "cross-site"))
+		wantStatus(t, resp, body, http.StatusForbidden)
 		// Another site cannot post the form, even with the right token.
 		resp, body = e.call("POST", "/login", "token="+testToken, with(form, "Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "document"))
 		wantStatus(t, resp, body, http.StatusForbidden)
@@ -440,7 +446,7 @@ func TestLogin(t *testing.T) {
 		}
 	})
 
-	t.Run("wrong or missing code", func(t *testing.T) {
+	t.Run("A1 wrong or missing code, and a link preview that does not use a code up", func(t *testing.T) {
 		e := newEnv(t)
 		resp, body := e.call("GET", "/login?code="+strings.Repeat("A", 43), "", nil)
 		wantStatus(t, resp, body, http.StatusForbidden)

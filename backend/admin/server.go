@@ -237,10 +237,17 @@ func (s *Server) crossOrigin(r *http.Request) string {
 	// https on our port is ours (C2). A request with no Origin at all is no browser's (every
 	// browser sends one on non-GET requests): the API answers it 401 without a session (C4)
 	// and refuses it after the session check (originRequired).
-	if o := r.Header.Get("Origin"); o != "" && !s.origins[o] {
+	if o := r.Header.Get("Origin"); o != "" && !s.origins[o] && !signInForm(r) {
 		return "origin"
 	}
 	return ""
+}
+
+// signInForm is the sign-in page's own form post (A3). Under Referrer-Policy: no-referrer
+// Chromium sends a form's Origin as "null"; Sec-Fetch-Site, which no page can set, says it came
+// from this origin.
+func signInForm(r *http.Request) bool {
+	return r.URL.Path == "/login" && r.Header.Get("Origin") == "null" && r.Header.Get("Sec-Fetch-Site") == "same-origin"
 }
 
 // originRequired refuses a non-GET call with a session but without our Origin.

@@ -538,6 +538,20 @@ func TestBrowserGuards(t *testing.T) {
 	o := startOwner(t, e, root)
 	browse[map[string]any](t, o, "signin", map[string]any{"link": e.n.SignInURL()})
 	adminAddr := e.n.Addresses().Admin
+
+	t.Run("A3 the sign-in page posts the admin token, never in a URL", func(t *testing.T) {
+		token := adminToken(t, e.dataDir)
+		got := browse[map[string]struct {
+			URL        string
+			TokenInURL bool
+		}](t, o, "signinForm", map[string]any{"token": token, "link": e.n.SignInURL()})
+		if r := got["token"]; r.URL != "https://"+adminAddr+"/sharing" || r.TokenInURL {
+			t.Errorf("token pasted on /sharing: landed on %q, token in a URL: %v", r.URL, r.TokenInURL)
+		}
+		if r := got["link"]; r.URL != "https://"+adminAddr+"/pact/consent" || r.TokenInURL {
+			t.Errorf("link pasted: landed on %q, token in a URL: %v", r.URL, r.TokenInURL)
+		}
+	})
 	adminURL := "https://" + adminAddr
 	_, adminPort, _ := strings.Cut(adminAddr, ":")
 

@@ -183,6 +183,31 @@ const steps = {
     return { url: page.url(), title: await page.title() };
   },
 
+  /** signinForm (A3): in a browser without a session, the sign-in page takes the admin token
+   * (and a pasted one-time link); neither the token nor the code stays in a URL of the history. */
+  async signinForm({ token, link }) {
+    const ctx = await browser.newContext({ ignoreHTTPSErrors: true, baseURL: admin });
+    try {
+      const out = {};
+      for (const [what, value] of [["token", token], ["link", link]]) {
+        const p = await ctx.newPage();
+        watch(p, "signinForm");
+        const urls = [];
+        p.on("request", (r) => urls.push(r.url()));
+        await p.goto("/sharing");
+        await p.getByLabel("Admin token").fill(value);
+        await p.getByRole("button", { name: "Sign in" }).click();
+        await p.getByRole("heading", { name: what === "token" ? "Sharing" : "Consent", level: 1 }).waitFor();
+        out[what] = { url: p.url(), tokenInURL: urls.some((u) => u.includes(token)) };
+        await p.close();
+        await ctx.clearCookies();
+      }
+      return out;
+    } finally {
+      await ctx.close();
+    }
+  },
+
   /** openRequest opens a consent link and checks the request shows what the server knows. */
   async openRequest({ link, userCode, issuerOrigin, subject, brand, brandId, scope, shot: name }) {
     const resp = await page.goto(link);
