@@ -227,6 +227,24 @@ func TestWaitingTasks(t *testing.T) {
 		if r := e.receiptFor(done.ID); r == nil {
 			t.Fatal("no receipt for the resent turn")
 		}
+		// Sent unchanged as a new task, the message's receipt names the hash the stand-in kept.
+		kept1 := kept[1].History[0]
+		res, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: &a2a.Message{ID: kept1.ID, Role: a2a.MessageRoleUser, Parts: a2a.ContentParts{a2a.NewTextPart(big)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		again := res.(*a2a.Task)
+		var req any
+		for _, art := range again.Artifacts {
+			if art.Name == "receipt" {
+				if d, ok := art.Parts[0].Data().(map[string]any); ok {
+					req = d["req"]
+				}
+			}
+		}
+		if want := kept1.Metadata["aether.withheld"].(map[string]any)["sha256"]; again.Status.State != a2a.TaskStateCompleted || req != want {
+			t.Fatalf("resent as a new task: %s, receipt req %v, want the stand-in's %v", again.Status.State, req, want)
+		}
 	})
 
 	t.Run("K5 retention removes finished tasks, never receipts", func(t *testing.T) {
