@@ -181,7 +181,11 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 		HttpOnly: true,
 		SameSite: http.SameSiteStrictMode,
 	})
-	s.log.Info("admin session started", "with", map[string]string{"GET": "sign-in link", "POST": "admin token"}[r.Method])
+	via := "sign-in link"
+	if r.Method == http.MethodPost {
+		via = "admin token"
+	}
+	s.log.Info("admin session started", "via", via)
 	w.Header().Set("Location", returnTo(back))
 	w.WriteHeader(http.StatusSeeOther)
 }

@@ -48,7 +48,7 @@ func (n *Node) pruneTasks(ctx context.Context) {
 	if k, err := n.db.PruneFinished(ctx, now.Add(-p.Pact.TaskRetention())); err != nil && ctx.Err() == nil {
 		n.log.Warn("could not prune finished tasks", "err", err)
 	} else if k > 0 {
-		n.log.Info("finished tasks past their retention deleted", "tasks", k, "retentionDays", p.Pact.TaskRetention()/(24*time.Hour))
+		n.log.Info("finished tasks past their retention deleted", "tasks", k, "retentionDays", int(p.Pact.TaskRetention()/(24*time.Hour)))
 	}
 }
 

@@ -147,19 +147,29 @@ func (db *DB) ExpireWaiting(ctx context.Context, now time.Time) (int64, error) {
 
 // PruneFinished deletes the tasks that ran a turn, are in a terminal state and have not changed
 // since before: the task retention of policy.json. Turns and receipts are kept (receipts are
-// append-only). It returns how many it deleted.
+// append-only). It deletes in writes of pruneBatch tasks, so other writers wait for one batch
+// at most, and returns how many it deleted.
 func (db *DB) PruneFinished(ctx context.Context, before time.Time) (int64, error) {
-	var n int64
-	err := db.write(ctx, func(tx *gorm.DB) error {
-		res := tx.Exec(`DELETE FROM tasks WHERE ran = 1 AND updated_at < ? AND state IN ?`, ms(before), terminalStates)
-		n = res.RowsAffected
-		return res.Error
-	})
-	if err != nil {
-		return 0, fmt.Errorf("prune finished tasks: %w", err)
+	var total int64
+	for {
+		var n int64
+		err := db.write(ctx, func(tx *gorm.DB) error {
+			res := tx.Exec(`DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE ran = 1 AND updated_at < ? AND state IN ? LIMIT ?)`,
+				ms(before), terminalStates, pruneBatch)
+			n = res.RowsAffected
+			return res.Error
+		})
+		if err != nil {
+			return total, fmt.Errorf("prune finished tasks: %w", err)
+		}
+		total += n
+		if n < pruneBatch {
+			return total, nil
+		}
 	}
-	return n, nil
 }
+
+const pruneBatch = 1000
 
 var terminalStates = []string{
 	string(a2a.TaskStateCompleted), string(a2a.TaskStateFailed), string(a2a.TaskStateCanceled), string(a2a.TaskStateRejected),
