@@ -83,6 +83,7 @@ type App struct {
 	domReady bool   // the UI is loaded: navigation can go straight to it
 	nav      string // the page to show once the UI is loaded
 	showSoon bool   // show the window once the UI is loaded
+	quiet    bool   // …without taking the focus: only links asked for it (C17)
 	quitOnce sync.Once
 }
 
@@ -124,7 +125,7 @@ func (a *App) run(args []string, ui fs.FS) int {
 	}()
 
 	err := wails.Run(&options.App{
-		Title:             "Aether",
+		Title:             windowTitle,
 		Width:             1180,
 		Height:            800,
 		MinWidth:          760,
@@ -190,7 +191,7 @@ func (a *App) startNode(ui fs.FS, brandsIfEmpty bool) {
 		Logger:        a.log,
 		Desktop:       true,
 		StarterPolicy: true,
-		OnConsentLink: a.showRequest,
+		OnConsentLink: a.linkRequest,
 	})
 	if err != nil {
 		if errors.Is(err, node.ErrLocked) {
@@ -280,13 +281,16 @@ func (a *App) showUnlessTray() {
 func (a *App) domLoaded(ctx context.Context) {
 	a.mu.Lock()
 	a.domReady = true
-	nav, show := a.nav, a.showSoon
-	a.nav, a.showSoon = "", false
+	nav, show, quiet := a.nav, a.showSoon, a.quiet
+	a.nav, a.showSoon, a.quiet = "", false, false
 	a.mu.Unlock()
 	if nav != "" {
 		runtime.WindowExecJS(ctx, navigateJS(nav))
 	}
-	if show {
+	switch {
+	case show && quiet:
+		requestAttention(ctx, windowTitle)
+	case show:
 		runtime.WindowUnminimise(ctx)
 		runtime.WindowShow(ctx)
 	}
@@ -312,10 +316,18 @@ func (a *App) withContext(do func(ctx context.Context)) {
 	do(a.ctx)
 }
 
-// show brings the window forward, on page if given. Until the UI has loaded it only
-// remembers to: a window started hidden is hidden once more when the GTK loop starts,
-// which would undo an earlier show.
-func (a *App) show(page string) {
+// windowTitle is the main window's title, by which requestAttention finds it.
+const windowTitle = "Aether"
+
+// show brings the window forward, focused, on page if given: the owner asked for it (the
+// tray, a notification, a launch). Until the UI has loaded it only remembers to: a window
+// started hidden is hidden once more when the GTK loop starts, which would undo an earlier
+// show.
+func (a *App) show(page string) { a.bring(page, false) }
+
+// bring shows page; quiet leaves the focus where it is and sets the window's urgency hint
+// instead (C17). Either way the page's buttons take no click for a second (C16).
+func (a *App) bring(page string, quiet bool) {
 	go a.withContext(func(ctx context.Context) {
 		a.mu.Lock()
 		loaded := a.domReady
@@ -323,6 +335,7 @@ func (a *App) show(page string) {
 			if page != "" {
 				a.nav = page
 			}
+			a.quiet = quiet && (!a.showSoon || a.quiet) // one focused show wins
 			a.showSoon = true
 		}
 		a.mu.Unlock()
@@ -332,26 +345,41 @@ func (a *App) show(page string) {
 		if page != "" {
 			runtime.WindowExecJS(ctx, navigateJS(page))
 		}
+		if quiet {
+			requestAttention(ctx, windowTitle)
+			return
+		}
 		runtime.WindowUnminimise(ctx)
 		runtime.WindowShow(ctx)
 	})
 }
 
-// showRequest shows the window on one consent request ("" : the Consent page). It is the
-// admin listener's OnConsentLink too, so it returns at once.
+// showRequest shows the window on one consent request ("" : the Consent page) for the
+// owner: a notification's body, the tray's menu.
 func (a *App) showRequest(userCode string) {
-	page := pageConsent
-	if userCode != "" {
-		page = consentPage(userCode)
-	}
 	a.log.Info("showing the window on a consent request", "user_code", userCode)
-	a.show(page)
+	a.show(requestPage(userCode))
+}
+
+// linkRequest shows the window on a request a link named: a browser opening the consent link
+// on the admin port (OnConsentLink, so it returns at once) or a second launch with one. Any
+// web page can do that, and time it, so the window does not take the focus (C17).
+func (a *App) linkRequest(userCode string) {
+	a.log.Info("a link asks for a consent request: showing it without taking the focus", "user_code", userCode)
+	a.bring(requestPage(userCode), true)
+}
+
+func requestPage(userCode string) string {
+	if userCode == "" {
+		return pageConsent
+	}
+	return consentPage(userCode)
 }
 
 // secondLaunch: another launch handed its arguments over (Wails' lock or handOff).
 func (a *App) secondLaunch(d options.SecondInstanceData) {
 	if code := userCodeFromArgs(d.Args); code != "" {
-		a.showRequest(code)
+		a.linkRequest(code)
 		return
 	}
 	a.show("")

@@ -315,15 +315,30 @@ handed_over() { grep -q 'handed the launch over' "$WORK/second.log" && ! grep -q
 check "second launch handed over without binding or opening the data dir" handed_over
 check "second launch brought the window forward" wait_for 5 visible
 check "…on that request (/pact/consent?user_code=$CODE2)" \
-	grep -q "showing the window on a consent request.*user_code=$CODE2" "$WORK/app-a.log"
+	grep -q "a link asks for a consent request.*user_code=$CODE2" "$WORK/app-a.log"
 sleep 1.5
 shot 03-consent-request
 "$BIN/wmclose" "$(window)"
 wait_for 5 not_visible
 
-# A consent link opened in a browser on this machine brings the app forward.
+# A consent link opened in a browser on this machine brings the app forward, while the owner
+# types in another window: the window shows without taking the focus and asks for attention
+# with its urgency hint instead (C17).
+bg "$WORK/typing.log" xmessage -title typing "The owner is typing here"
+typing_window() { xdotool search --onlyvisible --name '^typing$' 2>/dev/null | head -1; }
+wait_for 5 typing_window
+TYPING=$(typing_window)
+xdotool windowfocus --sync "$TYPING" 2>/dev/null
 curl -sk -o /dev/null "https://$ADMIN/pact/consent?user_code=$CODE2"
 check "a consent link opened in a browser shows the window" wait_for 5 visible
+urgent() { xprop -id "$(window)" WM_HINTS 2>/dev/null | grep -q 'urgency hint bit is set'; }
+check "C17 …without taking the focus: the window's urgency hint is set (xprop WM_HINTS)" wait_for 5 urgent
+check "C17 …and the focus stayed in the window the owner was typing in" test "$(xdotool getwindowfocus 2>/dev/null)" = "$TYPING"
+shot 03b-consent-link-urgent
+xdotool windowfocus --sync "$(window)" 2>/dev/null
+not_urgent() { ! urgent; }
+check "C17 the owner focusing the window clears the urgency hint" wait_for 5 not_urgent
+kill "${PIDS[-1]}" 2>/dev/null
 
 # Tray: Pause / Resume.
 click "Pause gateway"
@@ -357,6 +372,26 @@ check "tray Open in browser opens a signed-in page (token not on the command lin
 wait_for 5 not_visible
 click Open
 check "tray Open shows the window" wait_for 5 visible
+
+# One issuer floods the owner: its requests share one notification that counts the rest, a few
+# notifications at most are on screen, and its Deny all denies them all (C18). Every test agent
+# serves its own issuer on 127.0.0.1, so all of them have the registrable domain 127.0.0.1.
+for i in 1 2 3 4 5 6; do
+	bg "$WORK/flood-$i.log" "$BIN/agent" -gateway "$GW" -sub "mallory-$i" -request-only
+done
+flood_waiting() { [ "$(node_api /v1/consent | jq '[.requests[] | select(.agent.subject | startswith("mallory-"))] | length')" = 6 ]; }
+check "C18 six requests of one issuer wait" wait_for 30 flood_waiting
+most_more() { grep -oE 'and [0-9]+ more from 127\.0\.0\.1' "$WORK/bus.log" | awk '{print $2}' | sort -n | tail -1; }
+burst_counted() { [ "$(most_more)" -ge 5 ] 2>/dev/null; }
+check "C18 …one notification counts the rest: \"and N more from 127.0.0.1\" (dbus-monitor)" wait_for 10 burst_counted
+echo "# the burst's notification said: and $(most_more) more from 127.0.0.1"
+few_shown() { [ "$(dunstctl count displayed)" -le 4 ]; }
+check "C18 …and dunst shows at most 4 notifications ($(dunstctl count displayed))" few_shown
+sleep 0.5
+shot 08-flood-notification
+context_menu "Deny all from 127.0.0.1"
+flood_denied() { [ "$(node_api /v1/consent | jq '[.requests[] | select(.agent.subject | startswith("mallory-"))] | length')" = 0 ]; }
+check "C18 the notification's Deny all denied every request of that issuer" wait_for 10 flood_denied
 
 # Tray: Quit stops everything cleanly.
 click Quit

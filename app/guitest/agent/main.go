@@ -37,8 +37,9 @@ import (
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
-	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/aether/aether/backend/cardjson"
 )
 
 func main() {
@@ -118,6 +119,32 @@ func randomBytes(n int) []byte {
 	return b
 }
 
+// fetchCard reads the brand's agent card as served: its security requirements are in A2A
+// 1.0's StringList form, which backend/cardjson reads and a2a-go's own decoder does not.
+func fetchCard(ctx context.Context, cardURL string) (*a2a.AgentCard, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", cardURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", cardURL, resp.Status)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	var card a2a.AgentCard
+	if err := cardjson.Unmarshal(data, &card); err != nil {
+		return nil, err
+	}
+	return &card, nil
+}
+
 func run(gateway, aud, brand, sub, prompt string, requestOnly bool, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), wait+time.Minute)
 	defer cancel()
@@ -126,8 +153,7 @@ func run(gateway, aud, brand, sub, prompt string, requestOnly bool, wait time.Du
 		return err
 	}
 	fmt.Println("ISSUER", iss.url)
-	cardBase := strings.TrimRight(gateway, "/") + "/a2a/" + brand
-	card, err := agentcard.DefaultResolver.Resolve(ctx, cardBase)
+	card, err := fetchCard(ctx, strings.TrimRight(gateway, "/")+"/a2a/"+brand+"/.well-known/agent-card.json")
 	if err != nil {
 		return fmt.Errorf("agent card: %w", err)
 	}
