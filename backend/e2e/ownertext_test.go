@@ -186,7 +186,7 @@ func TestBrowserOwnerText(t *testing.T) {
 	t.Run("C16 a click within a second of a raise does nothing", func(t *testing.T) {
 		userCode, _, link := startFlow(t, e, e.agent("dave"))
 		got := browse[struct {
-			Early []struct{ Event, Armed string }
+			Early             []struct{ Event, Armed string }
 			PostsEarly, Posts int
 			StillPending      bool
 			Title             string
