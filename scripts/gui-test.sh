@@ -359,13 +359,15 @@ check "tray Start at login writes ~/.config/autostart/aether.desktop" wait_for 5
 click "Start at login"
 check "unchecking Start at login removes it" wait_for 5 no_login_item
 
-# Tray: Open in browser gives the browser a page only this user can read, not the token.
+# Tray: Open in browser gives the browser a page only this user can read, with a one-time
+# sign-in code (never the admin token) that is not on the command line either.
 click "Open in browser"
 browser_page() {
-	grep -q '^file://' "$WORK/xdg-open.args" && ! grep -q token "$WORK/xdg-open.args" &&
-		grep -qF "/login?token=$(cat "$DATA/admin.token")" "$WORK/xdg-open.page" && grep -qx 600 "$WORK/xdg-open.mode"
+	grep -q '^file://' "$WORK/xdg-open.args" && ! grep -q code= "$WORK/xdg-open.args" &&
+		grep -qF "https://$(jq -r .admin "$DATA/node.json")/login?code=" "$WORK/xdg-open.page" &&
+		! grep -qF "$(cat "$DATA/admin.token")" "$WORK/xdg-open.page" && grep -qx 600 "$WORK/xdg-open.mode"
 }
-check "tray Open in browser opens a signed-in page (token not on the command line, page 0600)" wait_for 5 browser_page
+check "tray Open in browser opens a signed-in page (a one-time code, not on the command line, page 0600)" wait_for 5 browser_page
 
 # Tray: Open.
 "$BIN/wmclose" "$(window)"
@@ -448,7 +450,7 @@ check "first run window rendered (04-first-run-brands.png)" colourful 04-first-r
 # The Brands page's API, as the page uses it: signed in, same origin, CSRF token.
 ADMIN=$(jq -r .admin "$DATA/node.json")
 JAR=$WORK/cookies
-curl -sk -c "$JAR" -o /dev/null "https://$ADMIN/login?token=$(cat "$DATA/admin.token")"
+curl -sk -c "$JAR" -o /dev/null --data-urlencode "token=$(cat "$DATA/admin.token")" "https://$ADMIN/login" # the sign-in form
 CSRF=$(curl -sk -b "$JAR" "https://$ADMIN/api/session" | jq -r .csrfToken)
 mkdir -p "$HOME/notes"
 echo "notes" >"$HOME/notes/NOTES.md"

@@ -221,7 +221,7 @@ check "the tray menu has Open and Quit" wait_for 10 tray_menu
 
 ADMIN=$(jq -r .admin "$DATA/node.json")
 JAR=$WORK/cookies
-curl -sk -c "$JAR" -o /dev/null "https://$ADMIN/login?token=$(cat "$DATA/admin.token")"
+curl -sk -c "$JAR" -o /dev/null --data-urlencode "token=$(cat "$DATA/admin.token")" "https://$ADMIN/login" # the sign-in form
 status_version=$(curl -sk -b "$JAR" "https://$ADMIN/api/status" | jq -r .version)
 check "the Status page's /api/status says version $VERSION" test "$status_version" = "$VERSION"
 

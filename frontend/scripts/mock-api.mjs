@@ -5,7 +5,8 @@
 //
 //   node scripts/mock-api.mjs [--port 5180] [--auth] [--policy-error] [--empty] [--no-sse] [--desktop]
 //
-// --auth          require a session: sign in via /login?token=test-token
+// --auth          require a session: sign in via /login?code=test-code, or the sign-in page's
+//                 form with the token test-token
 // --policy-error  policy.json is broken (banner on Status and Brands)
 // --empty         no requests, grants, receipts or brands
 // --no-sse        /api/events answers 404 (the UI falls back to polling)
@@ -31,6 +32,7 @@ const EMPTY = flag("--empty");
 const NO_SSE = flag("--no-sse");
 let policyBroken = flag("--policy-error");
 const TOKEN = "test-token";
+const CODE = "test-code"; // a sign-in link's one-time code (the mock takes it again and again)
 const DIST = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "dist");
 
 const CSRF = crypto.randomBytes(16).toString("hex");
@@ -329,7 +331,13 @@ const server = http.createServer(async (req, res) => {
   const method = req.method;
 
   if (p === "/login") {
-    if (url.searchParams.get("token") === TOKEN) {
+    let token = "";
+    if (method === "POST") {
+      let body = "";
+      for await (const chunk of req) body += chunk;
+      token = new URLSearchParams(body).get("token") ?? "";
+    }
+    if (url.searchParams.get("code") === CODE || (token !== "" && token === TOKEN)) {
       const sid = crypto.randomBytes(16).toString("hex");
       sessions.add(sid);
       res.writeHead(303, { ...SECURITY_HEADERS, Location: "/pact/consent", "Set-Cookie": `aether_session=${sid}; Path=/; HttpOnly; SameSite=Strict` });
@@ -467,5 +475,5 @@ const server = http.createServer(async (req, res) => {
 });
 
 server.listen(PORT, "127.0.0.1", () => {
-  console.log(`mock admin API on http://127.0.0.1:${server.address().port}/` + (AUTH ? ` (sign in: /login?token=${TOKEN})` : ""));
+  console.log(`mock admin API on http://127.0.0.1:${server.address().port}/` + (AUTH ? ` (sign in: /login?code=${CODE}, or the token ${TOKEN})` : ""));
 });
