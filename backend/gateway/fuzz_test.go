@@ -355,14 +355,17 @@ func (acceptAll) Verify(context.Context, string, string) (identity.Identity, err
 // exactly as url.ParseQuery reads it; and every form those rules allow is accepted.
 func FuzzDeviceForm(f *testing.F) {
 	fuzzseed.Write(f, formSeeds())
-	g := &Gateway{cfg: Config{Identity: acceptAll{}, Logger: slog.New(slog.DiscardHandler)}}
+	g := &Gateway{cfg: Config{Identity: acceptAll{}, Logger: slog.New(slog.DiscardHandler)}, requests: newRequestSlots()}
 	g.routes.Store(&routes{}) // no trusted proxies
 	f.Fuzz(func(t *testing.T, contentType string, body []byte) {
 		r := httptest.NewRequest(http.MethodPost, "/pact/token", bytes.NewReader(body))
 		r.Header.Set("Authorization", "Bearer a.b.c")
 		r.Header.Set("Content-Type", contentType)
 		rec := httptest.NewRecorder()
-		_, ok := g.oauthIdentity(rec, r)
+		_, release, ok := g.oauthIdentity(rec, r)
+		if ok {
+			release()
+		}
 
 		want, wantOK := expectForm(contentType, body)
 		if !ok {

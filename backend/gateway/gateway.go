@@ -76,6 +76,7 @@ type Gateway struct {
 	turns  *turnTable
 	// grantTurns caps each grant's running and waiting turns.
 	grantTurns grantCounter
+	requests   requestSlots // requests in progress per agent and per issuer site (F8, F9)
 
 	mu      sync.Mutex // serialises Reload
 	brands  map[string]*brandRoute
@@ -90,11 +91,11 @@ func New(cfg Config, p *policy.Policy) (*Gateway, error) {
 	if cfg.TurnTimeout == 0 {
 		cfg.TurnTimeout = 10 * time.Minute
 	}
-	g := &Gateway{cfg: cfg, turns: newTurnTable(), brands: map[string]*brandRoute{}}
+	g := &Gateway{cfg: cfg, turns: newTurnTable(), requests: newRequestSlots(), brands: map[string]*brandRoute{}}
 	if err := g.Reload(p); err != nil {
 		return nil, err
 	}
-	g.handler = g.routesHandler()
+	g.handler = withBodyDeadline(g.routesHandler())
 	return g, nil
 }
 

@@ -54,6 +54,7 @@ func (g *Gateway) guard(br *brandRoute, b binding, next http.Handler) http.Handl
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if g.paused.Load() {
 			w.Header().Set("Retry-After", "30")
+			closeUnread(w)
 			writeWireError(w, b, wireError{http.StatusServiceUnavailable, -32000, "UNAVAILABLE", "SERVER_ERROR", "the node owner has paused this gateway"}, nil)
 			return
 		}
@@ -62,18 +63,27 @@ func (g *Gateway) guard(br *brandRoute, b binding, next http.Handler) http.Handl
 			if werr.HTTPStatus == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="pact", error="invalid_token", error_description="`+headerSafe(werr.Message)+`"`)
 			}
+			closeUnread(w)
 			writeWireError(w, b, *werr, nil)
 			return
 		}
+		release, werr := g.requests.take(w, id)
+		if werr != nil {
+			writeWireError(w, b, *werr, nil)
+			return
+		}
+		defer release()
 		var body []byte
 		if r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
 			var id2 []byte
 			var werr *wireError
 			body, id2, werr = checkBody(r, b)
 			if werr != nil {
+				closeUnread(w) // some refusals come before the body is read whole (415, 413, 408)
 				writeWireError(w, b, *werr, id2)
 				return
 			}
+			liftBodyDeadline(w)
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			r.ContentLength = int64(len(body))
 			if b == bindingJSONRPC {
@@ -181,6 +191,8 @@ func toWire(err error) *wireError {
 			e = errInvalidRequest.with(be.detail)
 		case kindTooLarge:
 			e = errTooLarge.with(be.detail)
+		case kindTimeout:
+			e = errBodyTimeout.with(be.detail)
 		}
 	}
 	return &e

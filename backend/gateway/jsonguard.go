@@ -3,9 +3,12 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -32,6 +35,7 @@ const (
 	kindParse    bodyErrorKind = iota // -32700
 	kindInvalid                       // -32600
 	kindTooLarge                      // 413
+	kindTimeout                       // 408: the body did not arrive within bodyTimeout
 )
 
 func (e *bodyError) Error() string { return e.detail }
@@ -202,6 +206,9 @@ func checkID(raw json.RawMessage) (json.RawMessage, error) {
 // readBody reads at most maxBodyBytes; a larger body is an error without reading on.
 func readBody(r io.Reader) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(r, maxBodyBytes+1))
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, &bodyError{kindTimeout, fmt.Sprintf("the request body did not arrive within %d s", int(bodyTimeout/time.Second))}
+	}
 	if err != nil {
 		return nil, &bodyError{kindParse, "reading body: " + err.Error()}
 	}

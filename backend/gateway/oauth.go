@@ -3,8 +3,11 @@ package gateway
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/aether/aether/backend/consent"
 	"github.com/aether/aether/backend/identity"
@@ -21,10 +24,11 @@ const (
 
 // deviceAuthorization is RFC 8628 §3.1–3.2, authenticated by the identity JWT.
 func (g *Gateway) deviceAuthorization(w http.ResponseWriter, r *http.Request) {
-	id, ok := g.oauthIdentity(w, r)
+	id, release, ok := g.oauthIdentity(w, r)
 	if !ok {
 		return
 	}
+	defer release()
 	start, err := g.cfg.Consent.StartFlow(r.Context(), id.Agent, r.PostForm.Get("scope"), r.PostForm.Get("brand"))
 	if err != nil {
 		writeOAuthError(w, err)
@@ -35,10 +39,11 @@ func (g *Gateway) deviceAuthorization(w http.ResponseWriter, r *http.Request) {
 
 // token is RFC 8628 §3.4–3.5 (and the grant refresh above).
 func (g *Gateway) token(w http.ResponseWriter, r *http.Request) {
-	id, ok := g.oauthIdentity(w, r)
+	id, release, ok := g.oauthIdentity(w, r)
 	if !ok {
 		return
 	}
+	defer release()
 	agent := id.Agent
 	var tok *consent.Token
 	var err error
@@ -64,35 +69,48 @@ func (g *Gateway) token(w http.ResponseWriter, r *http.Request) {
 	writeOAuthJSON(w, http.StatusOK, tok)
 }
 
-// oauthIdentity authenticates a device-flow request and parses its form.
-func (g *Gateway) oauthIdentity(w http.ResponseWriter, r *http.Request) (identity.Identity, bool) {
+// oauthIdentity authenticates a device-flow request, holds its request slots (F8, F9) until
+// release is called, and parses its form within the body deadline (F7).
+func (g *Gateway) oauthIdentity(w http.ResponseWriter, r *http.Request) (id identity.Identity, release func(), ok bool) {
 	id, werr := g.authenticate(w, r)
+	if werr == nil {
+		release, werr = g.requests.take(w, id)
+	}
 	if werr != nil {
+		closeUnread(w)
 		if werr.HTTPStatus == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="pact", error="invalid_token", error_description="`+headerSafe(werr.Message)+`"`)
 			writeOAuthJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_client", "error_description": werr.Message})
 		} else {
 			writeOAuthJSON(w, werr.HTTPStatus, map[string]string{"error": "slow_down", "error_description": werr.Message})
 		}
-		return id, false
+		return id, nil, false
+	}
+	fail := func(status int, desc string) (identity.Identity, func(), bool) {
+		release()
+		writeOAuthJSON(w, status, map[string]string{"error": "invalid_request", "error_description": desc})
+		return id, nil, false
 	}
 	ct := r.Header.Get("Content-Type")
 	if !strings.HasPrefix(strings.ToLower(ct), "application/x-www-form-urlencoded") {
-		writeOAuthJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_request", "error_description": "send the parameters as application/x-www-form-urlencoded"})
-		return id, false
+		closeUnread(w)
+		return fail(http.StatusBadRequest, "send the parameters as application/x-www-form-urlencoded")
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-	if err := r.ParseForm(); err != nil {
-		writeOAuthJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_request", "error_description": "the form could not be read (at most 16 KiB)"})
-		return id, false
+	if err := r.ParseForm(); errors.Is(err, os.ErrDeadlineExceeded) {
+		closeUnread(w)
+		return fail(http.StatusRequestTimeout, fmt.Sprintf("the form did not arrive within %d s", int(bodyTimeout/time.Second)))
+	} else if err != nil {
+		closeUnread(w) // a form too large is not read whole
+		return fail(http.StatusBadRequest, "the form could not be read (at most 16 KiB)")
 	}
+	liftBodyDeadline(w)
 	for k, v := range r.PostForm {
 		if len(v) > 1 {
-			writeOAuthJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_request", "error_description": "parameter " + quoteTrunc(k) + " is repeated"})
-			return id, false
+			return fail(http.StatusBadRequest, "parameter "+quoteTrunc(k)+" is repeated")
 		}
 	}
-	return id, true
+	return id, release, true
 }
 
 func writeOAuthError(w http.ResponseWriter, err error) {

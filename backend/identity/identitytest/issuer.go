@@ -3,6 +3,7 @@ package identitytest
 import (
 	"crypto/x509"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -24,10 +25,15 @@ type options struct {
 	tls  bool
 	keys []*Key
 	now  func() time.Time
+	addr string
 }
 
 // WithTLS serves https (a certificate for 127.0.0.1 trusted by RootCAs) instead of plain http.
 func WithTLS() Option { return func(o *options) { o.tls = true } }
+
+// WithAddr serves on addr, e.g. "127.0.0.2:0": an issuer on another loopback address is
+// another issuer site (its registrable domain is the address). Default 127.0.0.1:0.
+func WithAddr(addr string) Option { return func(o *options) { o.addr = addr } }
 
 // WithKeys sets the published keys; the first one signs by default. Default: one EdDSA key
 // with kid "ed-1".
@@ -64,10 +70,19 @@ func NewIssuer(t testing.TB, opts ...Option) *Issuer {
 		o.keys = []*Key{NewEdDSAKey("ed-1")}
 	}
 	is := &Issuer{now: o.now, keys: o.keys, overrides: map[string]http.HandlerFunc{}, hits: map[string]int{}}
+	is.srv = httptest.NewUnstartedServer(is)
+	if o.addr != "" {
+		ln, err := net.Listen("tcp", o.addr)
+		if err != nil {
+			t.Fatalf("identitytest: listen on %s: %v", o.addr, err)
+		}
+		is.srv.Listener.Close()
+		is.srv.Listener = ln
+	}
 	if o.tls {
-		is.srv = httptest.NewTLSServer(is)
+		is.srv.StartTLS()
 	} else {
-		is.srv = httptest.NewServer(is)
+		is.srv.Start()
 	}
 	is.URL = is.srv.URL
 	t.Cleanup(is.Close)
