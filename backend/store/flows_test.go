@@ -49,30 +49,32 @@ func TestCreateFlowCaps(t *testing.T) {
 	flowMust(t, db.CreateFlow(ctx, late, testFlowLimits))
 }
 
-// F1 at the store: agents of one site share its cap whatever their issuer's exact URL, other
-// sites keep theirs, and the refusal says when the site's oldest flow expires.
+// TestCreateFlowSiteCap: agents of one site share its cap whatever their issuer's exact URL,
+// other sites keep theirs, and the refusal says when the site's oldest flow expires.
 func TestCreateFlowSiteCap(t *testing.T) {
-	db, _ := openTemp(t)
-	ctx := context.Background()
-	lim := FlowLimits{PerAgent: 2, PerSite: 3, Total: 10, Site: func(iss string) string {
-		return iss[strings.Index(iss, ".")+1:] // https://a.evil.example → evil.example
-	}}
-	codes := []string{"BBBBBBBB", "CCCCCCCC", "DDDDDDDD", "FFFFFFFF", "GGGGGGGG"}
-	for i, iss := range []string{"https://a.evil.example", "https://b.evil.example", "https://c.evil.example"} {
-		f := testFlow(fmt.Sprint("e", i), codes[i], "sub")
-		f.AgentIss = iss
-		f.CreatedAt, f.ExpiresAt = flowT0.Add(time.Duration(i)*time.Second), flowT0.Add(10*time.Minute+time.Duration(i)*time.Second)
-		flowMust(t, db.CreateFlow(ctx, f, lim))
-	}
-	more := testFlow("e3", codes[3], "other")
-	more.AgentIss = "https://d.evil.example"
-	more.CreatedAt = flowT0.Add(5 * time.Second)
-	err := db.CreateFlow(ctx, more, lim)
-	var capErr *FlowCapError
-	if !errors.As(err, &capErr) || !errors.Is(err, ErrSiteFlowCap) || capErr.Limit != 3 || !capErr.Until.Equal(flowT0.Add(10*time.Minute)) {
-		t.Fatalf("a fourth flow of evil.example: %v (%+v), want ErrSiteFlowCap until the first one expires", err, capErr)
-	}
-	flowMust(t, db.CreateFlow(ctx, testFlow("g1", codes[4], "alice"), lim)) // id.example has its own
+	t.Run("F1 the agents of one issuer site share its pending cap", func(t *testing.T) {
+		db, _ := openTemp(t)
+		ctx := context.Background()
+		lim := FlowLimits{PerAgent: 2, PerSite: 3, Total: 10, Site: func(iss string) string {
+			return iss[strings.Index(iss, ".")+1:] // https://a.evil.example → evil.example
+		}}
+		codes := []string{"BBBBBBBB", "CCCCCCCC", "DDDDDDDD", "FFFFFFFF", "GGGGGGGG"}
+		for i, iss := range []string{"https://a.evil.example", "https://b.evil.example", "https://c.evil.example"} {
+			f := testFlow(fmt.Sprint("e", i), codes[i], "sub")
+			f.AgentIss = iss
+			f.CreatedAt, f.ExpiresAt = flowT0.Add(time.Duration(i)*time.Second), flowT0.Add(10*time.Minute+time.Duration(i)*time.Second)
+			flowMust(t, db.CreateFlow(ctx, f, lim))
+		}
+		more := testFlow("e3", codes[3], "other")
+		more.AgentIss = "https://d.evil.example"
+		more.CreatedAt = flowT0.Add(5 * time.Second)
+		err := db.CreateFlow(ctx, more, lim)
+		var capErr *FlowCapError
+		if !errors.As(err, &capErr) || !errors.Is(err, ErrSiteFlowCap) || capErr.Limit != 3 || !capErr.Until.Equal(flowT0.Add(10*time.Minute)) {
+			t.Fatalf("a fourth flow of evil.example: %v (%+v), want ErrSiteFlowCap until the first one expires", err, capErr)
+		}
+		flowMust(t, db.CreateFlow(ctx, testFlow("g1", codes[4], "alice"), lim)) // id.example has its own
+	})
 }
 
 func TestCreateFlowUserCodeUnique(t *testing.T) {
