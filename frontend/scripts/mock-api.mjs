@@ -74,16 +74,24 @@ let brands = EMPTY
     ];
 const withCard = (b) => ({ ...b, cardUrl: `https://aether.example.com/brands/${encodeURIComponent(b.id)}/.well-known/agent-card.json` });
 
+// The strings the node computes for the owner (site.Describe), written out by hand.
+const agent = (issuer, subject, issuerOrigin, site, siteName, host, shown = subject) => ({
+  issuer, subject, issuerOrigin, site, siteName, host, claim: `says it is ${shown} — issued by ${siteName}`,
+});
 const agents = {
-  alice: { issuer: "https://agent.example", subject: "alice@example.com", issuerOrigin: "https://agent.example" },
-  bob: { issuer: "https://agents.acme.dev/tenants/42", subject: "bob", issuerOrigin: "https://agents.acme.dev" },
-  // Look-alike: Cyrillic "а" in paypal, shown as punycode; subject with RTL override + HTML.
-  evil: {
-    issuer: "https://p\u0430ypal.com",
-    subject: "\u202Egnp.exe<img src=x onerror=alert(1)> \u001b[31mred\u001b[0m",
-    issuerOrigin: "https://xn--pypal-4ve.com",
-  },
-  long: { issuer: "https://very-long.example", subject: "x".repeat(10240), issuerOrigin: "https://very-long.example" },
+  alice: agent("https://agent.example", "alice@example.com", "https://agent.example", "agent.example", "agent.example", "agent.example"),
+  bob: agent("https://agents.acme.dev/tenants/42", "bob", "https://agents.acme.dev", "acme.dev", "acme.dev", "agents.acme.dev"),
+  // Look-alike: Cyrillic "а" in paypal, shown beside its punycode; subject with RTL override + HTML.
+  evil: agent(
+    "https://p\u0430ypal.com",
+    "\u202Egnp.exe<img src=x onerror=alert(1)> \u001b[31mred\u001b[0m",
+    "https://xn--pypal-4ve.com",
+    "xn--pypal-4ve.com",
+    "p\u0430ypal.com (xn--pypal-4ve.com)",
+    "xn--pypal-4ve.com",
+    "gnp.exe<img src=x onerror=alert(1)> [31mred[0m",
+  ),
+  long: agent("https://very-long.example", "x".repeat(10240), "https://very-long.example", "very-long.example", "very-long.example", "very-long.example", "x".repeat(79) + "…"),
 };
 
 let pending = [];

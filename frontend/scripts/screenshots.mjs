@@ -82,8 +82,7 @@ await run([], async (page, base) => {
   await page.getByText("No pending request with this code").waitFor();
   await fetch(base + "/mock/consent", { method: "POST" });
   await page.locator("article", { hasText: "agents.acme.dev" }).waitFor();
-  const deny = page.locator("article", { hasText: "agents.acme.dev" }).getByRole("button", { name: "Deny", exact: true });
-  await deny.click();
+  await page.locator("article", { hasText: "agents.acme.dev" }).locator('button[data-armed="true"]', { hasText: "Deny" }).click();
   await page.getByText("Denied", { exact: true }).waitFor();
   await shot(page, "05-consent-unknown-code-and-live");
 
