@@ -15,7 +15,7 @@ export AETHER_REQUIRE_BROWSER := 1
 export AETHER_REQUIRE_CADDY := 1
 endif
 
-.PHONY: run serve deps build desktop package package-test test lint go-test ui-check gui-test bench fuzz version clean
+.PHONY: run serve deps build desktop package package-test test lint go-test ui-check gui-test bench fuzz soak version clean
 
 run: ## get what is needed and start the app on the example policy
 	scripts/run.sh
@@ -83,6 +83,10 @@ fuzz: ## fuzzes every target for FUZZTIME (10m each); a crasher is written to it
 		echo "go test -run '^$$' -fuzz '^$$name$$' -fuzztime $(FUZZTIME) ./$$pkg"; \
 		go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) ./$$pkg || failed="$$failed $$name"; \
 	done; if [ -n "$$failed" ]; then echo "fuzz: failed:$$failed (the crashers are in testdata/fuzz/<name>/)"; exit 1; fi
+
+# A real node under load, killed with -9 half-way (README.md, "Soak"); not part of make test.
+soak: ## SOAK_AGENTS agents (200) for SOAK_DURATION (60s) on `aether node serve`; its last line is the verdict
+	go build -o bin/soak ./tools/soak && bin/soak
 
 clean:
 	rm -rf bin dist test-results
