@@ -21,6 +21,7 @@ import (
 
 	"github.com/aether/aether/backend/codex"
 	"github.com/aether/aether/backend/confine"
+	"github.com/aether/aether/backend/identity/identitytest"
 )
 
 // Benchmarks print ratios measured side by side in one run, ours against a
@@ -111,11 +112,17 @@ func TestPrintB1(t *testing.T) {
 	defer srv.Close()
 	bareCard := &a2a.AgentCard{SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(srv.URL, a2a.TransportProtocolJSONRPC)}}
 
+	// The clients' agents come from 8 issuers (a loopback address each, so 8 issuer sites):
+	// one site alone may not hold the node's whole budget (docs/wire.md, limits).
+	issuers := []*identitytest.Issuer{e.issuer}
+	for i := 2; i <= 8; i++ {
+		issuers = append(issuers, identitytest.NewIssuer(t, identitytest.WithAddr(fmt.Sprintf("127.0.0.%d:0", i))))
+	}
 	agents := map[int]*agent{}
 	ourClient := func(i int) *a2aclient.Client {
 		a := agents[i]
 		if a == nil {
-			a = e.agent(fmt.Sprintf("bench-%d", i))
+			a = e.agentOf(issuers[i%len(issuers)], fmt.Sprintf("bench-%d", i))
 			a.setDelegation(e.delegate(t, a, "review"))
 			agents[i] = a
 		}

@@ -179,14 +179,20 @@ func (e *env) codexRuns() int {
 // sends its identity JWT and, once it holds one, its delegation token.
 type agent struct {
 	e          *env
+	issuer     *identitytest.Issuer // the env's issuer unless agentOf names another
 	sub        string
 	delegation string
 	mu         sync.Mutex
 }
 
-func (e *env) agent(sub string) *agent { return &agent{e: e, sub: sub} }
+func (e *env) agent(sub string) *agent { return e.agentOf(e.issuer, sub) }
 
-func (a *agent) identityToken() string { return a.e.issuer.Token(a.sub, a.e.publicURL) }
+// agentOf is an agent whose identity another issuer signs.
+func (e *env) agentOf(is *identitytest.Issuer, sub string) *agent {
+	return &agent{e: e, issuer: is, sub: sub}
+}
+
+func (a *agent) identityToken() string { return a.issuer.Token(a.sub, a.e.publicURL) }
 
 // RoundTrip adds the PACT credentials as HTTP headers (never as metadata).
 func (a *agent) RoundTrip(r *http.Request) (*http.Response, error) {
