@@ -227,7 +227,7 @@ check "the Status page's /api/status says version $VERSION" test "$status_versio
 
 LINK="aether://$ADMIN/pact/consent?user_code=BCDF-GHJK"
 gio open "$LINK" >"$WORK/gio-open.log" 2>&1
-linked() { grep -q 'showing the window on a consent request.*user_code=BCDF-GHJK' "$WORK/app.log"; }
+linked() { grep -q 'a link asks for a consent request.*user_code=BCDF-GHJK' "$WORK/app.log"; }
 check "gio open $LINK reaches the running app on that request" wait_for 20 linked
 check "…with the window shown" wait_for 10 visible
 # The Status page, with the version (its place in the window is where 01-installed-window.png
