@@ -219,6 +219,9 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	}
 
 	n.admin = admin.New(admin.Config{Token: n.token, TokenFile: n.path(fileToken), Addr: n.addrs.Admin, UI: o.UI, Log: n.log, OnConsentLink: o.OnConsentLink}, n.owner)
+	// No ReadTimeout: net/http keeps reading after the body to notice a client that goes away,
+	// and would end streaming turns with it. The gateway gives each body its own deadline
+	// (docs/wire.md, "Limits").
 	gwSrv := &http.Server{Handler: http.HandlerFunc(n.serveGateway), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, IdleTimeout: 2 * time.Minute}
 	// Browsers that do not trust the self-signed certificate yet fail handshakes: debug noise.
 	quiet := slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)
