@@ -138,6 +138,7 @@ func run(out io.Writer) (bool, error) {
 	}
 	k.print(out)
 	fmt.Fprintf(out, "soak: after %s of load and the restart, settled: %s\n", duration, after)
+	fmt.Fprintf(out, "the warm-up answered %d turns; below, the %s of load:\n", warm.turns, duration)
 	t.report(out, duration)
 	errs := sum(warm.errs) + sum(t.errs)
 	if w := sum(warm.errs); w > 0 {
@@ -478,16 +479,19 @@ func checkReceipts(out io.Writer, n *nodeProc, got []*answered) (receiptCheck, e
 		return c, err
 	}
 	defer f.Close()
-	stored := map[string]string{}
+	stored, status := map[string]string{}, map[string]string{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var line struct{ ID, JWS string }
+		var line struct {
+			ID, JWS string
+			Claims  struct{ Status string }
+		}
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
 			return c, fmt.Errorf("export line: %w", err)
 		}
 		sum := sha256.Sum256([]byte(line.JWS))
-		stored[line.ID] = hex.EncodeToString(sum[:])
+		stored[line.ID], status[line.ID] = hex.EncodeToString(sum[:]), line.Claims.Status
 	}
 	if err := sc.Err(); err != nil {
 		return c, err
@@ -504,6 +508,16 @@ func checkReceipts(out io.Writer, n *nodeProc, got []*answered) (receiptCheck, e
 	fmt.Fprintf(out, "receipts agents got: %d; in the store as sent: %d; missing: %d %s; different: %d %s\n", len(got),
 		len(got)-len(missing)-len(changed), len(missing), strings.Join(missing[:min(len(missing), 5)], " "),
 		len(changed), strings.Join(changed[:min(len(changed), 5)], " "))
+	// The rest are turns whose answer no agent read: those the kill cut off, which the restarted
+	// node closed as failed.
+	unread := map[string]int{}
+	for _, r := range got {
+		delete(status, r.rid)
+	}
+	for _, st := range status {
+		unread[st]++
+	}
+	fmt.Fprintf(out, "receipts of turns no agent got the answer of: %d, by status %v\n", len(status), unread)
 	c.allThere = len(missing) == 0 && len(changed) == 0
 	return c, nil
 }
