@@ -47,8 +47,8 @@ func (id *ident) identity() string {
 	return id.tok
 }
 
-// badToken cycles through the broken identity JWTs a hostile or buggy agent sends: each must
-// get 401, with no key fetched for it.
+// badToken cycles through the broken identity JWTs a hostile or buggy agent sends: malformed,
+// expired, for another audience, and signed by no key of its issuer. Each must get 401.
 func (id *ident) badToken() string {
 	id.badKind++
 	now := time.Now()
@@ -210,12 +210,11 @@ func (a *agent) do(op string) outcome {
 		return outcome{}
 	case opBadToken:
 		var err error
-		if a.n%2 == 0 {
+		if a.rng.IntN(2) == 0 {
 			_, err = a.bc.SendMessage(ctx, a.message("Review main.go with a broken identity", ""))
 		} else {
 			_, err = a.bc.ListTasks(ctx, &a2a.ListTasksRequest{PageSize: 5})
 		}
-		a.n++
 		if st := a.bad.lastStatus.Swap(0); err == nil || st != http.StatusUnauthorized {
 			return outcome{err: fmt.Errorf("a broken identity JWT got HTTP %d, want 401: %w", st, err)}
 		}

@@ -217,8 +217,8 @@ func envDuration(name string, def time.Duration) (time.Duration, error) {
 		return def, nil
 	}
 	d, err := time.ParseDuration(v)
-	if err != nil || d < time.Second {
-		return 0, fmt.Errorf("%s=%q: want a duration of at least 1s, such as 60s", name, v)
+	if err != nil || d < 4*time.Second {
+		return 0, fmt.Errorf("%s=%q: want a duration of at least 4s (the kill comes half-way), such as 60s", name, v)
 	}
 	return d, nil
 }
