@@ -3,11 +3,13 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -448,4 +450,52 @@ func TestRestart(t *testing.T) {
 			t.Errorf("the interrupted turn's receipt: %v", r)
 		}
 	})
+}
+
+// A plain send's new task is stored once, finished (its id reaches the agent only with the
+// answer); a send with returnImmediately is answered with the task stored WORKING at once.
+func TestTaskWrites(t *testing.T) {
+	e := newEnv(t)
+	a := e.agent("alice")
+	a.allow()
+	version := func(id a2a.TaskID) int64 {
+		t.Helper()
+		db, err := sql.Open("sqlite", "file:"+filepath.Join(e.dataDir, "pact.sqlite")+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var v int64
+		if err := db.QueryRow(`SELECT version FROM tasks WHERE id = ?`, string(id)).Scan(&v); err != nil {
+			t.Fatalf("task %s: %v", id, err)
+		}
+		return v
+	}
+	for _, b := range bothBindings {
+		c := a.client("review", b)
+		t.Run(string(b)+" plain send", func(t *testing.T) {
+			done := a.send(c, "", "Review main.go please")
+			if done.Status.State != a2a.TaskStateCompleted || len(done.History) < 2 {
+				t.Fatalf("turn: %s, history %d", done.Status.State, len(done.History))
+			}
+			if v := version(done.ID); v != 1 {
+				t.Errorf("the finished task was written %d times, want once", v)
+			}
+		})
+		t.Run(string(b)+" returnImmediately", func(t *testing.T) {
+			req := textMessage("Review main.go please")
+			req.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
+			res, err := c.SendMessage(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			task, ok := res.(*a2a.Task)
+			if !ok || task.Status.State.Terminal() {
+				t.Fatalf("returnImmediately answered %#v; want the task before it finished", res)
+			}
+			if got := waitState(t, c, task.ID, a2a.TaskStateCompleted); len(got.Artifacts) != 2 {
+				t.Errorf("finished task has %d artifacts, want answer and receipt", len(got.Artifacts))
+			}
+		})
+	}
 }

@@ -169,7 +169,7 @@ func TestHostileBodies(t *testing.T) {
 func TestIdentityRequired(t *testing.T) {
 	e := newEnv(t)
 	anon := &agent{e: e}
-	bad := &agent{e: e, sub: "x"}
+	bad := e.agent("x")
 	cases := []struct {
 		name   string
 		a      *agent

@@ -112,11 +112,11 @@ func (t *turnTable) remove(id a2a.TaskID) {
 func (e *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		c := callFrom(ctx)
-		t := &turnRun{ec: ec, yield: yield, task: ec.StoredTask, created: ec.StoredTask != nil, streaming: c.streaming}
+		t := &turnRun{ec: ec, yield: yield, task: ec.StoredTask, created: ec.StoredTask != nil, streaming: c.streaming, watched: c.watched}
 		if t.task == nil {
 			t.task = a2a.NewSubmittedTask(ec, ec.Message)
 			// A stream shows "submitted" first; a plain send creates the task
-			// directly in its first real state, one write fewer.
+			// directly in a later state (see status), fewer writes.
 			if c.streaming {
 				if !yield(t.task, nil) {
 					return
@@ -135,13 +135,20 @@ type turnRun struct {
 	task      *a2a.Task // the task as it was before this turn
 	created   bool      // the task is in the store
 	streaming bool
+	watched   bool           // the agent sees the task during the turn: store it at once
 	shown     []*a2a.Message // status messages sent: each next status moves the last into history
 }
 
 // status sends a status; the first event of a task not yet stored is the task itself.
+// A new task of a plain send is not stored WORKING: its id reaches the agent only with
+// the answer, so it is stored once, finished (finish), one write fewer per turn. The
+// turn's durable trace before Codex starts is its turn record (docs/threats.md T8).
 func (t *turnRun) status(state a2a.TaskState, text string) bool {
 	msg := agentText(t.ec, text)
 	t.shown = append(t.shown, msg)
+	if !t.created && !t.watched && state == a2a.TaskStateWorking {
+		return true
+	}
 	if !t.created {
 		t.created = true
 		task := *t.task
@@ -215,8 +222,9 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 		GrantID: c.grant, Agent: domain.Agent{Issuer: c.agent.Issuer, Subject: c.agent.Subject}, PolicyHash: rt.hash, RequestHash: reqHash,
 		StartedAt: time.Now().UTC(),
 	}
-	// The turn record and the WORKING state are written side by side (one
-	// group commit); Codex starts only once both are durable.
+	// The turn record (and, for a task the agent watches, the WORKING state
+	// beside it in one group commit) is written before Codex starts; Codex
+	// waits for the record to be durable.
 	started := make(chan error, 1)
 	go func() { started <- e.g.cfg.Ledger.Start(ctx, base) }()
 	visible := t.status(a2a.TaskStateWorking, "Codex is working on it in "+brand.Name+" ("+string(brand.AccessMode)+").")

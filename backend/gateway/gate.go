@@ -20,6 +20,7 @@ type call struct {
 	agent      domain.Agent
 	grant      domain.GrantID
 	streaming  bool            // the turn streams its events
+	watched    bool            // the agent sees the task while the turn runs (a stream, or returnImmediately)
 	disconnect <-chan struct{} // closed when a streaming client goes away
 }
 
@@ -145,6 +146,7 @@ func (gt *gate) beforeTurn(ctx context.Context, cc *a2asrv.CallContext, id ident
 	if cc.Method() == "SendStreamingMessage" {
 		c.streaming, c.disconnect = true, ctx.Done()
 	}
+	c.watched = c.streaming || (p.Config != nil && p.Config.ReturnImmediately)
 	return withCall(ctx, c), nil, nil
 }
 
