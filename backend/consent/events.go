@@ -76,7 +76,7 @@ func (s *Service) emitExpired(f store.DeviceFlow, outcome string) {
 
 // Sweep marks pending requests past their expiry as expired (emitting
 // request_expired for each), deletes finished requests a day after they
-// expired, and forgets stale per-IP counters. The node calls it every few seconds.
+// expired, and forgets the limits' idle counters. The node calls it every few seconds.
 func (s *Service) Sweep(ctx context.Context) error {
 	now := s.now()
 	expired, err := s.db.ExpireFlows(ctx, now)
