@@ -188,11 +188,11 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 		t.status(a2a.TaskStateFailed, "no delegation on this turn")
 		return
 	}
-	if !e.g.grantTurns.take(c.grant) {
+	if !e.g.grantTurns.Take(c.grant) {
 		t.status(a2a.TaskStateFailed, fmt.Sprintf("too many turns of this grant are running or waiting (at most %d at once); retry when one has finished", maxTurnsPerGrant))
 		return
 	}
-	defer e.g.grantTurns.release(c.grant)
+	defer e.g.grantTurns.Release(c.grant)
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
 	tr := &turn{cancel: cancel, done: make(chan struct{})}
@@ -511,31 +511,4 @@ func (g *Gateway) admit(ctx context.Context, grantID, brandID string) error {
 		return errRevokedWhileQueued
 	}
 	return err
-}
-
-// grantCounter counts the turns of each grant that run or wait.
-type grantCounter struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (c *grantCounter) take(grant string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n[grant] >= maxTurnsPerGrant {
-		return false
-	}
-	if c.n == nil {
-		c.n = map[string]int{}
-	}
-	c.n[grant]++
-	return true
-}
-
-func (c *grantCounter) release(grant string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n[grant]--; c.n[grant] <= 0 {
-		delete(c.n, grant)
-	}
 }

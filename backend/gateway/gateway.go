@@ -20,6 +20,7 @@ import (
 	"github.com/aether/aether/backend/consent"
 	"github.com/aether/aether/backend/identity"
 	"github.com/aether/aether/backend/keys"
+	"github.com/aether/aether/backend/limit"
 	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/receipts"
 )
@@ -74,8 +75,8 @@ type Gateway struct {
 	routes atomic.Pointer[routes]
 	paused atomic.Bool
 	turns  *turnTable
-	// grantTurns caps each grant's running and waiting turns.
-	grantTurns grantCounter
+	// grantTurns caps each grant's running and waiting turns (W14).
+	grantTurns *limit.Slots
 	requests   requestSlots // requests in progress per agent and per issuer site (F8, F9)
 
 	mu      sync.Mutex // serialises Reload
@@ -91,7 +92,7 @@ func New(cfg Config, p *policy.Policy) (*Gateway, error) {
 	if cfg.TurnTimeout == 0 {
 		cfg.TurnTimeout = 10 * time.Minute
 	}
-	g := &Gateway{cfg: cfg, turns: newTurnTable(), requests: newRequestSlots(), brands: map[string]*brandRoute{}}
+	g := &Gateway{cfg: cfg, turns: newTurnTable(), requests: newRequestSlots(), grantTurns: limit.NewSlots(maxTurnsPerGrant), brands: map[string]*brandRoute{}}
 	if err := g.Reload(p); err != nil {
 		return nil, err
 	}
