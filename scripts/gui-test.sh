@@ -325,6 +325,7 @@ wait_for 5 not_visible
 # types in another window: the window shows without taking the focus and asks for attention
 # with its urgency hint instead (C17).
 bg "$WORK/typing.log" xmessage -title typing "The owner is typing here"
+TYPING_PID=${PIDS[-1]}
 typing_window() { xdotool search --onlyvisible --name '^typing$' 2>/dev/null | head -1; }
 wait_for 5 typing_window
 TYPING=$(typing_window)
@@ -338,7 +339,14 @@ shot 03b-consent-link-urgent
 xdotool windowfocus --sync "$(window)" 2>/dev/null
 not_urgent() { ! urgent; }
 check "C17 the owner focusing the window clears the urgency hint" wait_for 5 not_urgent
-kill "${PIDS[-1]}" 2>/dev/null
+# The same link while the window is open and the owner types elsewhere: a focusing raise
+# would move the focus now (the window is viewable), this one must not.
+xdotool windowfocus --sync "$TYPING" 2>/dev/null
+curl -sk -o /dev/null "https://$ADMIN/pact/consent?user_code=$CODE2"
+check "C17 a link raising the open window sets its urgency hint again" wait_for 5 urgent
+sleep 0.5 # a focus change, had the raise asked for one, would have happened by now
+check "C17 …and leaves the focus in the window the owner types in" test "$(xdotool getwindowfocus 2>/dev/null)" = "$TYPING"
+kill "$TYPING_PID" 2>/dev/null
 
 # Tray: Pause / Resume.
 click "Pause gateway"
@@ -378,8 +386,10 @@ check "tray Open shows the window" wait_for 5 visible
 # One issuer floods the owner: its requests share one notification that counts the rest, a few
 # notifications at most are on screen, and its Deny all denies them all (C18). Every test agent
 # serves its own issuer on 127.0.0.1, so all of them have the registrable domain 127.0.0.1.
+# They start one after the other: a client may have only 4 new issuers' key fetches in flight.
 for i in 1 2 3 4 5 6; do
 	bg "$WORK/flood-$i.log" "$BIN/agent" -gateway "$GW" -sub "mallory-$i" -request-only
+	wait_for 20 agent_said "flood-$i" USER_CODE
 done
 flood_waiting() { [ "$(node_api /v1/consent | jq '[.requests[] | select(.agent.subject | startswith("mallory-"))] | length')" = 6 ]; }
 check "C18 six requests of one issuer wait" wait_for 30 flood_waiting
