@@ -135,7 +135,7 @@ func grants(args []string, env Env) int {
 	}
 	type grant struct {
 		ID     string
-		Agent  struct{ Issuer, Subject string }
+		Agent  struct{ Claim, Host string } // what every front door shows (docs/threats.md C13)
 		Brand  struct{ ID string }
 		Scope  struct{ ID string }
 		Status string
@@ -149,7 +149,7 @@ func grants(args []string, env Env) int {
 			return 1
 		}
 		for _, g := range out.Grants {
-			fmt.Fprintf(env.Stdout, "%s  %-8s %s %s  brand=%s scope=%s uses=%d\n", g.ID, g.Status, g.Agent.Issuer, g.Agent.Subject, g.Brand.ID, g.Scope.ID, g.Uses)
+			fmt.Fprintf(env.Stdout, "%s  %-8s agent %s (host %s)  brand=%s scope=%s uses=%d\n", g.ID, g.Status, g.Agent.Claim, g.Agent.Host, g.Brand.ID, g.Scope.ID, g.Uses)
 		}
 		return 0
 	case "revoke":

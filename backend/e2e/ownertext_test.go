@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"database/sql"
 	"encoding/json"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aether/aether/backend/cli"
 	"github.com/aether/aether/backend/identity/identitytest"
 )
 
@@ -180,6 +182,14 @@ func TestBrowserOwnerText(t *testing.T) {
 		}
 		if got.ConsentOverflow || got.SharingOverflow {
 			t.Error("the long issuer makes a page scroll sideways")
+		}
+		// `aether grants list` says the same.
+		var out, errOut bytes.Buffer
+		if code := cli.Main([]string{"grants", "list", "--data-dir", e.dataDir}, cli.Env{Stdout: &out, Stderr: &errOut}); code != 0 {
+			t.Fatalf("aether grants list: %d %s", code, errOut.String())
+		}
+		if !strings.Contains(out.String(), "agent "+claim+" (host ….") || strings.Contains(out.String(), "accounts.google.com") {
+			t.Errorf("aether grants list:\n%s", out.String())
 		}
 	})
 
