@@ -9,10 +9,12 @@
 //
 //	soak: turns=N errors=E rss_start=XMB rss_end=YMB goroutines_start=A goroutines_end=B receipts=verified|broken kill9=ok|failed
 //
-// kill9=ok means: the killed data dir verifies, every receipt an agent got with an answer is in
-// the store as it was sent, no task is left WORKING or SUBMITTED, and the restarted node
-// answered a turn within 2 s of its start. It exits 1 when anything is wrong. It runs only on
-// Linux (bubblewrap confines each turn, and /proc gives the node's RSS).
+// kill9=ok means: no process of the killed node's turns outlives it, the killed data dir
+// verifies, every receipt an agent got with an answer is in the store as it was sent, no task is
+// left WORKING or SUBMITTED, and the restarted node answered a turn within 2 s of its start.
+// It also looks for turn processes that outlive their turn while the node runs (a leak). It
+// exits 1 when anything is wrong. It runs only on Linux (bubblewrap confines each turn, and
+// /proc shows the node's RSS and the turns' processes).
 package main
 
 import (
@@ -136,6 +138,7 @@ func run(out io.Writer) (bool, error) {
 	if err != nil {
 		return fail(err)
 	}
+	strays := n.strays()
 	k.print(out)
 	fmt.Fprintf(out, "soak: after %s of load and the restart, settled: %s\n", duration, after)
 	fmt.Fprintf(out, "the warm-up answered %d turns; below, the %s of load:\n", warm.turns, duration)
@@ -156,6 +159,9 @@ func run(out io.Writer) (bool, error) {
 	if stopErr != nil {
 		fmt.Fprintf(out, "the node did not stop cleanly on SIGTERM: %v\n", stopErr)
 	}
+	left := n.orphans()
+	fmt.Fprintf(out, "after the load, turn processes adopted by init while the node ran: %d %s\n", len(strays), strings.Join(strays, " "))
+	fmt.Fprintf(out, "turn processes that outlived the stopped node: %d %s\n", len(left), strings.Join(left, " "))
 	verified, err := checkReceipts(out, n, append(warm.receipts, t.receipts...))
 	if err != nil {
 		return fail(err)
@@ -173,6 +179,10 @@ func run(out io.Writer) (bool, error) {
 	if !k.verified {
 		why = append(why, "the killed data dir does not verify")
 	}
+	if len(k.orphans) > 0 {
+		why = append(why, fmt.Sprintf("%d processes of its turns outlived the killed node", len(k.orphans)))
+	}
+
 	if !verified.allThere {
 		why = append(why, "receipts that agents got are missing from the store")
 	}
@@ -190,7 +200,13 @@ func run(out io.Writer) (bool, error) {
 		kill = "failed"
 		fmt.Fprintf(out, "kill9: failed: %s\n", strings.Join(why, "; "))
 	}
-	ok := errs == 0 && receipts == "verified" && kill == "ok" && stopErr == nil
+	// Turn processes that outlived their turn while the node ran, or the node itself, are a leak:
+	// not a failed call nor part of the kill, yet a failed soak.
+	leaked := len(k.strays) + len(strays) + len(left)
+	if leaked > 0 {
+		fmt.Fprintf(out, "leak: %d processes of turns outlived their turn or their node (listed above; killed now)\n", leaked)
+	}
+	ok := errs == 0 && receipts == "verified" && kill == "ok" && stopErr == nil && leaked == 0
 	if keep = !ok; keep {
 		fmt.Fprintf(out, "kept %s for a look (the node's log: node.log)\n", tmp)
 	}
@@ -256,7 +272,8 @@ func setUp(dir string) (*nodeProc, string, error) {
 	pol := fmt.Sprintf(`{"pact":{"publicUrl":%q,"audience":%q,"allowInsecureLocalIssuers":true,"brands":%s}}`, publicURL, publicURL, brandPolicy)
 	n := &nodeProc{bin: filepath.Join(dir, "aether"), dataDir: filepath.Join(dir, "data"), policy: filepath.Join(dir, "policy.json"),
 		listen: listen, codex: filepath.Join(dir, "codex"), log: filepath.Join(dir, "node.log"),
-		env: []string{"CODEX_HOME=" + filepath.Join(dir, "codex-home"), "CODEX_API_KEY=soak-test-key"}}
+		marker: "CODEX_API_KEY=soak-" + filepath.Base(dir)}
+	n.env = []string{"CODEX_HOME=" + filepath.Join(dir, "codex-home"), n.marker}
 	return n, publicURL, os.WriteFile(n.policy, []byte(pol), 0o600)
 }
 
@@ -371,6 +388,8 @@ type killReport struct {
 	underLoad string // the node's footprint just before
 	verify    string // `aether receipts verify` on the killed data dir
 	verified  bool
+	strays    []string      // processes of turns the node no longer had, before the kill
+	orphans   []string      // processes of its turns that outlived the killed node
 	ready     time.Duration // from the restart to /healthz answering
 	firstTurn time.Duration // from the restart to the first turn answered
 	err       error
@@ -383,11 +402,13 @@ func kill9(n *nodeProc, t *tally, inflight *atomic.Int64) (k killReport) {
 		rss, _ := n.rssMB()
 		k.underLoad = sample{rssMB: rss, goroutines: rt.Goroutines, heapMB: float64(rt.HeapBytes) / (1 << 20)}.String()
 	}
+	k.strays = n.strays()
 	k.at, k.inflight = time.Now(), inflight.Load()
 	t.mark(func(t *tally) { t.killAt = k.at })
 	if k.err = n.kill9(); k.err != nil {
 		return k
 	}
+	k.orphans = n.orphans()
 	k.verify, k.verified = verifyReceipts(n)
 	restart := time.Now()
 	t.mark(func(t *tally) { t.restartAt = restart })
@@ -412,6 +433,8 @@ func kill9(n *nodeProc, t *tally, inflight *atomic.Int64) (k killReport) {
 
 func (k killReport) print(w io.Writer) {
 	fmt.Fprintf(w, "kill -9 under load with %d calls in flight (node then: %s)\n", k.inflight, k.underLoad)
+	fmt.Fprintf(w, "  before it, turn processes adopted by init while the node ran: %d %s\n", len(k.strays), strings.Join(k.strays, " "))
+	fmt.Fprintf(w, "  turn processes that outlived the killed node: %d %s\n", len(k.orphans), strings.Join(k.orphans, " "))
 	fmt.Fprintf(w, "  receipts verify on the killed data dir: %s\n", k.verify)
 	fmt.Fprintf(w, "  restarted: /healthz after %s, first turn answered %s after the start\n", ms(k.ready), ms(k.firstTurn))
 	if k.err != nil {

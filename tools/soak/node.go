@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/aether/aether/backend/codex/codextest"
 )
 
 // nodeProc is `aether node serve` running as a child process on one data dir. Each start is a
@@ -20,6 +22,7 @@ import (
 type nodeProc struct {
 	bin, dataDir, policy, listen, codex, log string
 	env                                      []string
+	marker                                   string // in the environment of every process of its turns
 
 	cmd  *exec.Cmd
 	done chan error
@@ -108,6 +111,45 @@ func (n *nodeProc) stop() error {
 		n.cmd = nil
 		return errors.New("did not stop within 30s of SIGTERM")
 	}
+}
+
+// orphans waits up to a second for the processes of the node's turns to be gone once the node
+// is (the kernel kills them with it: docs/threats.md, T8), then kills and returns those left.
+func (n *nodeProc) orphans() []string {
+	deadline := time.Now().Add(time.Second)
+	for {
+		pids := codextest.Processes(n.marker)
+		if len(pids) == 0 || time.Now().After(deadline) {
+			return killAll(pids)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// strays kills and returns the processes of the running node's turns that no longer descend
+// from it: their parent is init, which adopted them when the process that started them died.
+func (n *nodeProc) strays() []string {
+	var pids []int
+	for _, pid := range codextest.Processes(n.marker) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if i := strings.LastIndexByte(string(stat), ')'); err == nil && i > 0 {
+			if f := strings.Fields(string(stat[i+1:])); len(f) > 1 && f[1] == "1" {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return killAll(pids)
+}
+
+func killAll(pids []int) []string {
+	var killed []string
+	for _, pid := range pids {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		argv := strings.Split(string(cmdline), "\x00")
+		syscall.Kill(pid, syscall.SIGKILL)
+		killed = append(killed, fmt.Sprintf("%d(%s)", pid, filepath.Base(argv[0])))
+	}
+	return killed
 }
 
 // rssMB is the node process's resident set (VmRSS), in MB.
