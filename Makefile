@@ -73,7 +73,8 @@ FUZZ_TARGETS := \
 	backend/identity:FuzzIdentityPrepass backend/identity:FuzzIdentityVerify \
 	backend/consent:FuzzUserCode backend/policy:FuzzPolicyParse \
 	backend/receipts:FuzzReceiptsVerify backend/receipts:FuzzReceiptsExport \
-	backend/agent:FuzzAgentCard backend/codex:FuzzCodexEvents
+	backend/agent:FuzzAgentCard backend/codex:FuzzCodexEvents \
+	backend/site:FuzzDescribe
 FUZZTIME ?= 10m
 # Go minimizes every new interesting input for up to 60s, which stalls a target fed large seeds.
 FUZZMINIMIZETIME ?= 5s
