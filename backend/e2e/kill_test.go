@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -177,7 +179,10 @@ func (s *served) stop() {
 // codexMarker is in the environment of every process of the node's turns (bwrap, codex and
 // what codex starts): the API key the node hands codex, unique to the test.
 func (s *served) codexMarker() string {
-	return "CODEX_API_KEY=kill9-" + filepath.Base(filepath.Dir(s.e.dataDir))
+	// The whole data dir path: test processes running side by side have dirs of the same
+	// base name (".../001"), and one must not count the other's codex as its own.
+	sum := sha256.Sum256([]byte(s.e.dataDir))
+	return "CODEX_API_KEY=kill9-" + hex.EncodeToString(sum[:8])
 }
 
 // waitCodex waits until the fake codex itself runs inside its turn's view (not just bwrap
