@@ -149,15 +149,23 @@ func TestUnknownDeviceCodes(t *testing.T) {
 			if code, out := e.admin.decide(start["user_code"].(string), "allow"); code != 200 {
 				t.Fatalf("allow: %d %v", code, out)
 			}
+			// Made-up codes until the budget (10, then one every 6 s) refuses one.
 			mallory := e.agent("mallory")
-			for i := range 11 {
+			refused := false
+			for i := 0; !refused; i++ {
 				resp, out := formCall(t, http.DefaultClient, token, mallory.identityToken(), url.Values{
 					"grant_type": {"urn:ietf:params:oauth:grant-type:device_code"}, "device_code": {fmt.Sprintf("MadeUpDeviceCode%06d", i)}}, tc.hdr)
-				if i < 10 && (resp == nil || resp.StatusCode != 400 || out["error"] != "invalid_grant") {
-					t.Fatalf("made-up code %d: %v, want 400 invalid_grant", i, out)
-				}
-				if i == 10 {
+				switch {
+				case resp != nil && resp.StatusCode == http.StatusTooManyRequests:
+					if i < 10 {
+						t.Fatalf("refused after %d made-up codes, want 10 first", i)
+					}
 					wantLimit(t, resp, out, "this agent sent more than 10 unknown device codes")
+					refused = true
+				case resp == nil || resp.StatusCode != 400 || out["error"] != "invalid_grant":
+					t.Fatalf("made-up code %d: %v, want 400 invalid_grant", i, out)
+				case i == 100:
+					t.Fatal("100 made-up codes and none refused")
 				}
 			}
 			resp, tok := formCall(t, http.DefaultClient, token, bob.identityToken(), url.Values{
@@ -205,18 +213,28 @@ func TestThrowawayIssuers(t *testing.T) {
 				return key.Sign(nil, map[string]any{"iss": fmt.Sprintf("%s/throwaway/%d", dead, i), "sub": "x", "aud": e.publicURL,
 					"iat": now.Unix(), "exp": now.Add(5 * time.Minute).Unix()})
 			}
-			for i := range 10 {
-				if resp, out := formCall(t, tc.attacker, authz, throwaway(i), scope, tc.attackerHdr); resp == nil || resp.StatusCode != 401 {
+			// Throwaway issuers until the budget (10, then one every 6 s) refuses one.
+			for i := 0; ; i++ {
+				resp, out := formCall(t, tc.attacker, authz, throwaway(i), scope, tc.attackerHdr)
+				if resp != nil && resp.StatusCode == http.StatusTooManyRequests {
+					if i < 10 {
+						t.Fatalf("refused after %d throwaway issuers, want 10 first", i)
+					}
+					if ra := wantLimit(t, resp, out, "this client presented more than 10 new issuers"); ra < 1 || ra > 6 {
+						t.Errorf("Retry-After %d, want at most 6 (one new issuer every 6 s)", ra)
+					}
+					break
+				}
+				if resp == nil || resp.StatusCode != 401 {
 					t.Fatalf("throwaway issuer %d: %v, want 401 (its keys cannot be fetched)", i, out)
 				}
-			}
-			resp, out := formCall(t, tc.attacker, authz, throwaway(10), scope, tc.attackerHdr)
-			if ra := wantLimit(t, resp, out, "this client presented more than 10 new issuers"); ra != 6 {
-				t.Errorf("Retry-After %d, want 6 (one new issuer every 6 s)", ra)
+				if i == 100 {
+					t.Fatal("100 throwaway issuers and none refused")
+				}
 			}
 			// A new, real issuer from another client is fetched and its agent served.
 			real := identitytest.NewIssuer(t, identitytest.WithAddr("127.0.0.4:0"))
-			resp, out = formCall(t, tc.visitor, authz, real.Token("alice", e.publicURL), scope, tc.hdr)
+			resp, out := formCall(t, tc.visitor, authz, real.Token("alice", e.publicURL), scope, tc.hdr)
 			if resp == nil || resp.StatusCode != 200 || out["device_code"] == nil {
 				t.Fatalf("a new legitimate issuer from another client: %v", out)
 			}
