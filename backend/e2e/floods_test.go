@@ -245,6 +245,7 @@ func TestThrowawayIssuers(t *testing.T) {
 // trickler is one connection that sends its headers at once and its body a byte at a time.
 type trickler struct {
 	what     string
+	path     string
 	answered chan struct{} // closed once an answer was read, or the connection ended without one
 	status   int           // of the answer (0: none arrived), set before answered is closed
 	body     string
@@ -258,7 +259,7 @@ type trickler struct {
 // did. A connection still open a minute after its headers fails the test: the body deadline
 // must have closed it long before.
 func trickle(what, addr, path, contentType, token string) *trickler {
-	tr := &trickler{what: what, answered: make(chan struct{}), done: make(chan struct{})}
+	tr := &trickler{what: what, path: path, answered: make(chan struct{}), done: make(chan struct{})}
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		tr.err = err.Error()
@@ -303,6 +304,34 @@ func trickle(what, addr, path, contentType, token string) *trickler {
 		}
 	}()
 	return tr
+}
+
+// timeoutShape reports whether a 408 body is the body deadline's error in the shape of the
+// endpoint: OAuth's, JSON-RPC's or HTTP+JSON's.
+func timeoutShape(path, body string) bool {
+	var out struct {
+		Error            json.RawMessage `json:"error"`
+		ErrorDescription string          `json:"error_description"`
+	}
+	if json.Unmarshal([]byte(body), &out) != nil {
+		return false
+	}
+	const said = "did not arrive within 30 s"
+	var e struct {
+		Code    any    `json:"code"`
+		Status  string `json:"status"`
+		Message string `json:"message"`
+	}
+	switch {
+	case strings.HasPrefix(path, "/pact/"):
+		return string(out.Error) == `"invalid_request"` && strings.Contains(out.ErrorDescription, said)
+	case json.Unmarshal(out.Error, &e) != nil || !strings.Contains(e.Message, said):
+		return false
+	case path == "/a2a/review": // JSON-RPC
+		return e.Code == float64(-32600)
+	default: // HTTP+JSON
+		return e.Code == float64(408) && e.Status == "DEADLINE_EXCEEDED"
+	}
 }
 
 // firstAnswer waits for the first of ts to be answered and returns it. The node takes a
@@ -449,6 +478,8 @@ func TestSlowBodies(t *testing.T) {
 				t.Errorf("%s: %s", tr.what, tr.err)
 			case tr.status != 0 && tr.status != want[tr]:
 				t.Errorf("%s: answered %d %s, want %d", tr.what, tr.status, tr.body, want[tr])
+			case tr.status == http.StatusRequestTimeout && !timeoutShape(tr.path, tr.body):
+				t.Errorf("%s: the 408 is not in the endpoint's error shape: %s", tr.what, tr.body)
 			case tr.status != 0:
 				answered++
 			}
