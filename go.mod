@@ -15,6 +15,7 @@ require (
 	github.com/wailsapp/wails/v2 v2.16.0
 	golang.org/x/net v0.56.0
 	golang.org/x/oauth2 v0.38.0
+	golang.org/x/sys v0.46.0
 	golang.org/x/text v0.39.0
 	gorm.io/gorm v1.31.2
 )
@@ -50,7 +51,6 @@ require (
 	golang.org/x/crypto v0.53.0 // indirect
 	golang.org/x/mod v0.37.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect
-	golang.org/x/sys v0.46.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	modernc.org/libc v1.22.5 // indirect
 	modernc.org/mathutil v1.5.0 // indirect

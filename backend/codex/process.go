@@ -9,7 +9,13 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/aether/aether/backend/confine"
 )
+
+// sandboxInfoFD is the descriptor bwrap writes the view's first process to: the first of
+// cmd.ExtraFiles, after stdin, stdout and stderr.
+const sandboxInfoFD = 3
 
 // procOutcome is how one codex process ended.
 type procOutcome struct {
@@ -42,22 +48,47 @@ func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string,
 		outW.Close()
 		return procOutcome{startErr: fmt.Errorf("stderr pipe: %w", err)}
 	}
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		return procOutcome{startErr: fmt.Errorf("sandbox info pipe: %w", err)}
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = env
 	cmd.Stdin = strings.NewReader(stdin) // closed by exec once written: codex waits for EOF
 	cmd.Stdout = outW
 	cmd.Stderr = errW
+	cmd.ExtraFiles = []*os.File{infoW} // descriptor sandboxInfoFD: bwrap's --info-fd
 	cmd.WaitDelay = grace
 	setProcessGroup(cmd)
 	startErr := cmd.Start()
 	outW.Close()
 	errW.Close()
+	infoW.Close()
 	if startErr != nil {
 		outR.Close()
 		errR.Close()
+		infoR.Close()
 		return procOutcome{startErr: startErr}
 	}
+	// The view's first process, once bwrap has made it (nil if bwrap ended without one).
+	var box *sandbox
+	boxKnown := make(chan struct{})
+	go func() {
+		defer close(boxKnown)
+		defer infoR.Close()
+		if pid, err := confine.ReadSandboxPID(infoR); err == nil {
+			box = openSandbox(pid)
+		}
+	}()
+	defer func() {
+		<-boxKnown
+		box.close()
+	}()
 
 	outDone := make(chan struct{})
 	go func() {
@@ -84,13 +115,22 @@ func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string,
 		case <-ctx.Done():
 		}
 		stopped <- context.Cause(ctx)
-		_ = interruptGroup(cmd.Process)
 		t := time.NewTimer(grace)
 		defer t.Stop()
+		// bwrap is not signalled before it has said which view it made (or ended): killed
+		// while making it, it could leave the view running with nobody to stop it.
+		select {
+		case <-boxKnown:
+			box.interrupt()
+		case <-t.C:
+		}
+		_ = interruptGroup(cmd.Process)
 		select {
 		case <-exited:
 		case <-t.C:
 			_ = killGroup(cmd.Process)
+			<-boxKnown
+			box.kill()
 		}
 	}()
 
@@ -101,6 +141,11 @@ func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string,
 		out.leftovers = true
 		_ = killGroup(cmd.Process)
 	}
+	// bwrap has exited (its info descriptor is closed with it), so the turn is over: its view
+	// ends now too. Normally the view is ending by itself; if bwrap died before the view armed
+	// its parent-death signal, this is what ends it (S2).
+	<-boxKnown
+	box.kill()
 	deadline := time.Now().Add(grace)
 	_ = outR.SetReadDeadline(deadline)
 	_ = errR.SetReadDeadline(deadline)

@@ -224,6 +224,7 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 		return finish(StatusFailed, "invalid request: "+err.Error(), fmt.Errorf("%w: %v", ErrInvalidRequest, err))
 	}
 	view := r.turnView(bin, workspace, req.AccessMode == AccessReadWrite, dirs)
+	view.InfoFD = sandboxInfoFD
 	wrapper, wrapped, err := box.Wrap(view, append([]string{bin}, args...))
 	if err != nil {
 		return finish(StatusFailed, "Confinement: "+err.Error(), err)

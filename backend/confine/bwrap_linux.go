@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -48,6 +49,9 @@ func (s *Sandbox) Wrap(v View, argv []string) (string, []string, error) {
 		"--die-with-parent", // the kernel ends the tree when the runner's process dies
 		"--new-session",     // no TIOCSTI into the node's terminal
 		"--cap-drop", "ALL", // as root, bwrap would keep them: enough to remount the view read-write
+	}
+	if v.InfoFD > 0 {
+		args = append(args, "--info-fd", strconv.Itoa(v.InfoFD))
 	}
 	if os.Geteuid() == 0 {
 		// Root's uid 0 inside would make the coding agent's own sandbox (a nested bwrap)
@@ -128,7 +132,9 @@ func (s *Sandbox) probe(ctx context.Context) Status {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	version := "bubblewrap"
-	if out, err := exec.CommandContext(ctx, bin, "--version").Output(); err == nil {
+	vcmd := exec.CommandContext(ctx, bin, "--version")
+	vcmd.WaitDelay = time.Second
+	if out, err := vcmd.Output(); err == nil {
 		version = strings.TrimSpace(string(out))
 	}
 	_, args, err := s.Wrap(View{}, []string{"/usr/bin/true"})
@@ -139,6 +145,9 @@ func (s *Sandbox) probe(ctx context.Context) Status {
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	cmd.Stderr = &stderr
+	// The view runs in a session of its own: should it outlive a killed bwrap holding the
+	// stderr pipe, Run must still return (a probe that never ends hangs the Status page).
+	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if msg == "" {

@@ -9,7 +9,10 @@ package confine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"sync"
 )
 
@@ -24,6 +27,26 @@ type Mount struct {
 type View struct {
 	Mounts []Mount // in order: a later mount may sit inside an earlier one
 	Dir    string  // working directory inside the view
+	// InfoFD, when above 0, is a descriptor the caller passes to bwrap (cmd.ExtraFiles[InfoFD-3]):
+	// bwrap writes the view's first process there once it exists (ReadSandboxPID), so the caller
+	// can end the view itself, also when bwrap is gone (it starts the view in a session of its own).
+	InfoFD int
+}
+
+// ReadSandboxPID reads the PID of a view's first process (its PID 1, whose end the kernel
+// makes the end of everything in the view) from bwrap's --info-fd: a JSON object that has
+// "child-pid". It returns an error when bwrap closed the descriptor without writing one.
+func ReadSandboxPID(r io.Reader) (int, error) {
+	var info struct {
+		ChildPID int `json:"child-pid"`
+	}
+	if err := json.NewDecoder(r).Decode(&info); err != nil {
+		return 0, fmt.Errorf("confine: no sandbox info from bwrap: %w", err)
+	}
+	if info.ChildPID <= 0 {
+		return 0, errors.New("confine: bwrap's sandbox info has no child-pid")
+	}
+	return info.ChildPID, nil
 }
 
 // Status says whether confinement can be set up here, and if not, why and how to fix it.

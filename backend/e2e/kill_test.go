@@ -322,3 +322,45 @@ func TestKill9(t *testing.T) {
 		}
 	})
 }
+
+// TestCancelDuringSetup cancels turns while bubblewrap is still making their views (0 to 9 ms
+// after the turn starts): stopped then, bwrap used to die before the view armed its
+// parent-death signal, and the view ran on under init, Codex and all, with the node up.
+func TestCancelDuringSetup(t *testing.T) {
+	s := newServedEnv(t)
+	s.serve()
+	defer s.stop()
+	alice := s.e.agent("alice")
+	alice.allow()
+	c := alice.client("review", a2a.TransportProtocolJSONRPC)
+	t.Run("W18 turns canceled while their view is set up leave nothing running", func(t *testing.T) {
+		for i := range 20 {
+			ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+			task, next, stop := startStream(t, ctx, c, fmt.Sprintf("hang %d [fake:hang]", i))
+			time.Sleep(time.Duration(i%4) * 3 * time.Millisecond)
+			if got, err := c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: task.ID}); err != nil || got.Status.State != a2a.TaskStateCanceled {
+				t.Fatalf("cancel: %v %v", got, err)
+			}
+			for _, err, ok := next(); ok && err == nil; _, err, ok = next() {
+			}
+			stop()
+			cancel()
+		}
+		// Every turn has its receipt (CancelTask answers after it), so every view has been
+		// told to end; give the kernel the moment it takes to end them.
+		left := func() (pids []int) {
+			for _, pid := range codextest.Processes(s.codexMarker()) {
+				if pid != s.cmd.Process.Pid {
+					pids = append(pids, pid)
+				}
+			}
+			return pids
+		}
+		for deadline := time.Now().Add(5 * time.Second); len(left()) > 0 && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if pids := left(); len(pids) > 0 {
+			t.Errorf("processes of canceled turns still run beside the node: %v", pids)
+		}
+	})
+}
