@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,7 +23,6 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
-	_ "github.com/glebarez/go-sqlite" // C7 moves a flow's expiry into the past (the node has no clock option)
 	"golang.org/x/oauth2"
 
 	"github.com/aether/aether/backend/codex/codextest"
@@ -495,12 +493,7 @@ var otherPages = template.Must(template.Must(template.New("form").Parse(`<!docty
 // minutes had passed: the node has no clock or flow-lifetime option to make that happen sooner.
 func expireFlow(t *testing.T, e *env, id string) {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(e.dataDir, "pact.sqlite")+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	res, err := db.Exec(`UPDATE device_flows SET expires_at = ? WHERE id = ? AND status = 'pending'`, time.Now().Add(-time.Second).UnixMilli(), id)
+	res, err := pactSQLite(t, e.dataDir).Exec(`UPDATE device_flows SET expires_at = ? WHERE id = ? AND status = 'pending'`, time.Now().Add(-time.Second).UnixMilli(), id)
 	if err != nil {
 		t.Fatalf("expire flow %s: %v", id, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,6 +28,8 @@ import (
 	"github.com/aether/aether/backend/codex/codextest"
 	"github.com/aether/aether/backend/identity/identitytest"
 	"github.com/aether/aether/backend/node"
+
+	_ "github.com/glebarez/go-sqlite" // pactSQLite: what the node stored, read and changed as one with the file could
 )
 
 // env is one running node with its policy, workspace, fake Codex and an
@@ -186,6 +189,18 @@ type agent struct {
 }
 
 func (e *env) agent(sub string) *agent { return e.agentOf(e.issuer, sub) }
+
+// pactSQLite opens a node's pact.sqlite beside it, for a test that must read or change what
+// the node stored where no API reaches (a flow's expiry, an issuer no test can reach).
+func pactSQLite(t *testing.T, dataDir string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dataDir, "pact.sqlite")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
 
 // agentOf is an agent whose identity another issuer signs.
 func (e *env) agentOf(is *identitytest.Issuer, sub string) *agent {

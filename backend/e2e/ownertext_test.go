@@ -2,11 +2,9 @@ package e2e
 
 import (
 	"bytes"
-	"database/sql"
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -50,12 +48,7 @@ func deviceAuth(t *testing.T, e *env, token string) (int, map[string]any) {
 // identity from it would have been stored.
 func setIssuer(t *testing.T, e *env, userCode, iss string) {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(e.dataDir, "pact.sqlite")+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	res, err := db.Exec(`UPDATE device_flows SET agent_iss = ? WHERE user_code = ? AND status = 'pending'`, iss, strings.ReplaceAll(userCode, "-", ""))
+	res, err := pactSQLite(t, e.dataDir).Exec(`UPDATE device_flows SET agent_iss = ? WHERE user_code = ? AND status = 'pending'`, iss, strings.ReplaceAll(userCode, "-", ""))
 	if err != nil {
 		t.Fatalf("set issuer of %s: %v", userCode, err)
 	}

@@ -3,13 +3,11 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -460,13 +458,8 @@ func TestTaskWrites(t *testing.T) {
 	a.allow()
 	version := func(id a2a.TaskID) int64 {
 		t.Helper()
-		db, err := sql.Open("sqlite", "file:"+filepath.Join(e.dataDir, "pact.sqlite")+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
 		var v int64
-		if err := db.QueryRow(`SELECT version FROM tasks WHERE id = ?`, string(id)).Scan(&v); err != nil {
+		if err := pactSQLite(t, e.dataDir).QueryRow(`SELECT version FROM tasks WHERE id = ?`, string(id)).Scan(&v); err != nil {
 			t.Fatalf("task %s: %v", id, err)
 		}
 		return v

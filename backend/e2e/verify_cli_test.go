@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
-	_ "github.com/glebarez/go-sqlite" // to tamper with pact.sqlite the way an attacker with the file would
 
 	"github.com/aether/aether/backend/cli"
 	"github.com/aether/aether/backend/receipts"

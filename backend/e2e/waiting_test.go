@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -44,12 +43,7 @@ func dbBytes(t *testing.T, dataDir string) int64 {
 // backdate moves the matching tasks' last change into the past, as if that time had gone by.
 func backdate(t *testing.T, dataDir string, by time.Duration, where string, args ...any) {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dataDir, "pact.sqlite")+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	res, err := db.Exec("UPDATE tasks SET updated_at = updated_at - ? WHERE "+where, append([]any{by.Milliseconds()}, args...)...)
+	res, err := pactSQLite(t, dataDir).Exec("UPDATE tasks SET updated_at = updated_at - ? WHERE "+where, append([]any{by.Milliseconds()}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
