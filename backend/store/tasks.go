@@ -89,7 +89,7 @@ func (v *taskView) Create(ctx context.Context, task *a2a.Task) (taskstore.TaskVe
 		now := ms(v.db.Now())
 		err := tx.Exec(`INSERT INTO tasks (id, owner, brand, context_id, state, status_ns, version, data, created_at, updated_at, ran)
 			VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)`,
-			task.ID, owner, v.brand, task.ContextID, string(task.Status.State), statusNS(task), data, now, now, startsTurn(task)).Error
+			task.ID, owner, v.brand, task.ContextID, string(task.Status.State), statusNS(task), data, now, now, ranTurn(task)).Error
 		if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: tasks.id") {
 			return taskstore.ErrTaskAlreadyExists // the id is taken, whoever owns it
 		}
@@ -123,7 +123,7 @@ func (v *taskView) Update(ctx context.Context, req *taskstore.UpdateRequest) (ta
 		var rows []taskRow
 		if err := tx.Raw(`UPDATE tasks SET context_id = ?, state = ?, status_ns = ?, version = version + 1, data = ?, updated_at = ?, ran = max(ran, ?)
 			WHERE id = ? AND owner = ? AND brand = ? AND (? OR version = ?) RETURNING version`,
-			task.ContextID, string(task.Status.State), statusNS(task), data, ms(v.db.Now()), startsTurn(task),
+			task.ContextID, string(task.Status.State), statusNS(task), data, ms(v.db.Now()), ranTurn(task),
 			task.ID, owner, v.brand, req.PrevVersion == taskstore.TaskVersionMissing, int64(req.PrevVersion)).Scan(&rows).Error; err != nil {
 			return err
 		}

@@ -38,8 +38,12 @@ func (e *WaitingCapError) Error() string {
 // RetryAfter is how long until a slot frees, at least a second.
 func (e *WaitingCapError) RetryAfter() time.Duration { return max(e.Retry, time.Second) }
 
-// startsTurn is the ran column of a task as written: a task marked WORKING has started a turn.
-func startsTurn(task *a2a.Task) bool { return task.Status.State == a2a.TaskStateWorking }
+// ranTurn is the ran column of a task as a2a-go writes it: a task marked WORKING has started
+// a turn, and so has one that carries artifacts (only a turn gives a task any: every turn ends
+// with its receipt), such as a plain send's task, stored once, finished (docs/wire.md).
+func ranTurn(task *a2a.Task) bool {
+	return task.Status.State == a2a.TaskStateWorking || len(task.Artifacts) > 0
+}
 
 // SaveWaiting stores a task that waits for consent for owner on brand: a new one when prev is
 // taskstore.TaskVersionMissing, within the caps (a *WaitingCapError over them), else over the

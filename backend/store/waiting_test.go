@@ -78,6 +78,11 @@ func TestWaitingTasks(t *testing.T) {
 		ran := waitingTask("ran")
 		ran.Status.State = a2a.TaskStateWorking
 		mustCreateTask(t, as(t, "bob"), db.TaskStore("review", ownerOf), ran)
+		// A plain send's task is stored once, finished, with its receipt: it ran a turn too.
+		sent := waitingTask("sent")
+		sent.Status.State = a2a.TaskStateCompleted
+		sent.Artifacts = []*a2a.Artifact{{ID: "receipt", Parts: a2a.ContentParts{a2a.NewTextPart("jws")}}}
+		mustCreateTask(t, as(t, "bob"), db.TaskStore("review", ownerOf), sent)
 		// Alice opens a device flow a little later; it outlives her task's own TTL.
 		clock.t = clock.t.Add(5 * time.Minute)
 		expires := clock.t.Add(WaitingTTL)
@@ -100,6 +105,7 @@ func TestWaitingTasks(t *testing.T) {
 			t.Fatalf("after the flow expired: %d %v", n, err)
 		}
 		mustGetTask(t, as(t, "bob"), db.TaskStore("review", ownerOf), "ran")
+		mustGetTask(t, as(t, "bob"), db.TaskStore("review", ownerOf), "sent")
 	})
 
 	t.Run("K5 retention deletes finished tasks, never receipts", func(t *testing.T) {
