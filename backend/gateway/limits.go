@@ -27,7 +27,9 @@ const (
 
 var (
 	errBodyTimeout = wireError{http.StatusRequestTimeout, -32600, "DEADLINE_EXCEEDED", "INVALID_REQUEST", ""}
-	errBusy        = wireError{http.StatusTooManyRequests, -32000, "RESOURCE_EXHAUSTED", "RESOURCE_EXHAUSTED", ""}
+	// errBusy answers a request over a cap of what one agent or site holds: requests in
+	// progress here, waiting tasks (K2, K3); always with Retry-After.
+	errBusy = wireError{http.StatusTooManyRequests, -32000, "RESOURCE_EXHAUSTED", "RESOURCE_EXHAUSTED", ""}
 )
 
 // withBodyDeadline gives a request with a body bodyTimeout to send it (F7): a client that

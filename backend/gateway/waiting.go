@@ -30,8 +30,6 @@ const (
 	metaWithheld      = "aether.withheld"
 )
 
-// errTooManyWaiting answers a new waiting task over a cap (K2, K3), with Retry-After.
-var errTooManyWaiting = wireError{http.StatusTooManyRequests, -32000, "RESOURCE_EXHAUSTED", "RESOURCE_EXHAUSTED", ""}
 
 // withheld is m, as received, the way task keeps it.
 func withheld(m *a2a.Message, task *a2a.Task) (*a2a.Message, error) {
@@ -122,7 +120,7 @@ func (gt *gate) authRequired(ctx context.Context, id identity.Identity, msg *a2a
 	var capped interface{ RetryAfter() time.Duration }
 	if errors.As(err, &capped) {
 		gt.g.cfg.Logger.Info("waiting task refused", "brand", gt.brand, "agent_iss", id.Issuer, "err", err)
-		return nil, refuse(ctx, errTooManyWaiting.with(err.Error()+"; retry later, or run the device flow first"), capped.RetryAfter())
+		return nil, refuse(ctx, errBusy.with(err.Error()+"; retry later, or run the device flow first"), capped.RetryAfter())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store auth-required task: %w", err)

@@ -25,7 +25,7 @@ func TestRefusingWriter(t *testing.T) {
 		if rec.Flushed {
 			t.Fatal("flushed before the first byte")
 		}
-		err := refuse(ctx, errTooManyWaiting.with("this agent already has 10 tasks waiting"), 90*time.Second+time.Millisecond)
+		err := refuse(ctx, errBusy.with("this agent already has 10 tasks waiting"), 90*time.Second+time.Millisecond)
 		if err == nil {
 			t.Fatal("refuse returned no error for a2a-go")
 		}
@@ -54,7 +54,7 @@ func TestRefusingWriter(t *testing.T) {
 		w.Write([]byte("data: 1\n\n"))
 		w.Flush()
 		// A refusal after the first byte is too late to change the answer; the error stays a2a-go's.
-		if err := refuse(withRefusals(context.Background(), w), errTooManyWaiting, time.Second); !strings.Contains(err.Error(), a2a.ErrServerError.Error()) {
+		if err := refuse(withRefusals(context.Background(), w), errBusy, time.Second); !strings.Contains(err.Error(), a2a.ErrServerError.Error()) {
 			t.Fatalf("late refusal: %v", err)
 		}
 		w.Write([]byte("data: 2\n\n"))
