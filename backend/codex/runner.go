@@ -114,8 +114,9 @@ type Request struct {
 	// Conversation names whose codex state the turn uses (the agent and brand): turns of
 	// one conversation can resume each other's threads; no other turn sees them.
 	Conversation string
-	// Admit, if set, is called once the turn holds its workspace and a slot, right before
-	// codex starts; an error ends the turn there (a grant revoked while it waited).
+	// Admit, if set, is called once the turn holds its workspace and a slot and is prepared,
+	// right before codex starts; an error ends the turn there (a grant revoked while it
+	// waited, the turn's record not written). The gateway's waits for the turn's record.
 	Admit func(context.Context) error
 }
 
@@ -199,11 +200,6 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 		return finish(StatusCanceled, "canceled while waiting for another turn to finish", err)
 	}
 	defer release()
-	if req.Admit != nil {
-		if err := req.Admit(ctx); err != nil {
-			return finish(StatusFailed, err.Error(), fmt.Errorf("%w: %w", ErrNotAdmitted, err))
-		}
-	}
 
 	res.StartedAt = r.now()
 	var before workspaceDigest
@@ -234,6 +230,12 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	gate := progressGate{fn: progress, now: r.now, red: red}
 	var tr transcript
 
+	// Last, so the turn's preparation above runs beside whatever Admit waits for.
+	if req.Admit != nil {
+		if err := req.Admit(ctx); err != nil {
+			return finish(StatusFailed, err.Error(), fmt.Errorf("%w: %w", ErrNotAdmitted, err))
+		}
+	}
 	timeout := r.timeout()
 	tctx, cancel := context.WithTimeoutCause(ctx, timeout, errTurnTimeout)
 	defer cancel()

@@ -223,16 +223,17 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 		StartedAt: time.Now().UTC(),
 	}
 	// The turn record (and, for a task the agent watches, the WORKING state
-	// beside it in one group commit) is written before Codex starts; Codex
-	// waits for the record to be durable.
+	// beside it in one group commit) is written while the runner prepares the
+	// turn; Codex starts only once it is durable (Admit waits for it: T8).
 	started := make(chan error, 1)
 	go func() { started <- e.g.cfg.Ledger.Start(ctx, base) }()
+	recorded := sync.OnceValue(func() error { return <-started })
 	visible := t.status(a2a.TaskStateWorking, "Codex is working on it in "+brand.Name+" ("+string(brand.AccessMode)+").")
-	if err := <-started; err != nil {
-		t.yield(nil, fmt.Errorf("record turn: %w", err))
-		return
-	}
 	if !visible {
+		if err := recorded(); err != nil {
+			t.yield(nil, fmt.Errorf("record turn: %w", err))
+			return
+		}
 		// The task could not be updated (the SDK stopped the execution): close
 		// the turn with a receipt rather than leave it running until a restart.
 		end := base
@@ -244,7 +245,11 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 		return
 	}
 
-	res := e.runCodex(runCtx, rt, brand, t, base)
+	res := e.runCodex(runCtx, rt, brand, t, base, recorded)
+	if err := recorded(); err != nil {
+		t.yield(nil, fmt.Errorf("record turn: %w", err)) // Codex did not start (Admit)
+		return
+	}
 	status, state, reason := outcome(runCtx, res)
 	end := base
 	end.AnswerHash = receipts.HashBytes([]byte(res.Answer))
@@ -281,8 +286,9 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 	t.finish(arts, final)
 }
 
-// runCodex runs the coding agent, relaying its progress as WORKING updates.
-func (e *executor) runCodex(ctx context.Context, rt *routes, brand policy.Brand, t *turnRun, turn receipts.Turn) codex.Result {
+// runCodex runs the coding agent, relaying its progress as WORKING updates. It starts
+// only once recorded (the turn's record) and the grant's standing both hold.
+func (e *executor) runCodex(ctx context.Context, rt *routes, brand policy.Brand, t *turnRun, turn receipts.Turn, recorded func() error) codex.Result {
 	req := codex.Request{
 		AccessMode: string(brand.AccessMode),
 		Prompt:     codex.BuildPrompt(brand.InstructionText(), messageTexts(t.ec.Message)),
@@ -290,6 +296,9 @@ func (e *executor) runCodex(ctx context.Context, rt *routes, brand policy.Brand,
 		// Codex's sessions are kept per agent and brand: a thread resumes only for them.
 		Conversation: turn.Agent.Issuer + "\x00" + turn.Agent.Subject + "\x00" + brand.ID,
 		Admit: func(ctx context.Context) error {
+			if err := recorded(); err != nil {
+				return fmt.Errorf("record turn: %w", err)
+			}
 			return e.g.admit(ctx, turn.GrantID, brand.ID)
 		},
 	}

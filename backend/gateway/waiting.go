@@ -30,7 +30,6 @@ const (
 	metaWithheld      = "aether.withheld"
 )
 
-
 // withheld is m, as received, the way task keeps it.
 func withheld(m *a2a.Message, task *a2a.Task) (*a2a.Message, error) {
 	hash, err := receipts.HashJSON(m)
