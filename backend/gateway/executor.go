@@ -14,7 +14,6 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
-	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
 	"github.com/aether/aether/backend/codex"
 	"github.com/aether/aether/backend/consent"
@@ -32,7 +31,7 @@ const metaThread = "aether.codexThreadId"
 type executor struct {
 	g     *Gateway
 	brand string
-	tasks taskstore.Store // the route's
+	tasks *routeTasks // the route's
 }
 
 // turn is one running turn, found by task id for CancelTask and disconnects.
@@ -260,6 +259,30 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 	if revoked, err := e.g.cfg.Consent.Revoked(ctx, c.grant); err == nil && revoked {
 		end.GrantRevokedDuringTurn = true
 	}
+	// What the agent gets: the answer, the receipt, the final status.
+	ending := func(rec *receipts.Receipt) ([]*a2a.TaskArtifactUpdateEvent, *a2a.TaskStatusUpdateEvent) {
+		var arts []*a2a.TaskArtifactUpdateEvent
+		if state == a2a.TaskStateCompleted {
+			arts = append(arts, answerArtifact(ec, res.Answer))
+		}
+		arts = append(arts, receiptArtifact(ec, rec))
+		final := a2a.NewStatusUpdateEvent(ec, state, agentText(ec, finalText(state, reason)))
+		if res.ThreadID != "" {
+			final.Metadata = map[string]any{metaThread: res.ThreadID}
+		}
+		return arts, final
+	}
+	if !t.created && !t.watched && !errors.Is(context.Cause(runCtx), errCanceledByAgent) {
+		// Not stored yet (see status): the finished task goes into its receipt's commit.
+		if done, rec := e.createFinished(ctx, t, end, ending); done != nil {
+			e.receipted(tr, rec)
+			e.tasks.createdByTurn(done.ID)
+			if !t.yield(done, nil) {
+				e.tasks.forget(done.ID)
+			}
+			return
+		}
+	}
 	rec, err := e.g.cfg.Ledger.Append(context.WithoutCancel(ctx), end)
 	if err != nil {
 		// No receipt, no answer: the turn fails rather than answer unrecorded.
@@ -267,23 +290,40 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 		t.status(a2a.TaskStateFailed, "the node could not record a receipt for this turn")
 		return
 	}
+	e.receipted(tr, rec)
+	if errors.Is(context.Cause(runCtx), errCanceledByAgent) {
+		return // Cancel emits the receipt and the CANCELED status on the same queue
+	}
+	t.finish(ending(rec))
+}
+
+// createFinished commits the turn's receipt and its task, finished, in one write. It returns
+// nil when that failed (logged): the caller appends the receipt alone, as for a stored task.
+func (e *executor) createFinished(ctx context.Context, t *turnRun, end receipts.Turn,
+	ending func(*receipts.Receipt) ([]*a2a.TaskArtifactUpdateEvent, *a2a.TaskStatusUpdateEvent)) (*a2a.Task, *receipts.Receipt) {
+	owner, err := ownerFromContext(ctx)
+	if err != nil {
+		return nil, nil
+	}
+	var done *a2a.Task
+	rec, err := e.g.cfg.Ledger.AppendCreatingTask(context.WithoutCancel(ctx), end, e.brand, owner, func(rec *receipts.Receipt) (*a2a.Task, error) {
+		arts, final := ending(rec)
+		done = finishedTask(t.task, t.shown, arts, final)
+		return done, nil
+	})
+	if err != nil {
+		e.g.cfg.Logger.Warn("receipt and task not committed together; appending the receipt alone", "task", t.ec.TaskID, "err", err)
+		return nil, nil
+	}
+	return done, rec
+}
+
+// receipted records a committed receipt: on the running turn (for Cancel), and for OnReceipt.
+func (e *executor) receipted(tr *turn, rec *receipts.Receipt) {
 	tr.receipt = rec
 	if e.g.cfg.OnReceipt != nil {
 		e.g.cfg.OnReceipt(rec)
 	}
-	if errors.Is(context.Cause(runCtx), errCanceledByAgent) {
-		return // Cancel emits the receipt and the CANCELED status on the same queue
-	}
-	var arts []*a2a.TaskArtifactUpdateEvent
-	if state == a2a.TaskStateCompleted {
-		arts = append(arts, answerArtifact(ec, res.Answer))
-	}
-	arts = append(arts, receiptArtifact(ec, rec))
-	final := a2a.NewStatusUpdateEvent(ec, state, agentText(ec, finalText(state, reason)))
-	if res.ThreadID != "" {
-		final.Metadata = map[string]any{metaThread: res.ThreadID}
-	}
-	t.finish(arts, final)
 }
 
 // runCodex runs the coding agent, relaying its progress as WORKING updates. It starts

@@ -46,7 +46,7 @@ type gate struct {
 	g     *Gateway
 	brand string
 	urls  urls
-	tasks taskstore.Store // the route's
+	tasks *routeTasks // the route's
 }
 
 func (gt *gate) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2asrv.Request) (context.Context, any, error) {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/store"
@@ -95,6 +97,34 @@ func (l *Ledger) Append(ctx context.Context, t Turn) (*Receipt, error) {
 			return fromRow(existing[t.ID])
 		}
 	}
+	if err != nil {
+		return nil, fmt.Errorf("receipt for turn %s: %w", t.ID, err)
+	}
+	return recs[0], nil
+}
+
+// AppendCreatingTask is Append for a turn whose task is stored only now, finished: the
+// task build makes from the receipt (the task that carries it) is created, owner's on brand,
+// in the receipt's own commit, one commit fewer a turn (docs/wire.md, "Plain send"). build
+// runs inside that commit: it must be quick and must not use the store. On an error nothing
+// is written, and the caller may Append the receipt alone.
+func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand, owner string, build func(*Receipt) (*a2a.Task, error)) (*Receipt, error) {
+	if t.EndedAt.IsZero() {
+		t.EndedAt = l.now()
+	}
+	if err := checkTurnEnd(t); err != nil {
+		return nil, fmt.Errorf("receipt for turn %s: %w", t.ID, err)
+	}
+	done, err := l.enter()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var recs []*Receipt
+	err = l.db.AppendReceiptsCreatingTask(ctx, func(tail store.Checkpoint) (rows []store.Receipt, err error) {
+		rows, recs, err = l.sign([]Turn{t}, tail)
+		return rows, err
+	}, brand, owner, func() (*a2a.Task, error) { return build(recs[0]) })
 	if err != nil {
 		return nil, fmt.Errorf("receipt for turn %s: %w", t.ID, err)
 	}

@@ -146,44 +146,53 @@ type Signer func(tail Checkpoint) ([]Receipt, error)
 // described differently (ErrTurnMismatch), or ErrReceiptConflict.
 func (db *DB) AppendReceipts(ctx context.Context, sign Signer) error {
 	err := db.writeChain(ctx, func(tx *gorm.DB, ch *chain) error {
-		if !ch.read {
-			tail, err := chainTail(tx)
-			if err != nil {
-				return err
-			}
-			hw, ok, err := readHighWater(tx)
-			if err != nil {
-				return err
-			}
-			if err := checkHighWater(tail, hw, ok); err != nil {
-				return err
-			}
-			ch.tail, ch.read = tail, true
+		tail, err := appendReceipts(tx, ch, sign)
+		if err == nil {
+			ch.advance(tail)
 		}
-		batch, err := sign(ch.tail)
-		if err != nil {
-			return err
-		}
-		prev := ch.tail
-		for i, r := range batch {
-			if r.Seq != prev.Seq+1 || (prev.Seq > 0 && r.PrevHash != prev.Hash) {
-				return fmt.Errorf("%w: receipt %d of the batch has seq %d, the chain is at seq %d", ErrChainHead, i, r.Seq, prev.Seq)
-			}
-			if err := endTurn(tx, r); err != nil {
-				return err
-			}
-			prev = Checkpoint{Seq: r.Seq, Hash: r.Hash}
-		}
-		if err := insertReceipts(tx, batch); err != nil {
-			return err
-		}
-		ch.tail, ch.moved = prev, ch.moved || len(batch) > 0
-		return nil
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("append receipts: %w", err)
 	}
 	return nil
+}
+
+// appendReceipts is AppendReceipts inside a write: it returns the tail the receipts sign made
+// leave the chain at, for the caller to advance ch to once its whole write has succeeded.
+func appendReceipts(tx *gorm.DB, ch *chain, sign Signer) (Checkpoint, error) {
+	if !ch.read {
+		tail, err := chainTail(tx)
+		if err != nil {
+			return Checkpoint{}, err
+		}
+		hw, ok, err := readHighWater(tx)
+		if err != nil {
+			return Checkpoint{}, err
+		}
+		if err := checkHighWater(tail, hw, ok); err != nil {
+			return Checkpoint{}, err
+		}
+		ch.tail, ch.read = tail, true
+	}
+	batch, err := sign(ch.tail)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	prev := ch.tail
+	for i, r := range batch {
+		if r.Seq != prev.Seq+1 || (prev.Seq > 0 && r.PrevHash != prev.Hash) {
+			return Checkpoint{}, fmt.Errorf("%w: receipt %d of the batch has seq %d, the chain is at seq %d", ErrChainHead, i, r.Seq, prev.Seq)
+		}
+		if err := endTurn(tx, r); err != nil {
+			return Checkpoint{}, err
+		}
+		prev = Checkpoint{Seq: r.Seq, Hash: r.Hash}
+	}
+	if err := insertReceipts(tx, batch); err != nil {
+		return Checkpoint{}, err
+	}
+	return prev, nil
 }
 
 // chain is the receipt chain's tail as one group-commit transaction sees it:
@@ -195,6 +204,12 @@ type chain struct {
 	tail  Checkpoint
 	read  bool // tail is the stored tail (plus what this transaction appended)
 	moved bool // receipts were appended: the mark must follow
+}
+
+// advance moves the tail to where a write's receipts left it.
+func (ch *chain) advance(tail Checkpoint) {
+	ch.moved = ch.moved || tail != ch.tail
+	ch.tail = tail
 }
 
 // flush writes the mark where the transaction's receipts left the tail.

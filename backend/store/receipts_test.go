@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 	"gorm.io/gorm"
 
 	"github.com/aether/aether/backend/domain"
@@ -468,5 +470,61 @@ func TestAllReceiptsStreamsInOrder(t *testing.T) {
 	}
 	if n != 10 {
 		t.Errorf("stopped after %d", n)
+	}
+}
+
+// A receipt and the task that carries it are one write: both or neither, whatever the other
+// writes of the same group commit do, and the chain goes on from the receipts that landed.
+func TestAppendReceiptsCreatingTask(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	turns := rcStarted(t, db, 48)
+	tasks := db.TaskStore("review", ownerOf)
+	taken := &a2a.Task{ID: "taken", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}
+	mustCreateTask(t, as(t, "alice"), tasks, taken)
+	errs := make([]error, len(turns))
+	var wg sync.WaitGroup
+	for i, tr := range turns {
+		wg.Go(func() {
+			id := a2a.TaskID(fmt.Sprintf("task-%d", i))
+			if i%3 == 0 {
+				id = taken.ID // a task id that is stored already: the receipt must not land either
+			}
+			errs[i] = db.AppendReceiptsCreatingTask(ctx, func(tail Checkpoint) ([]Receipt, error) {
+				seq := tail.Seq + 1
+				return []Receipt{rcReceipt(tr, seq, rcPrev(seq))}, nil
+			}, "review", "alice", func() (*a2a.Task, error) {
+				return &a2a.Task{ID: id, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted},
+					Artifacts: []*a2a.Artifact{{ID: "receipt", Parts: a2a.ContentParts{a2a.NewTextPart("jws")}}}}, nil
+			})
+		})
+	}
+	wg.Wait()
+	landed := 0
+	for i, err := range errs {
+		st, gerr := tasks.Get(as(t, "alice"), a2a.TaskID(fmt.Sprintf("task-%d", i)))
+		open, terr := db.GetTurn(ctx, turns[i].ID)
+		if terr != nil {
+			t.Fatal(terr)
+		}
+		switch {
+		case i%3 == 0:
+			if !errors.Is(err, taskstore.ErrTaskAlreadyExists) || open.Status != TurnRunning {
+				t.Errorf("%d: %v, turn %s; want ErrTaskAlreadyExists and no receipt", i, err, open.Status)
+			}
+		case err != nil || gerr != nil || st.Version != 1 || open.Status != domain.TurnCompleted:
+			t.Errorf("%d: %v; task %+v %v; turn %s", i, err, st, gerr, open.Status)
+		default:
+			landed++
+		}
+	}
+	n := int64(0)
+	for r, err := range db.AllReceipts(ctx) {
+		if n++; err != nil || r.Seq != n || r.PrevHash != rcPrev(n) {
+			t.Fatalf("receipt %d: %+v, %v", n, r, err)
+		}
+	}
+	if n != int64(landed) || landed != 32 {
+		t.Errorf("%d receipts for %d tasks, want 32 of each", n, landed)
 	}
 }

@@ -84,21 +84,54 @@ func (v *taskView) Create(ctx context.Context, task *a2a.Task) (taskstore.TaskVe
 	if err != nil {
 		return taskstore.TaskVersionMissing, err
 	}
-	err = v.db.write(ctx, func(tx *gorm.DB) error {
-		// The clock is read inside the transaction so that updated_at follows commit order.
-		now := ms(v.db.Now())
-		err := tx.Exec(`INSERT INTO tasks (id, owner, brand, context_id, state, status_ns, version, data, created_at, updated_at, ran)
-			VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)`,
-			task.ID, owner, v.brand, task.ContextID, string(task.Status.State), statusNS(task), data, now, now, ranTurn(task)).Error
-		if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: tasks.id") {
-			return taskstore.ErrTaskAlreadyExists // the id is taken, whoever owns it
-		}
-		return err
-	})
+	err = v.db.write(ctx, func(tx *gorm.DB) error { return insertTask(tx, v.db.Now(), owner, v.brand, task, data) })
 	if err != nil {
 		return taskstore.TaskVersionMissing, fmt.Errorf("create task %s: %w", task.ID, err)
 	}
 	return 1, nil
+}
+
+// insertTask adds task, encoded as data, at version 1. now is read inside the transaction so
+// that updated_at follows commit order.
+func insertTask(tx *gorm.DB, now time.Time, owner, brand string, task *a2a.Task, data []byte) error {
+	at := ms(now)
+	err := tx.Exec(`INSERT INTO tasks (id, owner, brand, context_id, state, status_ns, version, data, created_at, updated_at, ran)
+		VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)`,
+		task.ID, owner, brand, task.ContextID, string(task.Status.State), statusNS(task), data, at, at, ranTurn(task)).Error
+	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: tasks.id") {
+		return taskstore.ErrTaskAlreadyExists // the id is taken, whoever owns it
+	}
+	return err
+}
+
+// AppendReceiptsCreatingTask is AppendReceipts and the creation of one task, owner's on
+// brand, in the same write: task is called inside it, after sign, so that the task it
+// builds can carry those receipts (a turn's task stored once, finished, in its receipt's
+// commit). Nothing is written when either fails.
+func (db *DB) AppendReceiptsCreatingTask(ctx context.Context, sign Signer, brand, owner string, task func() (*a2a.Task, error)) error {
+	err := db.writeChain(ctx, func(tx *gorm.DB, ch *chain) error {
+		tail, err := appendReceipts(tx, ch, sign)
+		if err != nil {
+			return err
+		}
+		t, err := task()
+		if err != nil {
+			return err
+		}
+		data, err := encodeTask(t)
+		if err != nil {
+			return err
+		}
+		if err := insertTask(tx, db.Now(), owner, brand, t, data); err != nil {
+			return fmt.Errorf("create task %s: %w", t.ID, err)
+		}
+		ch.advance(tail)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("append receipts: %w", err)
+	}
+	return nil
 }
 
 // Update implements taskstore.Store: PrevVersion must be the stored version

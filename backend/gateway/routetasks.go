@@ -1,0 +1,34 @@
+package gateway
+
+import (
+	"context"
+	"sync"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
+)
+
+// routeTasks is a brand route's task store as a2a-go, the gate and the executor use it. A
+// plain send's new task is created by its turn, finished, in the commit of its receipt
+// (receipts.Ledger.AppendCreatingTask); a2a-go's own Create of that task, which follows when
+// the executor hands it over, then finds it stored instead of writing it a second time.
+type routeTasks struct {
+	taskstore.Store
+	created sync.Map // a2a.TaskID → struct{}: created by its turn, a2a-go's Create still to come
+}
+
+// createdByTurn marks id as stored by its turn; call it before the task goes to a2a-go.
+func (r *routeTasks) createdByTurn(id a2a.TaskID) { r.created.Store(id, struct{}{}) }
+
+// forget drops the mark of a task a2a-go will not be given after all.
+func (r *routeTasks) forget(id a2a.TaskID) { r.created.Delete(id) }
+
+// Create implements taskstore.Store: a task its turn created is at version 1 already.
+func (r *routeTasks) Create(ctx context.Context, task *a2a.Task) (taskstore.TaskVersion, error) {
+	if task != nil {
+		if _, ok := r.created.LoadAndDelete(task.ID); ok {
+			return 1, nil
+		}
+	}
+	return r.Store.Create(ctx, task)
+}
