@@ -140,8 +140,8 @@ type turnRun struct {
 
 // status sends a status; the first event of a task not yet stored is the task itself.
 // A new task of a plain send is not stored WORKING: its id reaches the agent only with
-// the answer, so it is stored once, finished (finish), one write fewer per turn. The
-// turn's durable trace before Codex starts is its turn record (docs/threats.md T8).
+// the answer, so it is stored once, finished, in its receipt's commit (run). The turn's
+// durable trace before Codex starts is its turn record (docs/threats.md T8).
 func (t *turnRun) status(state a2a.TaskState, text string) bool {
 	msg := agentText(t.ec, text)
 	t.shown = append(t.shown, msg)
