@@ -85,8 +85,21 @@ func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string,
 			box = openSandbox(pid)
 		}
 	}()
+	// waitBox waits for that answer. A view bwrap made without saying so (killed in between)
+	// could hold the pipe's other end for as long as it runs: after the grace period the
+	// pipe is closed, which ends the read.
+	waitBox := func() {
+		select {
+		case <-boxKnown:
+		case <-time.After(grace):
+			infoR.Close()
+			<-boxKnown
+		}
+	}
+	stopperDone := make(chan struct{})
 	defer func() {
-		<-boxKnown
+		waitBox()
+		<-stopperDone // it may still be signalling the view
 		box.close()
 	}()
 
@@ -108,6 +121,7 @@ func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string,
 	exited := make(chan struct{})
 	stopped := make(chan error, 1)
 	go func() {
+		defer close(stopperDone)
 		select {
 		case <-exited:
 			stopped <- nil
@@ -115,23 +129,23 @@ func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string,
 		case <-ctx.Done():
 		}
 		stopped <- context.Cause(ctx)
-		t := time.NewTimer(grace)
-		defer t.Stop()
+		graceOver := time.After(grace)
 		// bwrap is not signalled before it has said which view it made (or ended): killed
 		// while making it, it could leave the view running with nobody to stop it.
 		select {
 		case <-boxKnown:
 			box.interrupt()
-		case <-t.C:
+			_ = interruptGroup(cmd.Process)
+			select {
+			case <-exited:
+				return
+			case <-graceOver:
+			}
+		case <-graceOver: // bwrap never got that far: no more waiting
 		}
-		_ = interruptGroup(cmd.Process)
-		select {
-		case <-exited:
-		case <-t.C:
-			_ = killGroup(cmd.Process)
-			<-boxKnown
-			box.kill()
-		}
+		_ = killGroup(cmd.Process)
+		waitBox()
+		box.kill()
 	}()
 
 	_ = cmd.Wait() // the exit status is in ProcessState; ErrWaitDelay only means stdin was held
@@ -144,7 +158,7 @@ func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string,
 	// bwrap has exited (its info descriptor is closed with it), so the turn is over: its view
 	// ends now too. Normally the view is ending by itself; if bwrap died before the view armed
 	// its parent-death signal, this is what ends it (S2).
-	<-boxKnown
+	waitBox()
 	box.kill()
 	deadline := time.Now().Add(grace)
 	_ = outR.SetReadDeadline(deadline)
