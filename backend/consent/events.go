@@ -39,6 +39,24 @@ type Event struct {
 
 const subscriberBuffer = 64
 
+// Watch calls fn with each event, in order, until ctx ends (or the service's events end).
+// fn runs on Watch's goroutine: while it runs, later events wait in the subscription's buffer.
+func (s *Service) Watch(ctx context.Context, fn func(Event)) {
+	events, stop := s.Subscribe()
+	defer stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			fn(ev)
+		}
+	}
+}
+
 // Subscribe returns a channel of events and a function that ends the
 // subscription (and closes the channel). Delivery never blocks the service: a
 // subscriber that falls more than a buffer behind loses events.

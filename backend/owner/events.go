@@ -15,41 +15,31 @@ func (s *Service) Events(ctx context.Context) <-chan Event { return s.hub.subscr
 
 // Forward turns consent's events into consent and grant events until ctx ends; the node runs it.
 func (s *Service) Forward(ctx context.Context) {
-	events, stop := s.cfg.Consent.Subscribe()
-	defer stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-events:
-			if !ok {
-				return
-			}
-			pending := 0
-			if reqs, err := s.cfg.Consent.Pending(ctx); err == nil {
-				pending = len(reqs)
-			}
-			ce := ConsentEvent{Pending: pending}
-			if ev.Request != nil {
-				r := requestDTO(*ev.Request)
-				ce.Request = &r
-			}
-			switch ev.Kind {
-			case consent.EventRequestAdded:
-				ce.Kind = ConsentAdded
-			case consent.EventRequestDecided:
-				ce.Kind = ConsentDecided
-			case consent.EventRequestExpired:
-				ce.Kind = ConsentExpired
-			}
-			if ce.Kind != "" {
-				s.hub.publish(Event{Name: EventConsent, Data: ce})
-			}
-			if ev.Grant != nil {
-				s.hub.publish(Event{Name: EventGrant, Data: s.grantDTO(*ev.Grant)})
-			}
+	s.cfg.Consent.Watch(ctx, func(ev consent.Event) {
+		pending := 0
+		if reqs, err := s.cfg.Consent.Pending(ctx); err == nil {
+			pending = len(reqs)
 		}
-	}
+		ce := ConsentEvent{Pending: pending}
+		if ev.Request != nil {
+			r := requestDTO(*ev.Request)
+			ce.Request = &r
+		}
+		switch ev.Kind {
+		case consent.EventRequestAdded:
+			ce.Kind = ConsentAdded
+		case consent.EventRequestDecided:
+			ce.Kind = ConsentDecided
+		case consent.EventRequestExpired:
+			ce.Kind = ConsentExpired
+		}
+		if ce.Kind != "" {
+			s.hub.publish(Event{Name: EventConsent, Data: ce})
+		}
+		if ev.Grant != nil {
+			s.hub.publish(Event{Name: EventGrant, Data: s.grantDTO(*ev.Grant)})
+		}
+	})
 }
 
 // PolicyChanged tells the streams that the served policy or its file changed.
