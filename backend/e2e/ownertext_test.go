@@ -30,16 +30,10 @@ func localhostIssuer(t *testing.T) *identitytest.Issuer {
 // deviceAuth posts a device authorization request for the review brand with an identity JWT.
 func deviceAuth(t *testing.T, e *env, token string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", e.publicURL+"/pact/device_authorization", strings.NewReader(url.Values{"scope": {"review:read_only"}}.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	resp, out := formCall(t, http.DefaultClient, e.publicURL+"/pact/device_authorization", token, url.Values{"scope": {"review:read_only"}}, nil)
+	if resp == nil {
+		t.FailNow()
 	}
-	defer resp.Body.Close()
-	var out map[string]any
-	json.NewDecoder(resp.Body).Decode(&out)
 	return resp.StatusCode, out
 }
 
