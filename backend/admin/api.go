@@ -30,8 +30,6 @@ type errorBody struct {
 
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	get := func(h http.HandlerFunc) http.HandlerFunc { return methods(map[string]http.HandlerFunc{"GET": h}) }
-	post := func(h http.HandlerFunc) http.HandlerFunc { return methods(map[string]http.HandlerFunc{"POST": h}) }
 	mux.HandleFunc("/api/session", get(s.getSession))
 	mux.HandleFunc("/api/status", get(s.getStatus))
 	mux.HandleFunc("/api/consent", get(s.getConsent))
@@ -49,6 +47,12 @@ func (s *Server) routes() *http.ServeMux {
 		writeError(w, http.StatusNotFound, errorBody{Error: "no such API: " + r.URL.Path})
 	})
 	return mux
+}
+
+// get and post route one method; others get a JSON 405.
+func get(h http.HandlerFunc) http.HandlerFunc { return methods(map[string]http.HandlerFunc{"GET": h}) }
+func post(h http.HandlerFunc) http.HandlerFunc {
+	return methods(map[string]http.HandlerFunc{"POST": h})
 }
 
 // methods dispatches on the method and answers others with a JSON 405.

@@ -13,8 +13,6 @@ import (
 // there is no CSRF token. A loopback Host is required so that a rebinding page cannot reach it.
 func (s *Server) NodeHandler() http.Handler {
 	mux := http.NewServeMux()
-	get := func(h http.HandlerFunc) http.HandlerFunc { return methods(map[string]http.HandlerFunc{"GET": h}) }
-	post := func(h http.HandlerFunc) http.HandlerFunc { return methods(map[string]http.HandlerFunc{"POST": h}) }
 	mux.HandleFunc("/v1/status", get(s.getStatus))
 	mux.HandleFunc("/v1/consent", get(s.getConsent))
 	mux.HandleFunc("/v1/grants", get(s.getGrants))
