@@ -35,6 +35,7 @@ type DB struct {
 	wake    chan struct{}
 	stopped chan struct{}
 	closed  bool
+	uses    map[string]grantUse // counted by RecordUseSoon, for the next commit
 }
 
 type writeReq struct {
@@ -163,11 +164,6 @@ func (db *DB) writeChain(ctx context.Context, fn func(tx *gorm.DB, ch *chain) er
 	return req.err
 }
 
-// enqueue hands fn to the committer without waiting for it.
-func (db *DB) enqueue(fn func(tx *gorm.DB) error) (*writeReq, error) {
-	return db.push(func(tx *gorm.DB, _ *chain) error { return fn(tx) })
-}
-
 func (db *DB) push(fn func(tx *gorm.DB, ch *chain) error) (*writeReq, error) {
 	req := &writeReq{fn: fn, done: make(chan struct{})}
 	db.mu.Lock()
@@ -176,11 +172,16 @@ func (db *DB) push(fn func(tx *gorm.DB, ch *chain) error) (*writeReq, error) {
 		return nil, ErrClosed
 	}
 	db.queue = append(db.queue, req)
-	select { // under mu: Close cannot close wake in between
+	db.signal()
+	return req, nil
+}
+
+// signal wakes the committer; db.mu must be held (Close cannot close wake in between).
+func (db *DB) signal() {
+	select {
 	case db.wake <- struct{}{}:
 	default:
 	}
-	return req, nil
 }
 
 // Flush returns once every write queued before it is committed.

@@ -162,15 +162,62 @@ func (db *DB) WithLiveGrant(ctx context.Context, agentIss, agentSub, brand strin
 	return err
 }
 
-// RecordUseSoon counts one use of a live grant (uses+1, last_used_at = now)
-// without waiting for the commit: usage counts are statistics and a turn must
-// not wait on them. Writes queued after it (and Flush) see it committed; a
-// crash can lose the last few counts.
+// RecordUseSoon counts one use of a live grant (uses+1, last_used_at = now) without a
+// commit of its own: usage counts are statistics, and neither a turn nor the writer should
+// wait on them. The counts, summed per grant, ride on the next commit (the turn's record
+// follows at once), or on one of their own after useDelay. Writes queued after it (and
+// Flush) see it committed; a crash can lose the last few counts.
 func (db *DB) RecordUseSoon(id string, now time.Time) {
-	db.enqueue(func(tx *gorm.DB) error {
-		return tx.Exec(`UPDATE grants SET uses = uses + 1, last_used_at = ?
-			WHERE id = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`, ms(now), id, ms(now)).Error
-	})
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return
+	}
+	if db.uses == nil {
+		db.uses = map[string]grantUse{}
+		db.queue = append(db.queue, &writeReq{fn: db.writeUses, done: make(chan struct{})})
+		time.AfterFunc(useDelay, func() {
+			db.mu.Lock()
+			defer db.mu.Unlock()
+			if !db.closed {
+				db.signal()
+			}
+		})
+	}
+	u := db.uses[id]
+	if u.n == 0 {
+		u.first = now
+	}
+	u.n++
+	if now.After(u.last) {
+		u.last = now
+	}
+	db.uses[id] = u
+}
+
+// useDelay bounds how long a use count waits for another write to ride on.
+const useDelay = 250 * time.Millisecond
+
+// grantUse is the uses of one grant since the last commit.
+type grantUse struct {
+	n           int64
+	first, last time.Time
+}
+
+// writeUses is the write RecordUseSoon queues: one UPDATE per grant used since the last.
+// A grant revoked or expired before its first use here is not counted.
+func (db *DB) writeUses(tx *gorm.DB, _ *chain) error {
+	db.mu.Lock()
+	uses := db.uses
+	db.uses = nil
+	db.mu.Unlock()
+	for id, u := range uses {
+		if err := tx.Exec(`UPDATE grants SET uses = uses + ?, last_used_at = max(coalesce(last_used_at, 0), ?)
+			WHERE id = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`, u.n, ms(u.last), id, ms(u.first)).Error; err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // RevokeGrant revokes a grant at now and, in the same transaction, denies the
