@@ -22,20 +22,6 @@ func TestRevocation(t *testing.T) {
 		wantOAuth(t, err, CodeInvalidGrant, 400)
 	})
 
-	t.Run("V2 a running turn asks whether its grant was revoked", func(t *testing.T) {
-		f := newFixture(t)
-		_, gid := f.grant(alice, "review", Month)
-		if revoked, err := f.svc.Revoked(ctx, gid); err != nil || revoked {
-			t.Fatalf("before revoke: %v, %v", revoked, err)
-		}
-		if _, err := f.svc.Revoke(ctx, gid); err != nil {
-			t.Fatal(err)
-		}
-		if revoked, err := f.svc.Revoked(ctx, gid); err != nil || !revoked {
-			t.Fatalf("after revoke: %v, %v", revoked, err)
-		}
-	})
-
 	t.Run("V3 revoke then restart", func(t *testing.T) {
 		f := newFixture(t)
 		tok, gid := f.grant(alice, "review", Forever)

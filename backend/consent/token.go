@@ -168,12 +168,6 @@ func (s *Service) GrantStands(ctx context.Context, grantID, brandID string) erro
 	return nil
 }
 
-// Revoked reports whether the owner has revoked a grant. A turn that got past the gate
-// finishes even so, and its receipt says the grant was revoked meanwhile (V2).
-func (s *Service) Revoked(ctx context.Context, grantID string) (bool, error) {
-	return s.db.GrantRevoked(ctx, grantID)
-}
-
 func grantRefusal(g *store.Grant, now time.Time) *DelegationError {
 	if g.RevokedAt != nil {
 		return refuse(ReasonRevoked, "the owner revoked the grant")

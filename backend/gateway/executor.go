@@ -254,11 +254,7 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 	end.AnswerHash = receipts.HashBytes([]byte(res.Answer))
 	end.Status, end.Reason, end.ExitCode, end.EndedAt = status, reason, res.ExitCode, time.Now().UTC()
 	end.Usage = receipts.Usage{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens, OutputTokens: res.Usage.OutputTokens}
-	end.Violation = res.WorkspaceChanged
-	// A revoke during the turn lets it finish; the receipt says so (V2).
-	if revoked, err := e.g.cfg.Consent.Revoked(ctx, c.grant); err == nil && revoked {
-		end.GrantRevokedDuringTurn = true
-	}
+	end.Violation = res.WorkspaceChanged // a revoke during the turn lets it finish; the ledger marks its receipt (V2)
 	// What the agent gets: the answer, the receipt, the final status.
 	ending := func(rec *receipts.Receipt) ([]*a2a.TaskArtifactUpdateEvent, *a2a.TaskStatusUpdateEvent) {
 		var arts []*a2a.TaskArtifactUpdateEvent

@@ -110,7 +110,7 @@ func TestExport(t *testing.T) {
 	// forked its chain would make.
 	fork := func() string {
 		tr := testTurn(900)
-		_, recs, err := e.l.sign([]Turn{tr}, store.Checkpoint{Seq: 9, Hash: rows[8].Hash})
+		_, recs, err := e.l.sign([]Turn{tr}, store.Checkpoint{Seq: 9, Hash: rows[8].Hash}, func(string) (bool, error) { return false, nil })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -121,8 +121,8 @@ func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand, owner st
 	}
 	defer done()
 	var recs []*Receipt
-	err = l.db.AppendReceiptsCreatingTask(ctx, func(tail store.Checkpoint) (rows []store.Receipt, err error) {
-		rows, recs, err = l.sign([]Turn{t}, tail)
+	err = l.db.AppendReceiptsCreatingTask(ctx, func(tail store.Checkpoint, revoked func(string) (bool, error)) (rows []store.Receipt, err error) {
+		rows, recs, err = l.sign([]Turn{t}, tail, revoked)
 		return rows, err
 	}, brand, owner, func() (*a2a.Task, error) { return build(recs[0]) })
 	if err != nil {
@@ -140,8 +140,8 @@ func (l *Ledger) append(ctx context.Context, turns []Turn) ([]*Receipt, error) {
 	}
 	defer done()
 	var recs []*Receipt
-	err = l.db.AppendReceipts(ctx, func(tail store.Checkpoint) (rows []store.Receipt, err error) {
-		rows, recs, err = l.sign(turns, tail)
+	err = l.db.AppendReceipts(ctx, func(tail store.Checkpoint, revoked func(string) (bool, error)) (rows []store.Receipt, err error) {
+		rows, recs, err = l.sign(turns, tail, revoked)
 		return rows, err
 	})
 	if err != nil {
@@ -276,8 +276,10 @@ func checkTurnEnd(t Turn) error {
 }
 
 // sign builds and signs the receipts of turns in order, continuing the chain
-// from tail. The store calls it inside the write that commits them.
-func (l *Ledger) sign(turns []Turn, tail store.Checkpoint) ([]store.Receipt, []*Receipt, error) {
+// from tail. The store calls it inside the write that commits them, and a turn
+// whose grant is revoked by then says so (V2: it ran, or began, under a grant
+// the owner has since withdrawn).
+func (l *Ledger) sign(turns []Turn, tail store.Checkpoint, revoked func(grantID string) (bool, error)) ([]store.Receipt, []*Receipt, error) {
 	rows := make([]store.Receipt, len(turns))
 	recs := make([]*Receipt, len(turns))
 	prev, seq := tail.Hash, tail.Seq
@@ -290,6 +292,11 @@ func (l *Ledger) sign(turns []Turn, tail store.Checkpoint) ([]store.Receipt, []*
 		rid, err := newID()
 		if err != nil {
 			return nil, nil, err
+		}
+		if !t.GrantRevokedDuringTurn {
+			if t.GrantRevokedDuringTurn, err = revoked(t.GrantID); err != nil {
+				return nil, nil, fmt.Errorf("the receipt of turn %s: %w", t.ID, err)
+			}
 		}
 		started, ended := t.StartedAt.UTC().Truncate(time.Millisecond), t.EndedAt.UTC().Truncate(time.Millisecond)
 		c := Claims{RID: rid, Seq: seq, Prev: prev, Turn: t.ID, Task: t.TaskID, Ctx: t.ContextID,

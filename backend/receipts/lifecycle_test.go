@@ -238,3 +238,39 @@ func TestKeyRotation(t *testing.T) {
 		wantProblem(t, verify(old.Set()), 6, rows[5].ID, "unknown key id")
 	})
 }
+
+// The ledger reads the grant in the receipt's own commit: a revocation committed while
+// the turn ran is in its signed receipt, whatever the turn was told when it began.
+func TestReceiptSaysGrantRevoked(t *testing.T) {
+	t.Run("V2 grant revoked while the turn ran: its receipt says so", func(t *testing.T) {
+		e := newEnv(t)
+		ctx := context.Background()
+		before, during := testTurn(1), testTurn(2)
+		for _, tr := range []Turn{before, during} {
+			if err := e.l.Start(ctx, tr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		revokedIn := func(tr Turn) bool {
+			t.Helper()
+			r, err := e.l.Append(ctx, tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := VerifyOne(r.JWS, e.key.Set())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c.GrantRevoked
+		}
+		if revokedIn(before) {
+			t.Fatal("a receipt under a live grant says it was revoked")
+		}
+		if _, _, _, err := e.db.RevokeGrant(ctx, "g1", t0); err != nil {
+			t.Fatal(err)
+		}
+		if !revokedIn(during) {
+			t.Fatal("the receipt of a turn whose grant was revoked before its commit does not say so")
+		}
+	})
+}

@@ -55,23 +55,25 @@ type Usage struct {
 // Turn is one delegated turn as the gateway knows it. Start takes it before any
 // work runs; Append takes it again, with the end fields set, when it ends.
 type Turn struct {
-	ID                     string
-	TaskID                 string
-	ContextID              string
-	Brand                  string
-	BrandScope             string
-	GrantID                string
-	Agent                  domain.Agent
-	PolicyHash             string
-	RequestHash            string // HashJSON of the request message
-	AnswerHash             string // HashBytes of the answer text
-	Status                 domain.TurnStatus
-	Reason                 string
-	ExitCode               int
-	StartedAt              time.Time
-	EndedAt                time.Time // zero: now
-	Usage                  Usage
-	Violation              bool // the agent changed the workspace against its access mode
+	ID          string
+	TaskID      string
+	ContextID   string
+	Brand       string
+	BrandScope  string
+	GrantID     string
+	Agent       domain.Agent
+	PolicyHash  string
+	RequestHash string // HashJSON of the request message
+	AnswerHash  string // HashBytes of the answer text
+	Status      domain.TurnStatus
+	Reason      string
+	ExitCode    int
+	StartedAt   time.Time
+	EndedAt     time.Time // zero: now
+	Usage       Usage
+	Violation   bool // the agent changed the workspace against its access mode
+	// GrantRevokedDuringTurn: the owner revoked the turn's grant before its receipt was
+	// committed. The ledger reads it in that commit; a caller may only set it.
 	GrantRevokedDuringTurn bool
 }
 

@@ -111,17 +111,14 @@ func (db *DB) GrantByID(ctx context.Context, id string) (*Grant, error) {
 	return g, nil
 }
 
-// GrantRevoked reports whether the grant has been revoked (a turn that ran
-// while its grant was revoked says so in its receipt).
-func (db *DB) GrantRevoked(ctx context.Context, id string) (bool, error) {
+// grantRevoked reports whether the grant has been revoked, for a receipt signed in tx; a
+// grant that is gone no longer stands either.
+func grantRevoked(tx *gorm.DB, id string) (bool, error) {
 	var revoked []bool
-	if err := db.read(ctx).Raw("SELECT revoked_at IS NOT NULL FROM grants WHERE id = ?", id).Scan(&revoked).Error; err != nil {
+	if err := tx.Raw("SELECT revoked_at IS NOT NULL FROM grants WHERE id = ?", id).Scan(&revoked).Error; err != nil {
 		return false, fmt.Errorf("read grant %s: %w", id, err)
 	}
-	if len(revoked) == 0 {
-		return false, ErrGrantNotFound
-	}
-	return revoked[0], nil
+	return len(revoked) == 0 || revoked[0], nil
 }
 
 // ListGrants lists every grant, newest first.

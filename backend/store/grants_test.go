@@ -160,20 +160,34 @@ func TestWithLiveGrantPicksNewest(t *testing.T) {
 	}
 }
 
-func TestGrantRevoked(t *testing.T) {
+// A receipt's signer reads each grant as the receipt's own write sees it (V2).
+func TestSignerSeesRevocation(t *testing.T) {
 	db, _ := openTemp(t)
 	ctx := context.Background()
 	approveFlow(t, db, testFlow("f1", "BBBBBBBB", "alice"), testGrant("g1", "alice"))
-	if revoked, err := db.GrantRevoked(ctx, "g1"); err != nil || revoked {
-		t.Fatalf("live grant: revoked=%v err=%v", revoked, err)
+	seen := func() (g1, gone bool) {
+		t.Helper()
+		var read error
+		stop := errors.New("read, nothing to append")
+		err := db.AppendReceipts(ctx, func(_ Checkpoint, revoked func(string) (bool, error)) ([]Receipt, error) {
+			var err1, err2 error
+			g1, err1 = revoked("g1")
+			gone, err2 = revoked("nope")
+			read = errors.Join(err1, err2)
+			return nil, stop
+		})
+		if !errors.Is(err, stop) || read != nil {
+			t.Fatalf("append: %v; reading the grants: %v", err, read)
+		}
+		return g1, gone
+	}
+	if g1, gone := seen(); g1 || !gone {
+		t.Fatalf("live grant: revoked=%v; a grant that does not exist: revoked=%v", g1, gone)
 	}
 	if _, _, _, err := db.RevokeGrant(ctx, "g1", flowT0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if revoked, err := db.GrantRevoked(ctx, "g1"); err != nil || !revoked {
-		t.Fatalf("revoked grant: revoked=%v err=%v", revoked, err)
-	}
-	if _, err := db.GrantRevoked(ctx, "nope"); !errors.Is(err, ErrGrantNotFound) {
-		t.Fatalf("unknown grant: %v", err)
+	if g1, _ := seen(); !g1 {
+		t.Fatal("revoked grant read as live")
 	}
 }

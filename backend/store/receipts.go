@@ -128,8 +128,10 @@ func (db *DB) ReceiptHead(ctx context.Context) (Checkpoint, error) {
 
 // Signer makes the receipts that continue the chain from tail: seq tail.Seq+1
 // onwards, each chained on the one before, the first on tail.Hash (on the
-// genesis value, the signer's business, when tail.Seq is 0).
-type Signer func(tail Checkpoint) ([]Receipt, error)
+// genesis value, the signer's business, when tail.Seq is 0). revoked says
+// whether the owner has revoked a grant, as of this very write: a revocation
+// committed before the receipt is in it (docs/threats.md V2).
+type Signer func(tail Checkpoint, revoked func(grantID string) (bool, error)) ([]Receipt, error)
 
 // AppendReceipts is the one write path of the receipt chain. In one write of
 // the group commit it reads the chain's tail, calls sign with it, inserts the
@@ -175,7 +177,7 @@ func appendReceipts(tx *gorm.DB, ch *chain, sign Signer) (Checkpoint, error) {
 		}
 		ch.tail, ch.read = tail, true
 	}
-	batch, err := sign(ch.tail)
+	batch, err := sign(ch.tail, func(id string) (bool, error) { return grantRevoked(tx, id) })
 	if err != nil {
 		return Checkpoint{}, err
 	}

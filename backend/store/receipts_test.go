@@ -28,7 +28,7 @@ func rcReceipt(tr Turn, seq int64, prev string) Receipt {
 
 // signed is a signer that ignores the tail and returns rows as they are.
 func signed(rows []Receipt) Signer {
-	return func(Checkpoint) ([]Receipt, error) { return rows, nil }
+	return func(Checkpoint, func(string) (bool, error)) ([]Receipt, error) { return rows, nil }
 }
 
 func rcPrev(seq int64) string {
@@ -234,7 +234,7 @@ func TestAppendReceiptsSignsOnTail(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range errs {
 		wg.Go(func() {
-			errs[i] = db.AppendReceipts(ctx, func(tail Checkpoint) ([]Receipt, error) {
+			errs[i] = db.AppendReceipts(ctx, func(tail Checkpoint, _ func(string) (bool, error)) ([]Receipt, error) {
 				tr := rcTurn(1000 + i) // never started
 				switch {
 				case i < len(turns):
@@ -490,7 +490,7 @@ func TestAppendReceiptsCreatingTask(t *testing.T) {
 			if i%3 == 0 {
 				id = taken.ID // a task id that is stored already: the receipt must not land either
 			}
-			errs[i] = db.AppendReceiptsCreatingTask(ctx, func(tail Checkpoint) ([]Receipt, error) {
+			errs[i] = db.AppendReceiptsCreatingTask(ctx, func(tail Checkpoint, _ func(string) (bool, error)) ([]Receipt, error) {
 				seq := tail.Seq + 1
 				return []Receipt{rcReceipt(tr, seq, rcPrev(seq))}, nil
 			}, "review", "alice", func() (*a2a.Task, error) {
