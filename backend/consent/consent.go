@@ -21,6 +21,7 @@ import (
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/limit"
 	"github.com/aether/aether/backend/store"
+	"github.com/aether/aether/backend/verified"
 )
 
 // BrandInfo is what consent needs to know of a brand from the current policy.
@@ -58,6 +59,7 @@ const (
 	leeway            = 30 * time.Second // clock skew tolerated on token times
 	maxScopeLen       = 256              // longer scope strings are refused unread (D4)
 	maxTokenLen       = 8 << 10          // a delegation token is well under 1 KiB
+	seenTokens        = 4096             // delegation tokens remembered as verified: an hour of a few thousand agents
 	slowDownStep      = 5 * time.Second  // RFC 8628 §3.5
 	flowRetention     = 24 * time.Hour   // finished flows are deleted this long after expiry
 	unknownCodeRefill = 6 * time.Second  // one more unknown device code per agent every
@@ -75,6 +77,7 @@ type Service struct {
 	flows   *limit.Buckets // new device flows, per issuer site (F2)
 	// newUserCode is swapped in tests to force collisions (D17).
 	newUserCode func() string
+	seen        *verified.Cache[delegationClaims] // delegation tokens that verified (verifyToken)
 
 	mu   sync.Mutex
 	subs map[chan Event]struct{}
@@ -132,6 +135,7 @@ func New(db *store.DB, key *keys.Key, cfg Config) *Service {
 		flows:       limit.NewBuckets(cfg.NewFlowBurst, cfg.NewFlowEvery),
 		newUserCode: newUserCode,
 		subs:        map[chan Event]struct{}{},
+		seen:        verified.New[delegationClaims](seenTokens),
 	}
 }
 

@@ -93,10 +93,7 @@ func (s *Service) checkDelegation(ctx context.Context, token string, agent domai
 	if len(token) > maxTokenLen {
 		return nil, refuse(ReasonInvalid, "token too long")
 	}
-	var c delegationClaims
-	err := s.key.Set().Verify(token, DelegationTokenType, &c,
-		jwt.WithIssuer(s.cfg.PublicURL), jwt.WithExpirationRequired(), jwt.WithIssuedAt(),
-		jwt.WithLeeway(leeway), jwt.WithTimeFunc(s.now))
+	c, err := s.verifyToken(token)
 	if errors.Is(err, jwt.ErrTokenExpired) {
 		return nil, refuse(ReasonExpired, "the delegation token expired; get a new one")
 	}
@@ -142,6 +139,25 @@ func (s *Service) checkDelegation(ctx context.Context, token string, agent domai
 	// read live; a revocation racing this call stops the next one).
 	s.db.RecordUseSoon(g.ID, now)
 	return &Delegation{GrantID: g.ID, Scope: c.Scope, Brand: brandID, Agent: agent, ExpiresAt: c.ExpiresAt.Time.UTC()}, nil
+}
+
+// verifyToken checks the token's signature, typ, iss, exp and iat. A token that passed before
+// is not checked again until its exp (with leeway) has passed: the same bytes under the same
+// key verify the same (the service's key never changes; a rotation makes a new service). The
+// rules after this one run on every call.
+func (s *Service) verifyToken(token string) (delegationClaims, error) {
+	if c, ok := s.seen.Get(token, s.now()); ok {
+		return c, nil
+	}
+	var c delegationClaims
+	err := s.key.Set().Verify(token, DelegationTokenType, &c,
+		jwt.WithIssuer(s.cfg.PublicURL), jwt.WithExpirationRequired(), jwt.WithIssuedAt(),
+		jwt.WithLeeway(leeway), jwt.WithTimeFunc(s.now))
+	if err != nil {
+		return delegationClaims{}, err
+	}
+	s.seen.Put(token, c, c.ExpiresAt.Add(leeway-time.Nanosecond)) // valid while now < exp + leeway
+	return c, nil
 }
 
 // GrantStands re-checks a grant that a turn got past the gate with: it must still be live,

@@ -281,6 +281,29 @@ func TestDelegationToken(t *testing.T) {
 		}
 	})
 
+	t.Run("G12 riding on a remembered check: a token changed by one byte, by another agent, after a revoke", func(t *testing.T) {
+		f := newFixture(t)
+		tok, gid := f.grant(alice, "review", Month)
+		for range 2 { // the second check is answered from the remembered one
+			if _, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sig, other := strings.LastIndexByte(tok.AccessToken, '.')+1, "A"
+		if tok.AccessToken[sig] == 'A' {
+			other = "B"
+		}
+		_, err := f.svc.CheckDelegation(ctx, tok.AccessToken[:sig]+other+tok.AccessToken[sig+1:], alice, "review")
+		wantReason(t, err, ReasonInvalid)
+		_, err = f.svc.CheckDelegation(ctx, tok.AccessToken, bob, "review")
+		wantReason(t, err, ReasonWrongAgent)
+		if _, err := f.svc.Revoke(ctx, gid); err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review")
+		wantReason(t, err, ReasonRevoked)
+	})
+
 	t.Run("grant expiry", func(t *testing.T) {
 		f := newFixture(t, func(c *Config) { c.TokenTTL = 48 * time.Hour })
 		tok, _ := f.grant(alice, "review", Day)

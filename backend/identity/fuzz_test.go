@@ -22,7 +22,7 @@ import (
 	"github.com/aether/aether/backend/internal/fuzzseed"
 )
 
-// The fuzz targets of the identity JWT (docs/threats.md, J1–J29). README.md, "Fuzzing", says
+// The fuzz targets of the identity JWT (docs/threats.md, J1–J30). README.md, "Fuzzing", says
 // how to run them. The issuer's key is fixed and its keys are in the cache before the first
 // input, so nothing is fetched: every other issuer fails at once, without the network.
 

@@ -45,7 +45,7 @@ func totalHits(is *identitytest.Issuer) int {
 	return is.Hits(identitytest.DiscoveryPath) + is.Hits(identitytest.OAuthMetadataPath) + is.Hits(identitytest.JWKSPath)
 }
 
-// TestHostileInputs covers the identity rows of docs/threats.md (J1–J29), one subtest per row.
+// TestHostileInputs covers the identity rows of docs/threats.md (J1–J30), one subtest per row.
 func TestHostileInputs(t *testing.T) {
 	t.Run("J1 alg none", func(t *testing.T) {
 		clk := newClock()
@@ -847,6 +847,26 @@ func TestHostileInputs(t *testing.T) {
 		clk.Advance(3 * time.Hour) // keys now 25 h old: past max staleness
 		wantReject(t, v, is.Token("alice", testAud), CodeIssuerUnavailable)
 		wantReject(t, v, is.Token("alice", testAud), CodeIssuerUnavailable)
+	})
+
+	t.Run("J30 riding on a remembered check: a token changed by one byte, or whose key the issuer dropped", func(t *testing.T) {
+		clk := newClock()
+		is := newIssuer(t, clk, identitytest.WithKeys(identitytest.NewEdDSAKey("old")))
+		v := newVerifier(t, clk)
+		tok := is.Token("alice", testAud)
+		wantOK(t, v, tok)
+		wantOK(t, v, tok) // remembered
+		// Another token is checked in full, however close to a remembered one.
+		sig, other := strings.LastIndexByte(tok, '.')+1, "A"
+		if tok[sig] == 'A' {
+			other = "B"
+		}
+		wantReject(t, v, tok[:sig]+other+tok[sig+1:], CodeSignatureInvalid)
+		// The issuer rotates its key; a token under the new one makes the node refresh.
+		is.SetKeys(identitytest.NewEdDSAKey("new"))
+		clk.Advance(31 * time.Second)
+		wantOK(t, v, is.Token("alice", testAud))
+		wantReject(t, v, tok, CodeKIDUnknown)
 	})
 }
 

@@ -1,6 +1,6 @@
 // Package identity verifies personal-agent identity JWTs (docs/wire.md, "The identity JWT"): any
 // issuer may call, so keys are discovered from the token's own iss through an SSRF-safe client,
-// cached per exact issuer, and refreshed under rate limits (docs/threats.md, J1–J29).
+// cached per exact issuer, and refreshed under rate limits (docs/threats.md, J1–J30).
 package identity
 
 import (
@@ -15,6 +15,7 @@ import (
 
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/limit"
+	"github.com/aether/aether/backend/verified"
 )
 
 // allowedAlgs are the asymmetric algorithms accepted (J1, J2): none and HMAC never reach a key.
@@ -45,7 +46,12 @@ type Verifier struct {
 
 	mu      sync.RWMutex
 	issuers map[string]*issuer
+
+	seen *verified.Cache[seenToken] // tokens accepted before (remembered)
 }
+
+// seenTokens bounds the tokens remembered: an hour of a few thousand agents.
+const seenTokens = 4096
 
 // New returns a Verifier. It panics when cfg.Audience is empty: a verifier without an audience
 // would have nothing to bind tokens to this node.
@@ -69,6 +75,7 @@ func New(cfg Config) *Verifier {
 		fetchSlots: make(chan struct{}, cfg.MaxConcurrentFetches),
 		clientSlot: limit.NewSlots(max(1, cfg.MaxConcurrentFetches/4)),
 		issuers:    make(map[string]*issuer),
+		seen:       verified.New[seenToken](seenTokens),
 	}
 	v.clients[scopePublic] = newClient(&v.cfg, scopePublic)
 	v.clients[scopeLoopback] = newClient(&v.cfg, scopeLoopback)
@@ -83,17 +90,55 @@ func (v *Verifier) Verify(ctx context.Context, raw string, clientIP string) (Ide
 	if len(raw) > v.cfg.MaxTokenBytes {
 		return Identity{}, errTooLarge // J26: before any parsing
 	}
+	if id, ok := v.remembered(raw); ok {
+		return id, nil
+	}
 	if err := prepass(raw); err != nil {
 		return Identity{}, err
 	}
 	claims := &jwt.RegisteredClaims{}
+	var with checkedWith
 	tok, err := v.parser.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) {
-		return v.keyFor(ctx, t, claims, clientIP)
+		return v.keyFor(ctx, t, claims, clientIP, &with)
 	})
 	if err != nil {
 		return Identity{}, classify(tok, err)
 	}
-	return Identity{Agent: domain.Agent{Issuer: claims.Issuer, Subject: claims.Subject}, ExpiresAt: claims.ExpiresAt.Time}, nil
+	id := Identity{Agent: domain.Agent{Issuer: claims.Issuer, Subject: claims.Subject}, ExpiresAt: claims.ExpiresAt.Time}
+	// Valid until exp with leeway, as checkClaims counts it (now < exp + leeway).
+	v.seen.Put(raw, seenToken{id: id, with: with}, id.ExpiresAt.Add(v.cfg.Leeway-time.Nanosecond))
+	return id, nil
+}
+
+// checkedWith is the issuer and the key set a token's signature was checked with.
+type checkedWith struct {
+	is *issuer
+	ks *keySet
+}
+
+// seenToken is a token Verify accepted: what it proved, and with which keys.
+type seenToken struct {
+	id   Identity
+	with checkedWith
+}
+
+// remembered is an identity Verify proved from these exact bytes before, as long as the keys
+// that checked it are still the issuer's, cached and not due for a refresh (else the full
+// check runs, and refreshes them). Everything else the check decided is fixed by the bytes.
+func (v *Verifier) remembered(raw string) (Identity, bool) {
+	now := v.cfg.Now()
+	s, ok := v.seen.Get(raw, now)
+	if !ok || s.with.is.keys.Load() != s.with.ks || now.Sub(s.with.ks.fetchedAt) > v.cfg.RefreshInterval {
+		return Identity{}, false
+	}
+	v.mu.RLock()
+	cached := v.issuers[s.id.Issuer] == s.with.is
+	v.mu.RUnlock()
+	if !cached {
+		return Identity{}, false
+	}
+	s.with.is.lastUsed.Store(now.UnixNano())
+	return s.id, true
 }
 
 // classify maps a golang-jwt failure to an *Error. Failures raised in keyFor pass through.
@@ -128,7 +173,7 @@ func classify(tok *jwt.Token, err error) *Error {
 // before the signature. It applies the header and claim rules first, so a token that cannot
 // pass never causes a fetch, then finds the key under the token's own issuer only (J19).
 // jku, x5u and jwk headers are never read (J7).
-func (v *Verifier) keyFor(ctx context.Context, t *jwt.Token, c *jwt.RegisteredClaims, clientIP string) (any, error) {
+func (v *Verifier) keyFor(ctx context.Context, t *jwt.Token, c *jwt.RegisteredClaims, clientIP string, with *checkedWith) (any, error) {
 	if _, ok := t.Header["crit"]; ok {
 		return nil, errCrit // no extension is understood, so any crit must fail (RFC 7515 §4.1.11)
 	}
@@ -158,7 +203,9 @@ func (v *Verifier) keyFor(ctx context.Context, t *jwt.Token, c *jwt.RegisteredCl
 	if err != nil {
 		return nil, err
 	}
-	return v.keyFromIssuer(ctx, is, t, kid, hasKID, client, now)
+	key, ks, kerr := v.keyFromIssuer(ctx, is, t, kid, hasKID, client, now)
+	*with = checkedWith{is: is, ks: ks}
+	return key, kerr
 }
 
 // checkClaims applies the claim rules before any key is looked up (J20–J25). golang-jwt checks
@@ -203,27 +250,28 @@ func (v *Verifier) checkClaims(c *jwt.RegisteredClaims, now time.Time) *Error {
 // the cache policy: keys are used up to MaxStaleness (refreshed in the background after
 // RefreshInterval), an unknown kid refreshes at most once per UnknownKIDInterval and waits at
 // most UnknownKIDWait (J5), and a first fetch is shared by every waiter (J15).
-func (v *Verifier) keyFromIssuer(ctx context.Context, is *issuer, t *jwt.Token, kid string, hasKID bool, client string, now time.Time) (any, error) {
+func (v *Verifier) keyFromIssuer(ctx context.Context, is *issuer, t *jwt.Token, kid string, hasKID bool, client string, now time.Time) (any, *keySet, error) {
 	ks := is.keys.Load()
 	if ks == nil || now.Sub(ks.fetchedAt) > v.cfg.MaxStaleness {
 		fl, err := v.startFetch(is, client, now)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := wait(ctx, fl, 0); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if ks = is.keys.Load(); ks == nil || now.Sub(ks.fetchedAt) > v.cfg.MaxStaleness {
-			return nil, errIssuerStale
+			return nil, nil, errIssuerStale
 		}
-		return ks.key(ctx, t, kid, hasKID)
+		key, kerr := ks.key(ctx, t, kid, hasKID)
+		return key, ks, kerr
 	}
 	if now.Sub(ks.fetchedAt) > v.cfg.RefreshInterval {
 		_, _ = v.startFetch(is, client, now) // background; failures are negative-cached and logged
 	}
 	key, err := ks.key(ctx, t, kid, hasKID)
 	if err != errKIDUnknown {
-		return key, err
+		return key, ks, err
 	}
 	return v.refreshForKID(ctx, is, ks, t, kid, client, now)
 }
@@ -232,7 +280,7 @@ var errIssuerStale = newErr(CodeIssuerUnavailable, "the issuer's keys could not 
 
 // refreshForKID handles a kid missing from the cached set. An attacker can mint endless random
 // kids, so the refresh is allowed once per window per issuer; everyone else gets a fast 401.
-func (v *Verifier) refreshForKID(ctx context.Context, is *issuer, ks *keySet, t *jwt.Token, kid, client string, now time.Time) (any, error) {
+func (v *Verifier) refreshForKID(ctx context.Context, is *issuer, ks *keySet, t *jwt.Token, kid, client string, now time.Time) (any, *keySet, error) {
 	is.mu.Lock()
 	last := ks.fetchedAt
 	if is.lastAttempt.After(last) {
@@ -241,16 +289,18 @@ func (v *Verifier) refreshForKID(ctx context.Context, is *issuer, ks *keySet, t 
 	due := now.Sub(last) >= v.cfg.UnknownKIDInterval || is.flight != nil
 	is.mu.Unlock()
 	if !due {
-		return nil, errKIDUnknown
+		return nil, nil, errKIDUnknown
 	}
 	fl, err := v.startFetch(is, client, now)
 	if err != nil {
-		return nil, errKIDUnknown
+		return nil, nil, errKIDUnknown
 	}
 	if err := wait(ctx, fl, v.cfg.UnknownKIDWait); err != nil {
-		return nil, errKIDUnknown
+		return nil, nil, errKIDUnknown
 	}
-	return is.keys.Load().key(ctx, t, kid, true)
+	ks = is.keys.Load()
+	key, kerr := ks.key(ctx, t, kid, true)
+	return key, ks, kerr
 }
 
 // key selects the token's key: keyfunc looks the kid up among the keys of the kind the token's
