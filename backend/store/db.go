@@ -30,12 +30,13 @@ type DB struct {
 	// fsync serves many callers. Nobody is answered before the commit. The
 	// receipt chain is extended here too, one write after another
 	// (AppendReceipts), so its order needs no queue of its own.
-	mu      sync.Mutex
-	queue   []*writeReq
-	wake    chan struct{}
-	stopped chan struct{}
-	closed  bool
-	uses    map[string]grantUse // counted by RecordUseSoon, for the next commit
+	mu         sync.Mutex
+	queue      []*writeReq
+	wake       chan struct{}
+	stopped    chan struct{}
+	closed     bool
+	uses       map[string]grantUse // counted by RecordUseSoon since the last write of them
+	usesQueued bool                // that write is in queue
 }
 
 type writeReq struct {
@@ -120,6 +121,7 @@ func (db *DB) check() error {
 func (db *DB) Close() error {
 	db.mu.Lock()
 	if !db.closed {
+		db.queueUses()
 		db.closed = true
 		close(db.wake)
 	}
@@ -184,8 +186,11 @@ func (db *DB) signal() {
 	}
 }
 
-// Flush returns once every write queued before it is committed.
+// Flush returns once every write queued before it, and every use counted, is committed.
 func (db *DB) Flush(ctx context.Context) error {
+	db.mu.Lock()
+	db.queueUses()
+	db.mu.Unlock()
 	return db.write(ctx, func(*gorm.DB) error { return nil })
 }
 

@@ -160,10 +160,9 @@ func (db *DB) WithLiveGrant(ctx context.Context, agentIss, agentSub, brand strin
 }
 
 // RecordUseSoon counts one use of a live grant (uses+1, last_used_at = now) without a
-// commit of its own: usage counts are statistics, and neither a turn nor the writer should
-// wait on them. The counts, summed per grant, ride on the next commit (the turn's record
-// follows at once), or on one of their own after useDelay. Writes queued after it (and
-// Flush) see it committed; a crash can lose the last few counts.
+// write of its own: usage counts are statistics, and neither a turn nor the writer should
+// pay a statement for each. The counts, summed per grant, are written by one write useDelay
+// after the first, or sooner by Flush or Close; a crash can lose the last second of counts.
 func (db *DB) RecordUseSoon(id string, now time.Time) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -172,11 +171,10 @@ func (db *DB) RecordUseSoon(id string, now time.Time) {
 	}
 	if db.uses == nil {
 		db.uses = map[string]grantUse{}
-		db.queue = append(db.queue, &writeReq{fn: db.writeUses, done: make(chan struct{})})
 		time.AfterFunc(useDelay, func() {
 			db.mu.Lock()
 			defer db.mu.Unlock()
-			if !db.closed {
+			if !db.closed && db.queueUses() {
 				db.signal()
 			}
 		})
@@ -192,8 +190,19 @@ func (db *DB) RecordUseSoon(id string, now time.Time) {
 	db.uses[id] = u
 }
 
-// useDelay bounds how long a use count waits for another write to ride on.
-const useDelay = 250 * time.Millisecond
+// useDelay is how long a use count waits to be written with the others.
+const useDelay = time.Second
+
+// queueUses queues the write of the counted uses unless there are none or it is queued
+// already; db.mu must be held.
+func (db *DB) queueUses() bool {
+	if db.uses == nil || db.usesQueued {
+		return false
+	}
+	db.usesQueued = true
+	db.queue = append(db.queue, &writeReq{fn: db.writeUses, done: make(chan struct{})})
+	return true
+}
 
 // grantUse is the uses of one grant since the last commit.
 type grantUse struct {
@@ -206,7 +215,7 @@ type grantUse struct {
 func (db *DB) writeUses(tx *gorm.DB, _ *chain) error {
 	db.mu.Lock()
 	uses := db.uses
-	db.uses = nil
+	db.uses, db.usesQueued = nil, false
 	db.mu.Unlock()
 	for id, u := range uses {
 		if err := tx.Exec(`UPDATE grants SET uses = uses + ?, last_used_at = max(coalesce(last_used_at, 0), ?)

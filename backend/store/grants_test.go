@@ -53,10 +53,9 @@ func TestRecordUseCountsLiveGrantsOnly(t *testing.T) {
 	}
 }
 
-// Uses between two commits are summed per grant and ride on the next write; with no
-// other write they are committed on their own soon after.
-func TestRecordUseRidesOnTheNextWrite(t *testing.T) {
-	db, _ := openTemp(t)
+// Uses are summed per grant and written together, by Flush or within useDelay.
+func TestRecordUseWrittenTogether(t *testing.T) {
+	db, path := openTemp(t)
 	ctx := context.Background()
 	approveFlow(t, db, testFlow("f1", "BBBBBBBB", "alice"), testGrant("g1", "alice"))
 	uses := func() int64 {
@@ -72,13 +71,22 @@ func TestRecordUseRidesOnTheNextWrite(t *testing.T) {
 	g, err := db.GrantByID(ctx, "g1")
 	flowMust(t, err)
 	if g.Uses != 3 || !g.LastUsedAt.Equal(flowT0.Add(2*time.Second)) {
-		t.Fatalf("after three uses and a write: uses %d, last used %v", g.Uses, g.LastUsedAt)
+		t.Fatalf("after three uses and a flush: uses %d, last used %v", g.Uses, g.LastUsedAt)
 	}
 	db.RecordUseSoon("g1", flowT0.Add(time.Minute))
 	for deadline := time.Now().Add(10 * time.Second); uses() != 4; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("a use with no write after it was never committed")
+			t.Fatal("a use with no flush after it was never committed")
 		}
+	}
+	// Close writes what is still counted.
+	db.RecordUseSoon("g1", flowT0.Add(2*time.Minute))
+	db.Close()
+	db, err = Open(path)
+	flowMust(t, err)
+	defer db.Close()
+	if n := uses(); n != 5 {
+		t.Fatalf("after close and reopen: %d uses, want 5", n)
 	}
 }
 
