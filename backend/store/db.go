@@ -37,6 +37,9 @@ type DB struct {
 	closed     bool
 	uses       map[string]grantUse // counted by RecordUseSoon since the last write of them
 	usesQueued bool                // that write is in queue
+	// tail is the receipt chain's tail as the committer's last commit left it (nil: read it
+	// from the file); only the committer touches it (chain).
+	tail *Checkpoint
 }
 
 type writeReq struct {
@@ -220,6 +223,9 @@ func (db *DB) commitLoop() {
 
 func (db *DB) commit(batch []*writeReq) {
 	var ch chain
+	if db.tail != nil {
+		ch = chain{start: *db.tail, tail: *db.tail, read: true}
+	}
 	err := db.w.Transaction(func(tx *gorm.DB) error {
 		if len(batch) == 1 {
 			if batch[0].err = run(tx, &ch, batch[0].fn); batch[0].err != nil {
@@ -246,6 +252,12 @@ func (db *DB) commit(batch []*writeReq) {
 		}
 		return ch.flush(tx)
 	})
+	switch {
+	case err != nil:
+		db.tail = nil
+	case ch.read:
+		db.tail = &ch.tail
+	}
 	for _, req := range batch {
 		if err != nil && req.err == nil {
 			req.err = fmt.Errorf("commit: %w", err)

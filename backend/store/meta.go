@@ -76,12 +76,28 @@ func readHighWater(tx *gorm.DB) (hw Checkpoint, ok bool, err error) {
 	return hw, true, nil
 }
 
-func writeHighWater(tx *gorm.DB, hw Checkpoint) error {
-	v, err := json.Marshal(hw)
+// moveHighWater moves the mark from where the transaction found it to to; a mark that is no
+// longer at from was changed by someone else (ErrHighWater).
+func moveHighWater(tx *gorm.DB, from, to Checkpoint) error {
+	v, err := json.Marshal(to)
 	if err != nil {
 		return err
 	}
-	return setMeta(tx, metaHighWater, string(v))
+	if from.Seq == 0 {
+		return setMeta(tx, metaHighWater, string(v))
+	}
+	old, err := json.Marshal(from)
+	if err != nil {
+		return err
+	}
+	res := tx.Exec(`UPDATE meta SET value = ? WHERE key = ? AND value = ?`, string(v), metaHighWater, string(old))
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected != 1 {
+		return fmt.Errorf("%w: the mark is no longer at seq %d", ErrHighWater, from.Seq)
+	}
+	return nil
 }
 
 // ErrHighWater means the receipts table and the high-water mark in meta disagree:

@@ -163,7 +163,8 @@ func (db *DB) AppendReceipts(ctx context.Context, sign Signer) error {
 // appendReceipts is AppendReceipts inside a write: it returns the tail the receipts sign made
 // leave the chain at, for the caller to advance ch to once its whole write has succeeded.
 func appendReceipts(tx *gorm.DB, ch *chain, sign Signer) (Checkpoint, error) {
-	if !ch.read {
+	if !ch.read { // else the committer knows the tail it left, and the writes below check it is still there
+
 		tail, err := chainTail(tx)
 		if err != nil {
 			return Checkpoint{}, err
@@ -175,7 +176,7 @@ func appendReceipts(tx *gorm.DB, ch *chain, sign Signer) (Checkpoint, error) {
 		if err := checkHighWater(tail, hw, ok); err != nil {
 			return Checkpoint{}, err
 		}
-		ch.tail, ch.read = tail, true
+		ch.start, ch.tail, ch.read = tail, tail, true
 	}
 	batch, err := sign(ch.tail, func(id string) (bool, error) { return grantRevoked(tx, id) })
 	if err != nil {
@@ -198,11 +199,15 @@ func appendReceipts(tx *gorm.DB, ch *chain, sign Signer) (Checkpoint, error) {
 }
 
 // chain is the receipt chain's tail as one group-commit transaction sees it:
-// read and checked against the high-water mark by the transaction's first
-// receipt write, advanced by each receipt appended, and written back to the
-// mark once, just before the commit. Only the committer touches it, and only
-// AppendReceipts writes receipts.
+// the tail the committer's last commit left (DB.tail), or else read and checked
+// against the high-water mark by the transaction's first receipt write; advanced
+// by each receipt appended, and written back to the mark once, just before the
+// commit. A tail the committer remembers is checked by the writes themselves: a
+// receipt is inserted only on top of its stored predecessor, and the mark moves
+// only from where it was left (ErrHighWater otherwise, as when read). Only the
+// committer touches it, and only AppendReceipts writes receipts.
 type chain struct {
+	start Checkpoint // the tail, and the mark, when the transaction began
 	tail  Checkpoint
 	read  bool // tail is the stored tail (plus what this transaction appended)
 	moved bool // receipts were appended: the mark must follow
@@ -219,7 +224,7 @@ func (ch *chain) flush(tx *gorm.DB) error {
 	if !ch.moved {
 		return nil
 	}
-	return writeHighWater(tx, ch.tail)
+	return moveHighWater(tx, ch.start, ch.tail)
 }
 
 func endTurn(tx *gorm.DB, r Receipt) error {
@@ -276,14 +281,22 @@ func insertReceipts(tx *gorm.DB, rows []Receipt) error {
 			args = append(args, r.Seq, r.ID, r.TurnID, r.PrevHash, r.Hash, r.TaskID, r.ContextID, r.Brand, r.Scope,
 				r.GrantID, r.AgentIss, r.AgentSub, r.Status, r.Reason, r.ExitCode, ms(r.StartedAt), ms(r.EndedAt), r.JWS)
 		}
-		q := `INSERT INTO receipts (` + receiptColumns + `) VALUES ` +
-			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?), ", n), ", ")
-		err := tx.Exec(q, args...).Error
-		if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed") {
-			return fmt.Errorf("receipts seq %d to %d: %w: %v", rows[0].Seq, rows[n-1].Seq, ErrReceiptConflict, err)
+		// Only on top of the stored predecessor: a chain whose tail went missing is not extended.
+		on := `NOT EXISTS (SELECT 1 FROM receipts)`
+		if rows[0].Seq > 1 {
+			on = `EXISTS (SELECT 1 FROM receipts WHERE seq = ? AND hash = ?)`
+			args = append(args, rows[0].Seq-1, rows[0].PrevHash)
 		}
-		if err != nil {
+		q := `INSERT INTO receipts (` + receiptColumns + `) SELECT * FROM (VALUES ` +
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?), ", n), ", ") + `) WHERE ` + on
+		res := tx.Exec(q, args...)
+		if err := res.Error; err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed") {
+			return fmt.Errorf("receipts seq %d to %d: %w: %v", rows[0].Seq, rows[n-1].Seq, ErrReceiptConflict, err)
+		} else if err != nil {
 			return fmt.Errorf("insert receipts seq %d to %d: %w", rows[0].Seq, rows[n-1].Seq, err)
+		}
+		if res.RowsAffected != int64(n) {
+			return fmt.Errorf("%w: receipt %d is not in the store, so receipt %d cannot follow it", ErrHighWater, rows[0].Seq-1, rows[0].Seq)
 		}
 		rows = rows[n:]
 	}

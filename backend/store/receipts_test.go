@@ -208,16 +208,25 @@ func TestAppendReceiptsRefusesWholeBatch(t *testing.T) {
 		t.Fatalf("good batch after refusals: %v", err)
 	}
 	t.Run("T11 UNIQUE(prev_hash) and UNIQUE(seq) refuse a fork written directly", func(t *testing.T) {
+		// Plain SQL, past every check of insertReceipts: the schema alone refuses.
+		direct := func(r Receipt) error {
+			return db.w.Exec(`INSERT INTO receipts (`+receiptColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				r.Seq, r.ID, r.TurnID, r.PrevHash, r.Hash, r.TaskID, r.ContextID, r.Brand, r.Scope, r.GrantID, r.AgentIss,
+				r.AgentSub, r.Status, r.Reason, r.ExitCode, ms(r.StartedAt), ms(r.EndedAt), r.JWS).Error
+		}
 		fork := rcReceipt(turns[4], 4, "h2") // same prev as seq 3
-		err := db.write(ctx, func(tx *gorm.DB) error { return insertReceipts(tx, []Receipt{fork}) })
-		if !errors.Is(err, ErrReceiptConflict) || !strings.Contains(err.Error(), "prev_hash") {
+		if err := direct(fork); err == nil || !strings.Contains(err.Error(), "prev_hash") {
 			t.Errorf("fork on prev: %v", err)
 		}
 		dup := rcReceipt(turns[4], 3, "h3")
 		dup.ID, dup.Hash = "r_x", "hx"
-		err = db.write(ctx, func(tx *gorm.DB) error { return insertReceipts(tx, []Receipt{dup}) })
-		if !errors.Is(err, ErrReceiptConflict) || !strings.Contains(err.Error(), "seq") {
+		if err := direct(dup); err == nil || !strings.Contains(err.Error(), "receipts.seq") {
 			t.Errorf("second seq 3: %v", err)
+		}
+		// Through the store, a receipt on a predecessor that is not the stored one is refused first.
+		err := db.write(ctx, func(tx *gorm.DB) error { return insertReceipts(tx, []Receipt{fork}) })
+		if !errors.Is(err, ErrHighWater) {
+			t.Errorf("fork through the store: %v", err)
 		}
 	})
 }
@@ -293,7 +302,7 @@ func TestReceiptsAppendOnly(t *testing.T) {
 func TestReceiptHighWater(t *testing.T) {
 	db, _ := openTemp(t)
 	ctx := context.Background()
-	turns := rcStarted(t, db, 6)
+	turns := rcStarted(t, db, 8)
 	rows := make([]Receipt, 5)
 	for i := range rows {
 		seq := int64(i + 1)
@@ -302,8 +311,29 @@ func TestReceiptHighWater(t *testing.T) {
 	if err := db.AppendReceipts(ctx, signed(rows)); err != nil {
 		t.Fatal(err)
 	}
+	// The next receipt, signed on whatever tail the store hands over, as the ledger does,
+	// for the next turn still running.
+	running := 5
+	next := func(tail Checkpoint, _ func(string) (bool, error)) ([]Receipt, error) {
+		return []Receipt{rcReceipt(turns[running], tail.Seq+1, tail.Hash)}, nil
+	}
+	t.Run("T4 mark rewritten while the store is open", func(t *testing.T) {
+		if err := db.w.Exec(`UPDATE meta SET value = '{"seq":5,"hash":"forged"}' WHERE key = ?`, metaHighWater).Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := db.AppendReceipts(ctx, next); !errors.Is(err, ErrHighWater) {
+			t.Errorf("append under a rewritten mark = %v, want ErrHighWater", err)
+		}
+		if err := db.w.Exec(`UPDATE meta SET value = ? WHERE key = ?`, `{"seq":5,"hash":"h5"}`, metaHighWater).Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := db.AppendReceipts(ctx, next); err != nil { // and the store knows its tail again
+			t.Fatalf("append once the mark is back: %v", err)
+		}
+		running++
+	})
 	t.Run("T4 tail deleted under an untouched mark", func(t *testing.T) {
-		// What someone holding the file can do: drop the guard, cut the tail.
+		// What someone holding the file can do, even while the node runs: drop the guard, cut the tail.
 		for _, q := range []string{`DROP TRIGGER receipts_no_delete`, `DELETE FROM receipts WHERE seq > 3`} {
 			if err := db.w.Exec(q).Error; err != nil {
 				t.Fatal(err)
@@ -312,11 +342,13 @@ func TestReceiptHighWater(t *testing.T) {
 		if _, err := db.ReceiptHead(ctx); !errors.Is(err, ErrHighWater) {
 			t.Errorf("ReceiptHead = %v, want ErrHighWater", err)
 		}
-		err := db.AppendReceipts(ctx, signed([]Receipt{rcReceipt(turns[5], 4, "h3")}))
-		if !errors.Is(err, ErrHighWater) {
-			t.Errorf("append on a cut chain = %v, want ErrHighWater", err)
+		// Refused on the tail the store remembers, then on the tail it reads again after that.
+		for range 2 {
+			if err := db.AppendReceipts(ctx, next); !errors.Is(err, ErrHighWater) {
+				t.Errorf("append on a cut chain = %v, want ErrHighWater", err)
+			}
 		}
-		if hw, _, _ := db.ReceiptHighWater(ctx); hw.Seq != 5 {
+		if hw, _, _ := db.ReceiptHighWater(ctx); hw.Seq != 6 {
 			t.Errorf("mark = %+v", hw)
 		}
 	})
