@@ -101,7 +101,8 @@ type Runner struct {
 	locks    map[string]*workspaceLock
 	versions map[string]versionEntry
 	onQueue  func(kind, workspace string) // test hook: a turn starts waiting
-	removing sync.WaitGroup               // scratch folders of finished turns being removed
+	removing sync.WaitGroup               // scratch folders of finished turns being removed, the spare being made
+	spare    chan string                  // a scratch folder made ahead of the next turn (prepareTurn)
 }
 
 // Request is one turn.
@@ -114,9 +115,10 @@ type Request struct {
 	// Conversation names whose codex state the turn uses (the agent and brand): turns of
 	// one conversation can resume each other's threads; no other turn sees them.
 	Conversation string
-	// Admit, if set, is called once the turn holds its workspace and a slot and is prepared,
-	// right before codex starts; an error ends the turn there (a grant revoked while it
-	// waited, the turn's record not written). The gateway's waits for the turn's record.
+	// Admit, if set, is called once the turn holds its workspace and a slot, beside the
+	// turn's preparation, and codex starts only once it has returned nil; an error ends the
+	// turn there (a grant revoked while it waited, the turn's record not written). The
+	// gateway's waits for the turn's record.
 	Admit func(context.Context) error
 }
 
@@ -200,6 +202,12 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 		return finish(StatusCanceled, "canceled while waiting for another turn to finish", err)
 	}
 	defer release()
+	admitted := make(chan error, 1)
+	if req.Admit == nil {
+		admitted <- nil
+	} else {
+		go func() { admitted <- req.Admit(ctx) }() // beside the preparation below
+	}
 
 	res.StartedAt = r.now()
 	var before workspaceDigest
@@ -230,11 +238,8 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	gate := progressGate{fn: progress, now: r.now, red: red}
 	var tr transcript
 
-	// Last, so the turn's preparation above runs beside whatever Admit waits for.
-	if req.Admit != nil {
-		if err := req.Admit(ctx); err != nil {
-			return finish(StatusFailed, err.Error(), fmt.Errorf("%w: %w", ErrNotAdmitted, err))
-		}
+	if err := <-admitted; err != nil {
+		return finish(StatusFailed, err.Error(), fmt.Errorf("%w: %w", ErrNotAdmitted, err))
 	}
 	timeout := r.timeout()
 	tctx, cancel := context.WithTimeoutCause(ctx, timeout, errTurnTimeout)

@@ -31,32 +31,68 @@ type turnDirs struct {
 	state   string // StateDir/conversations/<key> → viewCodexHome, kept for resume
 }
 
-// prepareTurn makes the turn's scratch and, if new, its conversation's codex state.
+// prepareTurn makes the turn's scratch and, if new, its conversation's codex state. The
+// scratch is the spare one made after the last turn when there is one (its folders cost a
+// turn about a millisecond); a new spare is made off the turn's path.
 func (r *Runner) prepareTurn(conversation string) (turnDirs, error) {
 	root, err := r.stateDir()
 	if err != nil {
 		return turnDirs{}, err
 	}
-	var d turnDirs
-	d.state = filepath.Join(root, "conversations", conversationKey(conversation))
+	d := turnDirs{state: filepath.Join(root, "conversations", conversationKey(conversation))}
 	if err := os.MkdirAll(d.state, 0o700); err != nil {
 		return turnDirs{}, fmt.Errorf("codex state: %w", err)
 	}
-	turns := filepath.Join(root, "turns")
-	if err := os.MkdirAll(turns, 0o700); err != nil {
-		return turnDirs{}, fmt.Errorf("turn scratch: %w", err)
-	}
-	if d.scratch, err = os.MkdirTemp(turns, "t-"); err != nil {
-		return turnDirs{}, fmt.Errorf("turn scratch: %w", err)
-	}
-	d.home, d.tmp = filepath.Join(d.scratch, "home"), filepath.Join(d.scratch, "tmp")
-	for _, dir := range []string{d.home, d.tmp} {
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			os.RemoveAll(d.scratch)
+	spare := r.spares()
+	select {
+	case d.scratch = <-spare:
+	default:
+		if d.scratch, err = newScratch(root); err != nil {
 			return turnDirs{}, fmt.Errorf("turn scratch: %w", err)
 		}
 	}
+	r.removing.Add(1)
+	go func() {
+		defer r.removing.Done()
+		if s, err := newScratch(root); err == nil {
+			select {
+			case spare <- s:
+			default: // another turn's made it first
+				os.RemoveAll(s)
+			}
+		}
+	}()
+	d.home, d.tmp = filepath.Join(d.scratch, "home"), filepath.Join(d.scratch, "tmp")
 	return d, nil
+}
+
+// newScratch makes an empty scratch folder, with its home and tmp, under root's turns/.
+func newScratch(root string) (string, error) {
+	turns := filepath.Join(root, "turns")
+	if err := os.MkdirAll(turns, 0o700); err != nil {
+		return "", err
+	}
+	scratch, err := os.MkdirTemp(turns, "t-")
+	if err != nil {
+		return "", err
+	}
+	for _, dir := range []string{"home", "tmp"} {
+		if err := os.Mkdir(filepath.Join(scratch, dir), 0o700); err != nil {
+			os.RemoveAll(scratch)
+			return "", err
+		}
+	}
+	return scratch, nil
+}
+
+// spares holds the one scratch folder made ahead of a turn.
+func (r *Runner) spares() chan string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.spare == nil {
+		r.spare = make(chan string, 1)
+	}
+	return r.spare
 }
 
 // removeLater removes a finished turn's scratch off the turn's path: the answer does not
@@ -71,8 +107,17 @@ func (r *Runner) removeLater(scratch string) {
 	}()
 }
 
-// Wait returns once the scratch of every finished turn is removed.
-func (r *Runner) Wait() { r.removing.Wait() }
+// Wait returns once the scratch of every finished turn, and the spare one, is removed.
+func (r *Runner) Wait() {
+	r.removing.Wait()
+	select {
+	case s := <-r.spares():
+		if err := os.RemoveAll(s); err != nil {
+			r.logger().Warn("could not remove a spare scratch folder", "dir", s, "err", err)
+		}
+	default:
+	}
+}
 
 // RemoveScratch removes every turn's scratch folder: those a crash left behind. Call it
 // only while no turn runs (the node does, at start).
