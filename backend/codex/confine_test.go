@@ -83,11 +83,13 @@ func newHost(t *testing.T) *host {
 }
 
 func (h *host) runner(t *testing.T, model *mockmodel.Server) *Runner {
-	return &Runner{
+	r := &Runner{
 		Path: realCodex(t), Home: h.ownerCodex, StateDir: filepath.Join(h.data, "codex"),
 		Timeout: 2 * time.Minute, Env: []string{"CODEX_API_KEY=" + h.envKey}, ExtraArgs: model.ProviderArgs(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
+	t.Cleanup(r.Wait)
+	return r
 }
 
 // attacks are what a prompt-injected model runs against each "never" of the view.

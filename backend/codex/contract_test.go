@@ -41,7 +41,7 @@ func TestRealCodexContract(t *testing.T) {
 	mustWrite(t, filepath.Join(ws, "a.txt"), "hi\n")
 	home := codextest.Home(t)
 	newRunner := func(m *mockmodel.Server) *Runner {
-		return &Runner{
+		r := &Runner{
 			Path:      bin,
 			Home:      home,
 			Timeout:   2 * time.Minute,
@@ -49,6 +49,8 @@ func TestRealCodexContract(t *testing.T) {
 			ExtraArgs: m.ProviderArgs(),
 			Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		}
+		t.Cleanup(r.Wait)
+		return r
 	}
 	r := newRunner(model)
 	ctx := context.Background()

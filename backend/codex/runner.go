@@ -102,7 +102,7 @@ type Runner struct {
 	versions map[string]versionEntry
 	onQueue  func(kind, workspace string) // test hook: a turn starts waiting
 	removing sync.WaitGroup               // scratch folders of finished turns being removed, the spare being made
-	spare    chan string                  // a scratch folder made ahead of the next turn (prepareTurn)
+	spare    chan string                  // a scratch folder made ahead of the next turn (doneWith)
 }
 
 // Request is one turn.
@@ -220,7 +220,7 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	if err != nil {
 		return finish(StatusFailed, "cannot prepare the turn's private folders", err)
 	}
-	defer r.removeLater(dirs.scratch)
+	defer r.doneWith(dirs)
 	outFile := filepath.Join(dirs.tmp, "last-message.txt")
 	args, err := buildArgs(Request{Workspace: workspace, AccessMode: req.AccessMode, ThreadID: req.ThreadID, Model: req.Model},
 		filepath.Join(viewTmp, "last-message.txt"), r.ExtraArgs)

@@ -44,7 +44,7 @@ func newFixture(t *testing.T, env ...string) *fixture {
 		t.Fatal(err)
 	}
 	record := filepath.Join(records, "record.jsonl")
-	return &fixture{
+	f := &fixture{
 		r: &Runner{
 			Path:       fake,
 			Home:       filepath.Join(dir, "codex-home"),
@@ -58,6 +58,8 @@ func newFixture(t *testing.T, env ...string) *fixture {
 		ws:     ws,
 		record: record,
 	}
+	t.Cleanup(f.r.Wait) // the spare scratch, before the temp dir goes
+	return f
 }
 
 // req is a read_only request whose prompt picks the fake's scenario.

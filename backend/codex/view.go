@@ -33,7 +33,7 @@ type turnDirs struct {
 
 // prepareTurn makes the turn's scratch and, if new, its conversation's codex state. The
 // scratch is the spare one made after the last turn when there is one (its folders cost a
-// turn about a millisecond); a new spare is made off the turn's path.
+// turn about a millisecond); the turn's end makes the next (doneWith).
 func (r *Runner) prepareTurn(conversation string) (turnDirs, error) {
 	root, err := r.stateDir()
 	if err != nil {
@@ -43,25 +43,13 @@ func (r *Runner) prepareTurn(conversation string) (turnDirs, error) {
 	if err := os.MkdirAll(d.state, 0o700); err != nil {
 		return turnDirs{}, fmt.Errorf("codex state: %w", err)
 	}
-	spare := r.spares()
 	select {
-	case d.scratch = <-spare:
+	case d.scratch = <-r.spares():
 	default:
 		if d.scratch, err = newScratch(root); err != nil {
 			return turnDirs{}, fmt.Errorf("turn scratch: %w", err)
 		}
 	}
-	r.removing.Add(1)
-	go func() {
-		defer r.removing.Done()
-		if s, err := newScratch(root); err == nil {
-			select {
-			case spare <- s:
-			default: // another turn's made it first
-				os.RemoveAll(s)
-			}
-		}
-	}()
 	d.home, d.tmp = filepath.Join(d.scratch, "home"), filepath.Join(d.scratch, "tmp")
 	return d, nil
 }
@@ -95,14 +83,24 @@ func (r *Runner) spares() chan string {
 	return r.spare
 }
 
-// removeLater removes a finished turn's scratch off the turn's path: the answer does not
-// wait for the unlinks (Wait does; a scratch a crash left behind goes with RemoveScratch).
-func (r *Runner) removeLater(scratch string) {
+// doneWith removes a finished turn's scratch and makes the next turn's spare, off the turn's
+// path and away from the next turn's start: the answer does not wait for the unlinks (Wait
+// does; a scratch a crash left behind goes with RemoveScratch).
+func (r *Runner) doneWith(d turnDirs) {
 	r.removing.Add(1)
 	go func() {
 		defer r.removing.Done()
-		if err := os.RemoveAll(scratch); err != nil {
-			r.logger().Warn("could not remove a turn's scratch folder", "dir", scratch, "err", err)
+		if err := os.RemoveAll(d.scratch); err != nil {
+			r.logger().Warn("could not remove a turn's scratch folder", "dir", d.scratch, "err", err)
+		}
+		s, err := newScratch(filepath.Dir(filepath.Dir(d.scratch)))
+		if err != nil {
+			return // the next turn makes its own
+		}
+		select {
+		case r.spares() <- s:
+		default: // another turn's end made it first
+			os.RemoveAll(s)
 		}
 	}()
 }
