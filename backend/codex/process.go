@@ -13,29 +13,47 @@ import (
 	"github.com/aether/aether/backend/confine"
 )
 
-// sandboxInfoFD is the descriptor bwrap writes the view's first process to: the first of
-// cmd.ExtraFiles, after stdin, stdout and stderr.
-const sandboxInfoFD = 3
+// The descriptors of cmd.ExtraFiles, after stdin, stdout and stderr: bwrap writes the view's
+// first process to the first (--info-fd), and waits for a byte on the second before it starts
+// codex (--block-fd).
+const (
+	sandboxInfoFD  = 3
+	sandboxBlockFD = 4
+)
 
 // procOutcome is how one codex process ended.
 type procOutcome struct {
 	startErr  error
+	heldBy    error            // hold's error: the view was ended before codex could start
 	state     *os.ProcessState // nil when it did not start
 	stoppedBy error            // why the runner stopped it (timeout, cancel, output cap); nil if it ended by itself
 	leftovers bool
 	stderr    string
 }
 
+// errHeld is the cause a view is ended with when hold refused: at once, no grace period,
+// since codex never ran in it.
+var errHeld = errors.New("the turn was not let start")
+
 // runProcess runs codex in its own process group with stdin = prompt and calls onLine for
-// each stdout line. When ctx ends, or stdout goes over the cap, the group gets SIGINT and,
+// each stdout line. bwrap makes the view meanwhile hold runs; codex itself starts only once
+// hold has returned nil (bwrap's --block-fd, sandboxBlockFD), and an error from hold ends the
+// view instead, codex never having run (outcome.heldBy). runProcess returns after hold has. When ctx ends, or stdout goes over the cap, the group gets SIGINT and,
 // after the grace period, SIGKILL (S1). Whatever of the group outlives codex is killed (S2).
 // stdout and stderr are pipes of our own rather than exec's copying goroutines, so a
 // grandchild that keeps them open cannot hold Run: after codex exits they get a read
 // deadline; cmd.WaitDelay bounds the stdin copy the same way.
-func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string, dir, stdin string, onLine func([]byte)) procOutcome {
+func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string, dir, stdin string, hold func() error, onLine func([]byte)) procOutcome {
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	grace := r.grace()
+	// The go-ahead's pipe. Its write end is closed last of all, once bwrap and the view are
+	// gone: its end would let a view still waiting on it start codex.
+	goR, goW, err := os.Pipe()
+	if err != nil {
+		return procOutcome{startErr: fmt.Errorf("sandbox go-ahead pipe: %w", err)}
+	}
+	defer goW.Close()
 	defer lockThread()() // until codex is reaped: its parent-death signal follows this thread
 
 	outR, outW, err := os.Pipe()
@@ -54,6 +72,7 @@ func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string,
 		outW.Close()
 		errR.Close()
 		errW.Close()
+		goR.Close()
 		return procOutcome{startErr: fmt.Errorf("sandbox info pipe: %w", err)}
 	}
 	cmd := exec.Command(bin, args...)
@@ -62,13 +81,14 @@ func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string,
 	cmd.Stdin = strings.NewReader(stdin) // closed by exec once written: codex waits for EOF
 	cmd.Stdout = outW
 	cmd.Stderr = errW
-	cmd.ExtraFiles = []*os.File{infoW} // descriptor sandboxInfoFD: bwrap's --info-fd
+	cmd.ExtraFiles = []*os.File{infoW, goR} // sandboxInfoFD, sandboxBlockFD
 	cmd.WaitDelay = grace
 	setProcessGroup(cmd)
 	startErr := cmd.Start()
 	outW.Close()
 	errW.Close()
 	infoW.Close()
+	goR.Close()
 	if startErr != nil {
 		outR.Close()
 		errR.Close()
@@ -102,6 +122,21 @@ func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string,
 		<-stopperDone // it may still be signalling the view
 		box.close()
 	}()
+	var heldBy error
+	holdDone := make(chan struct{})
+	go func() {
+		defer close(holdDone)
+		if hold != nil {
+			heldBy = hold()
+		}
+		switch {
+		case heldBy != nil:
+			stop(errHeld)
+		case ctx.Err() == nil: // a turn stopped meanwhile is not let start
+			_, _ = goW.Write([]byte{1}) // fails only when bwrap is gone already
+		}
+	}()
+	defer func() { <-holdDone }() // what hold set is the caller's once runProcess returns
 
 	outDone := make(chan struct{})
 	go func() {
@@ -129,6 +164,13 @@ func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string,
 		case <-ctx.Done():
 		}
 		stopped <- context.Cause(ctx)
+		if errors.Is(context.Cause(ctx), errHeld) {
+			// Codex never ran: no grace, end the view (once bwrap has named it) and bwrap.
+			waitBox()
+			box.kill()
+			_ = killGroup(cmd.Process)
+			return
+		}
 		graceOver := time.After(grace)
 		// bwrap is not signalled before it has said which view it made (or ended): killed
 		// while making it, it could leave the view running with nobody to stop it.
@@ -167,6 +209,8 @@ func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string,
 	<-errDone
 	errR.Close()
 	out.stderr = tail.String()
+	<-holdDone
+	out.heldBy = heldBy
 	if out.leftovers {
 		r.logger().Warn("codex left processes behind; killed its process group", "pid", cmd.Process.Pid)
 	}

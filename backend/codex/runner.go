@@ -210,12 +210,6 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	}
 
 	res.StartedAt = r.now()
-	var before workspaceDigest
-	if req.AccessMode == AccessReadOnly {
-		if before, err = digestWorkspace(workspace); err != nil {
-			return finish(StatusFailed, "workspace: "+err.Error(), fmt.Errorf("%w: %v", ErrInvalidRequest, err))
-		}
-	}
 	dirs, err := r.prepareTurn(req.Conversation)
 	if err != nil {
 		return finish(StatusFailed, "cannot prepare the turn's private folders", err)
@@ -228,7 +222,7 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 		return finish(StatusFailed, "invalid request: "+err.Error(), fmt.Errorf("%w: %v", ErrInvalidRequest, err))
 	}
 	view := r.turnView(bin, workspace, req.AccessMode == AccessReadWrite, dirs)
-	view.InfoFD = sandboxInfoFD
+	view.InfoFD, view.BlockFD = sandboxInfoFD, sandboxBlockFD
 	wrapper, wrapped, err := box.Wrap(view, append([]string{bin}, args...))
 	if err != nil {
 		return finish(StatusFailed, "Confinement: "+err.Error(), err)
@@ -238,15 +232,33 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	gate := progressGate{fn: progress, now: r.now, red: red}
 	var tr transcript
 
-	if err := <-admitted; err != nil {
-		return finish(StatusFailed, err.Error(), fmt.Errorf("%w: %w", ErrNotAdmitted, err))
+	// bwrap makes the view while the read-only workspace's digest is taken and Admit answers;
+	// codex starts once both are done (T8, W13), or never.
+	var before workspaceDigest
+	var heldFor string
+	hold := func() error {
+		if req.AccessMode == AccessReadOnly {
+			var err error
+			if before, err = digestWorkspace(workspace); err != nil {
+				heldFor = "workspace: " + err.Error()
+				return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+			}
+		}
+		if err := <-admitted; err != nil {
+			heldFor = err.Error()
+			return fmt.Errorf("%w: %w", ErrNotAdmitted, err)
+		}
+		return nil
 	}
 	timeout := r.timeout()
 	tctx, cancel := context.WithTimeoutCause(ctx, timeout, errTurnTimeout)
 	defer cancel()
-	out := r.runProcess(tctx, wrapper, wrapped, env, workspace, req.Prompt, func(line []byte) {
+	out := r.runProcess(tctx, wrapper, wrapped, env, workspace, req.Prompt, hold, func(line []byte) {
 		gate.emit(tr.handle(line))
 	})
+	if out.heldBy != nil {
+		return finish(StatusFailed, heldFor, out.heldBy)
+	}
 
 	res.ThreadID = tr.threadID
 	if res.ThreadID == "" {
@@ -267,7 +279,7 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	status, reason := r.judge(out, &tr, res, timeout)
 	res.OutputTruncated = errors.Is(out.stoppedBy, errOutputCap)
 
-	if req.AccessMode == AccessReadOnly {
+	if req.AccessMode == AccessReadOnly && out.startErr == nil { // else no digest was taken before
 		after, err := digestWorkspace(workspace)
 		if before.partial || after.partial {
 			r.logger().Warn("read-only workspace too large for a full digest; checked the first entries only",

@@ -105,6 +105,53 @@ func wantStatus(t *testing.T, res Result, status, reason string) {
 	}
 }
 
+// Codex starts only once Admit lets it: bwrap makes the view meanwhile, but codex has not run
+// in it, and a refusal ends the view with nothing of the turn left running (T8, W13).
+func TestAdmitHoldsCodex(t *testing.T) {
+	for _, refuse := range []bool{false, true} {
+		f := newFixture(t)
+		let := make(chan error)
+		req := f.req(codextest.ScenarioOK)
+		req.Admit = func(context.Context) error { return <-let }
+		type ran struct {
+			res Result
+			err error
+		}
+		done := make(chan ran, 1)
+		go func() {
+			res, err := f.r.Run(context.Background(), req, nil)
+			done <- ran{res, err}
+		}()
+		for deadline := time.Now().Add(10 * time.Second); len(codextest.Processes(f.record)) == 0; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("bwrap never started while Admit held the turn")
+			}
+		}
+		time.Sleep(300 * time.Millisecond) // every chance for codex to start early
+		if recs := f.records(t); len(recs) != 0 {
+			t.Fatalf("codex ran before Admit let it: %+v", recs)
+		}
+		if !refuse {
+			let <- nil
+			if r := <-done; r.err != nil || r.res.Status != StatusCompleted || len(f.records(t)) == 0 {
+				t.Fatalf("admitted: %v %+v", r.err, r.res)
+			}
+			continue
+		}
+		let <- errors.New("the owner revoked the grant")
+		r := <-done
+		if !errors.Is(r.err, ErrNotAdmitted) || r.res.Status != StatusFailed || r.res.Reason != "the owner revoked the grant" {
+			t.Fatalf("refused: %v %+v", r.err, r.res)
+		}
+		if recs := f.records(t); len(recs) != 0 {
+			t.Fatalf("codex ran in a turn Admit refused: %+v", recs)
+		}
+		if left := codextest.Processes(f.record); len(left) != 0 {
+			t.Fatalf("processes of a refused turn outlived it: %v", left)
+		}
+	}
+}
+
 func TestRunCompletes(t *testing.T) {
 	f := newFixture(t)
 	res := f.run(t, f.req(codextest.ScenarioOK))

@@ -53,6 +53,9 @@ func (s *Sandbox) Wrap(v View, argv []string) (string, []string, error) {
 	if v.InfoFD > 0 {
 		args = append(args, "--info-fd", strconv.Itoa(v.InfoFD))
 	}
+	if v.BlockFD > 0 {
+		args = append(args, "--block-fd", strconv.Itoa(v.BlockFD))
+	}
 	if os.Geteuid() == 0 {
 		// Root's uid 0 inside would make the coding agent's own sandbox (a nested bwrap)
 		// take the privileged path, which needs the capabilities dropped above. Inside, the

@@ -31,6 +31,11 @@ type View struct {
 	// bwrap writes the view's first process there once it exists (ReadSandboxPID), so the caller
 	// can end the view itself, also when bwrap is gone (it starts the view in a session of its own).
 	InfoFD int
+	// BlockFD, when above 0, is a descriptor (cmd.ExtraFiles[BlockFD-3]) that bwrap reads one
+	// byte from once the view is made, before the command starts: the caller lets the command
+	// start by writing it. Any end of the descriptor also lets it start, so a caller that will
+	// not must end the view first (the end of bwrap's first process ends it).
+	BlockFD int
 }
 
 // ReadSandboxPID reads the PID of a view's first process (its PID 1, whose end the kernel
