@@ -103,6 +103,18 @@ func chainTail(tx *gorm.DB) (Checkpoint, error) {
 	return tail[0], nil
 }
 
+// confirmTail checks that the tail the committer remembers is still the stored one.
+func confirmTail(tx *gorm.DB, tail Checkpoint) error {
+	stored, err := chainTail(tx)
+	if err != nil {
+		return err
+	}
+	if stored != tail {
+		return fmt.Errorf("%w: the chain ends at seq %d, where this node left it at seq %d", ErrHighWater, stored.Seq, tail.Seq)
+	}
+	return nil
+}
+
 // ReceiptHead is the chain's committed tail (seq 0, empty hash before the
 // first receipt), for a mark kept outside the file (docs/threats.md T4, T6).
 // It fails with ErrHighWater when the tail and the high-water mark disagree.
@@ -163,8 +175,13 @@ func (db *DB) AppendReceipts(ctx context.Context, sign Signer) error {
 // appendReceipts is AppendReceipts inside a write: it returns the tail the receipts sign made
 // leave the chain at, for the caller to advance ch to once its whole write has succeeded.
 func appendReceipts(tx *gorm.DB, ch *chain, sign Signer) (Checkpoint, error) {
-	if !ch.read { // else the committer knows the tail it left, and the writes below check it is still there
-
+	if ch.read && !ch.checked {
+		if err := confirmTail(tx, ch.tail); err != nil {
+			return Checkpoint{}, err
+		}
+		ch.checked = true
+	}
+	if !ch.read {
 		tail, err := chainTail(tx)
 		if err != nil {
 			return Checkpoint{}, err
@@ -176,7 +193,7 @@ func appendReceipts(tx *gorm.DB, ch *chain, sign Signer) (Checkpoint, error) {
 		if err := checkHighWater(tail, hw, ok); err != nil {
 			return Checkpoint{}, err
 		}
-		ch.start, ch.tail, ch.read = tail, tail, true
+		ch.start, ch.tail, ch.read, ch.checked = tail, tail, true, true
 	}
 	batch, err := sign(ch.tail, func(id string) (bool, error) { return grantRevoked(tx, id) })
 	if err != nil {
@@ -202,15 +219,16 @@ func appendReceipts(tx *gorm.DB, ch *chain, sign Signer) (Checkpoint, error) {
 // the tail the committer's last commit left (DB.tail), or else read and checked
 // against the high-water mark by the transaction's first receipt write; advanced
 // by each receipt appended, and written back to the mark once, just before the
-// commit. A tail the committer remembers is checked by the writes themselves: a
-// receipt is inserted only on top of its stored predecessor, and the mark moves
-// only from where it was left (ErrHighWater otherwise, as when read). Only the
-// committer touches it, and only AppendReceipts writes receipts.
+// commit. A tail the committer remembers is confirmed by the transaction's first
+// receipt write (it is still the stored tail), and the mark moves only from where
+// it was left: ErrHighWater otherwise, as when read. One statement a transaction,
+// not two. Only the committer touches it, and only AppendReceipts writes receipts.
 type chain struct {
-	start Checkpoint // the tail, and the mark, when the transaction began
-	tail  Checkpoint
-	read  bool // tail is the stored tail (plus what this transaction appended)
-	moved bool // receipts were appended: the mark must follow
+	start   Checkpoint // the tail, and the mark, when the transaction began
+	tail    Checkpoint
+	read    bool // tail is the stored tail (plus what this transaction appended)
+	checked bool // read, or confirmed, in this transaction
+	moved   bool // receipts were appended: the mark must follow
 }
 
 // advance moves the tail to where a write's receipts left it.
@@ -281,22 +299,14 @@ func insertReceipts(tx *gorm.DB, rows []Receipt) error {
 			args = append(args, r.Seq, r.ID, r.TurnID, r.PrevHash, r.Hash, r.TaskID, r.ContextID, r.Brand, r.Scope,
 				r.GrantID, r.AgentIss, r.AgentSub, r.Status, r.Reason, r.ExitCode, ms(r.StartedAt), ms(r.EndedAt), r.JWS)
 		}
-		// Only on top of the stored predecessor: a chain whose tail went missing is not extended.
-		on := `NOT EXISTS (SELECT 1 FROM receipts)`
-		if rows[0].Seq > 1 {
-			on = `EXISTS (SELECT 1 FROM receipts WHERE seq = ? AND hash = ?)`
-			args = append(args, rows[0].Seq-1, rows[0].PrevHash)
-		}
-		q := `INSERT INTO receipts (` + receiptColumns + `) SELECT * FROM (VALUES ` +
-			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?), ", n), ", ") + `) WHERE ` + on
-		res := tx.Exec(q, args...)
-		if err := res.Error; err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed") {
+		q := `INSERT INTO receipts (` + receiptColumns + `) VALUES ` +
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?), ", n), ", ")
+		err := tx.Exec(q, args...).Error
+		if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed") {
 			return fmt.Errorf("receipts seq %d to %d: %w: %v", rows[0].Seq, rows[n-1].Seq, ErrReceiptConflict, err)
-		} else if err != nil {
-			return fmt.Errorf("insert receipts seq %d to %d: %w", rows[0].Seq, rows[n-1].Seq, err)
 		}
-		if res.RowsAffected != int64(n) {
-			return fmt.Errorf("%w: receipt %d is not in the store, so receipt %d cannot follow it", ErrHighWater, rows[0].Seq-1, rows[0].Seq)
+		if err != nil {
+			return fmt.Errorf("insert receipts seq %d to %d: %w", rows[0].Seq, rows[n-1].Seq, err)
 		}
 		rows = rows[n:]
 	}
