@@ -304,8 +304,9 @@ func (db *DB) FailInterrupted(ctx context.Context, reason string) (int, error) {
 	var ids []a2a.TaskID
 	err := db.write(ctx, func(tx *gorm.DB) error {
 		var err error
+		// Literal states, as the partial index tasks_unfinished names them (migration 3).
 		ids, err = endTasks(tx, db.Now(), a2a.TaskStateFailed, reason,
-			"state IN (?, ?)", string(a2a.TaskStateSubmitted), string(a2a.TaskStateWorking))
+			"state IN ('"+string(a2a.TaskStateSubmitted)+"', '"+string(a2a.TaskStateWorking)+"')")
 		return err
 	})
 	if err != nil {
