@@ -101,6 +101,22 @@ func TestA2AErrors(t *testing.T) {
 		resp, m := a.raw("POST", "/a2a/review/message:stream", "application/json", []byte(body), sse)
 		restWant(t, "message:stream", resp, m)
 	})
+	t.Run("SendMessage of a message without a role is InvalidParams on both bindings, and nothing runs", func(t *testing.T) {
+		d := e.agent("dora")
+		d.setDelegation(e.delegate(t, d, "review"))
+		before := e.codexRuns()
+		msg := map[string]any{"messageId": "m-no-role", "parts": []any{map[string]any{"text": "hi"}}}
+		if status, code, out := d.rpc("SendMessage", map[string]any{"message": msg}, nil); status != http.StatusOK || code != -32602 {
+			t.Errorf("JSON-RPC: HTTP %d code %v (%v), want -32602 in HTTP 200", status, code, out)
+		}
+		status, out := d.wireCall("POST", "/message:send", map[string]any{"message": msg}, nil)
+		if errObj, _ := out["error"].(map[string]any); status != http.StatusBadRequest || errObj["status"] != "INVALID_ARGUMENT" {
+			t.Errorf("HTTP+JSON: HTTP %d (%v), want 400 INVALID_ARGUMENT", status, out)
+		}
+		if n := e.codexRuns(); n != before {
+			t.Errorf("codex ran %d times for messages without a role", n-before)
+		}
+	})
 	t.Run("HTTP+JSON SubscribeToTask on another agent's task is 404 before the stream", func(t *testing.T) {
 		resp, m := e.agent("bob").raw("GET", "/a2a/review/tasks/"+string(done.ID)+":subscribe", "", nil, sse)
 		errObj, _ := m["error"].(map[string]any)

@@ -127,6 +127,36 @@ func (e *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 	}
 }
 
+// answerPlain runs the turn of a plain send on a new task and answers with its task, stored
+// as a2a-go would store it (routeTasks.Create). Nobody sees such a task before it has
+// finished, so a2a-go's execution machinery (its event queue, task manager and copies of the
+// task at every step) would only carry the one finished task from Execute to the answer. The
+// turn runs detached from the request, as a2a-go runs an execution: a client that goes away
+// does not stop it, and its receipt is written.
+func (e *executor) answerPlain(ctx context.Context, cc *a2asrv.CallContext, p *a2a.SendMessageRequest) (*a2a.Task, error) {
+	ctx = context.WithoutCancel(ctx)
+	ec := &a2asrv.ExecutorContext{Message: p.Message, TaskID: a2a.NewTaskID(), ContextID: p.Message.ContextID,
+		Metadata: p.Metadata, User: cc.User, ServiceParams: cc.ServiceParams(), Tenant: cc.Tenant()}
+	if ec.ContextID == "" {
+		ec.ContextID = a2a.NewContextID()
+	}
+	var last a2a.Event
+	for ev, err := range e.Execute(ctx, ec) {
+		if err != nil {
+			return nil, err
+		}
+		last = ev
+	}
+	task, ok := last.(*a2a.Task)
+	if !ok {
+		return nil, fmt.Errorf("the turn ended without its task: %w", a2a.ErrInvalidAgentResponse)
+	}
+	if _, err := e.tasks.Create(ctx, task); err != nil {
+		return nil, fmt.Errorf("store the task: %w", err)
+	}
+	return task, nil
+}
+
 // turnRun is one delegated turn's events.
 type turnRun struct {
 	ec        *a2asrv.ExecutorContext

@@ -47,6 +47,7 @@ type gate struct {
 	brand string
 	urls  urls
 	tasks *routeTasks // the route's
+	exec  *executor   // the route's: the gate runs a plain send's new task itself (answerPlain)
 }
 
 func (gt *gate) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2asrv.Request) (context.Context, any, error) {
@@ -106,8 +107,8 @@ func (gt *gate) beforeSubscribe(ctx context.Context, id identity.Identity, p *a2
 }
 
 func (gt *gate) beforeTurn(ctx context.Context, cc *a2asrv.CallContext, id identity.Identity, p *a2a.SendMessageRequest) (context.Context, any, error) {
-	if p.Message == nil || p.Message.ID == "" || len(p.Message.Parts) == 0 {
-		return ctx, nil, a2a.NewError(a2a.ErrInvalidParams, "a turn needs a message with an id and at least one part")
+	if p.Message == nil || p.Message.ID == "" || len(p.Message.Parts) == 0 || p.Message.Role == "" {
+		return ctx, nil, a2a.NewError(a2a.ErrInvalidParams, "a turn needs a message with an id, a role and at least one part")
 	}
 	var existing *taskstore.StoredTask
 	if p.Message.TaskID != "" {
@@ -147,6 +148,13 @@ func (gt *gate) beforeTurn(ctx context.Context, cc *a2asrv.CallContext, id ident
 		c.streaming, c.disconnect = true, ctx.Done()
 	}
 	c.watched = c.streaming || (p.Config != nil && p.Config.ReturnImmediately)
+	if !c.watched && existing == nil {
+		task, err := gt.exec.answerPlain(withCall(ctx, c), cc, p)
+		if err != nil {
+			return ctx, nil, err
+		}
+		return ctx, task, nil
+	}
 	return withCall(ctx, c), nil, nil
 }
 

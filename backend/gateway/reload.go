@@ -95,8 +95,8 @@ func (g *Gateway) newBrandRoute(u urls, b policy.Brand, modified time.Time) (*br
 	}
 	// One task store per route: the SDK, the gate and the executor share it.
 	tasks := &routeTasks{Store: g.cfg.Tasks.TaskStore(b.ID, ownerFromContext)}
-	gate := &gate{g: g, brand: b.ID, urls: u, tasks: tasks}
 	exec := &executor{g: g, brand: b.ID, tasks: tasks}
+	gate := &gate{g: g, brand: b.ID, urls: u, tasks: tasks, exec: exec}
 	h := a2asrv.NewHandler(exec,
 		a2asrv.WithTaskStore(tasks),
 		a2asrv.WithCallInterceptors(gate),

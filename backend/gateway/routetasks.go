@@ -10,8 +10,9 @@ import (
 
 // routeTasks is a brand route's task store as a2a-go, the gate and the executor use it. A
 // plain send's new task is created by its turn, finished, in the commit of its receipt
-// (receipts.Ledger.AppendCreatingTask); a2a-go's own Create of that task, which follows when
-// the executor hands it over, then finds it stored instead of writing it a second time.
+// (receipts.Ledger.AppendCreatingTask); the Create that follows when the executor hands it
+// over (executor.answerPlain) then finds it stored instead of writing it a second time. A
+// task the turn could not store so (it failed first) is created then.
 type routeTasks struct {
 	taskstore.Store
 	created sync.Map // a2a.TaskID → struct{}: created by its turn, a2a-go's Create still to come
@@ -20,7 +21,7 @@ type routeTasks struct {
 // createdByTurn marks id as stored by its turn; call it before the task goes to a2a-go.
 func (r *routeTasks) createdByTurn(id a2a.TaskID) { r.created.Store(id, struct{}{}) }
 
-// forget drops the mark of a task a2a-go will not be given after all.
+// forget drops the mark of a task that will not be handed over after all.
 func (r *routeTasks) forget(id a2a.TaskID) { r.created.Delete(id) }
 
 // Create implements taskstore.Store: a task its turn created is at version 1 already.
