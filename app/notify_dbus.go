@@ -51,6 +51,7 @@ type dbusNotifier struct {
 	byID     map[uint32]*burst // by the notification showing it
 	burstOf  map[string]string // request id → its burst's key
 	flushing bool              // a flush of the changed bursts is scheduled
+	shownAt  time.Time         // the last notification shown or changed
 	closing  bool
 	warned   atomic.Bool // "no notification server" was logged
 }
@@ -102,8 +103,8 @@ func (n *dbusNotifier) call(ctx context.Context, method string, args ...any) *db
 }
 
 // request adds a new device authorization request to its issuer's burst. The first request
-// of a burst is shown at once (B6); later ones update the burst's notification within
-// burstUpdate.
+// of a burst is shown at once (B6); a later one updates the burst's notification at once too
+// when nothing changed on screen for burstUpdate, else when that is over.
 func (n *dbusNotifier) request(r owner.ConsentRequest) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -143,10 +144,15 @@ func (n *dbusNotifier) ownBursts() int {
 // changed schedules b's notification to be shown again with its current requests.
 func (n *dbusNotifier) changed(b *burst) {
 	b.dirty = true
-	if !n.flushing {
-		n.flushing = true
-		time.AfterFunc(burstUpdate, n.flush)
+	if n.flushing {
+		return
 	}
+	if wait := burstUpdate - time.Since(n.shownAt); wait > 0 {
+		n.flushing = true
+		time.AfterFunc(wait, n.flush)
+		return
+	}
+	n.show(b)
 }
 
 func (n *dbusNotifier) flush() {
@@ -166,7 +172,7 @@ func (n *dbusNotifier) flush() {
 // show puts b on screen, replacing its notification if it has one. The lock is held across
 // the call so that an action arriving at once finds its burst.
 func (n *dbusNotifier) show(b *burst) {
-	b.dirty = false
+	b.dirty, n.shownAt = false, time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var caps []string

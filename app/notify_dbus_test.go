@@ -293,6 +293,34 @@ func TestNotifier(t *testing.T) {
 		recv(t, srv.closed, "CloseNotification")
 	})
 
+	t.Run("B6 a second request of an issuer updates its notification at once, a third within burstUpdate", func(t *testing.T) {
+		n.request(requestFrom("https://id.burst.example", "one", "bu_1", "JKLM-NPQR"))
+		first := recv(t, srv.notify, "Notify")
+		time.Sleep(burstUpdate) // nothing has changed on screen for a while
+		n.request(requestFrom("https://id.burst.example", "two", "bu_2", "KLMN-PQRS"))
+		select { // shown before request returned
+		case c := <-srv.notify:
+			if c.id != first.id || !strings.Contains(c.body, "and 1 more from burst.example") {
+				t.Fatalf("update %d %q, want notification %d with one more", c.id, c.body, first.id)
+			}
+		default:
+			t.Fatal("the second request waited for the next update instead of being shown at once")
+		}
+		n.request(requestFrom("https://id.burst.example", "three", "bu_3", "LMNP-QRST"))
+		select {
+		case c := <-srv.notify:
+			t.Fatalf("a third request right after the second changed the screen at once: %q", c.body)
+		default:
+		}
+		if c := recv(t, srv.notify, "Notify"); !strings.Contains(c.body, "and 2 more from burst.example") {
+			t.Fatalf("third update %q, want two more", c.body)
+		}
+		for _, id := range []string{"bu_1", "bu_2", "bu_3"} {
+			n.withdraw(id)
+		}
+		recv(t, srv.closed, "CloseNotification")
+	})
+
 	t.Run("a request decided elsewhere withdraws its notification", func(t *testing.T) {
 		n.request(testRequest("df_5", "GHJK-LMNP"))
 		c := recv(t, srv.notify, "Notify")
