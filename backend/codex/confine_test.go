@@ -213,31 +213,33 @@ func TestConfineReadWrite(t *testing.T) {
 // One turn after another on the same runner: the second reads what the first left in its
 // /tmp and HOME, and in any scratch folder still on disk.
 func TestConfineNextTurn(t *testing.T) {
-	h := newHost(t)
-	left := secret("left behind")
-	first := mockmodel.New(mockmodel.Shell("echo "+left+" > /tmp/left; echo "+left+" > $HOME/left"), mockmodel.Message("first done"))
-	defer first.Close()
-	second := mockmodel.New(mockmodel.Shell("cat /tmp/left $HOME/left; ls -la /tmp $HOME; grep -rs "+left[:16]+" /tmp $HOME "+
-		filepath.Join(h.data, "codex")), mockmodel.Message("second done"))
-	defer second.Close()
-	r := h.runner(t, first)
-	run := func(prompt string) {
-		t.Helper()
-		res, err := r.Run(context.Background(), Request{Workspace: h.ws, AccessMode: AccessReadWrite, Prompt: prompt, Conversation: "alice\x00review"}, nil)
-		if err != nil || res.Status != StatusCompleted {
-			t.Fatalf("turn %s: %v %+v", prompt, err, res)
+	t.Run("W19 the next turn reads what the last one left in its scratch", func(t *testing.T) {
+		h := newHost(t)
+		left := secret("left behind")
+		first := mockmodel.New(mockmodel.Shell("echo "+left+" > /tmp/left; echo "+left+" > $HOME/left"), mockmodel.Message("first done"))
+		defer first.Close()
+		second := mockmodel.New(mockmodel.Shell("cat /tmp/left $HOME/left; ls -la /tmp $HOME; grep -rs "+left[:16]+" /tmp $HOME "+
+			filepath.Join(h.data, "codex")), mockmodel.Message("second done"))
+		defer second.Close()
+		r := h.runner(t, first)
+		run := func(prompt string) {
+			t.Helper()
+			res, err := r.Run(context.Background(), Request{Workspace: h.ws, AccessMode: AccessReadWrite, Prompt: prompt, Conversation: "alice\x00review"}, nil)
+			if err != nil || res.Status != StatusCompleted {
+				t.Fatalf("turn %s: %v %+v", prompt, err, res)
+			}
 		}
-	}
-	run("first")
-	r.ExtraArgs = second.ProviderArgs()
-	run("second")
-	if seen := strings.Join(second.Requests()[1].ToolOutput, "\n"); strings.Contains(seen, left) {
-		t.Errorf("W19 the next turn read what the last one left in its scratch: %s", seen)
-	}
-	r.Wait()
-	if left, _ := filepath.Glob(filepath.Join(r.StateDir, "turns", "*")); len(left) != 0 {
-		t.Errorf("scratch folders left after Wait: %q", left)
-	}
+		run("first")
+		r.ExtraArgs = second.ProviderArgs()
+		run("second")
+		if seen := strings.Join(second.Requests()[1].ToolOutput, "\n"); strings.Contains(seen, left) {
+			t.Errorf("W19 the next turn read what the last one left in its scratch: %s", seen)
+		}
+		r.Wait()
+		if left, _ := filepath.Glob(filepath.Join(r.StateDir, "turns", "*")); len(left) != 0 {
+			t.Errorf("scratch folders left after Wait: %q", left)
+		}
+	})
 }
 
 func TestConfineTurns(t *testing.T) {
