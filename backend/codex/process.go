@@ -36,9 +36,10 @@ type procOutcome struct {
 var errHeld = errors.New("the turn was not let start")
 
 // runProcess runs codex in its own process group with stdin = prompt and calls onLine for
-// each stdout line. bwrap makes the view meanwhile hold runs; codex itself starts only once
-// hold has returned nil (bwrap's --block-fd, sandboxBlockFD), and an error from hold ends the
-// view instead, codex never having run (outcome.heldBy). runProcess returns after hold has. When ctx ends, or stdout goes over the cap, the group gets SIGINT and,
+// each stdout line. bwrap makes the view while hold runs; codex itself starts only once hold
+// has returned nil (bwrap's --block-fd, sandboxBlockFD), and an error from hold ends the
+// view instead, codex never having run in it (outcome.heldBy); runProcess returns after hold
+// has. When ctx ends, or stdout goes over the cap, the group gets SIGINT and,
 // after the grace period, SIGKILL (S1). Whatever of the group outlives codex is killed (S2).
 // stdout and stderr are pipes of our own rather than exec's copying goroutines, so a
 // grandchild that keeps them open cannot hold Run: after codex exits they get a read

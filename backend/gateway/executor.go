@@ -284,7 +284,9 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 	end.AnswerHash = receipts.HashBytes([]byte(res.Answer))
 	end.Status, end.Reason, end.ExitCode, end.EndedAt = status, reason, res.ExitCode, time.Now().UTC()
 	end.Usage = receipts.Usage{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens, OutputTokens: res.Usage.OutputTokens}
-	end.Violation = res.WorkspaceChanged // a revoke during the turn lets it finish; the ledger marks its receipt (V2)
+	end.Violation = res.WorkspaceChanged
+	// A revoke during the turn lets it finish: the ledger reads the grant in the receipt's
+	// commit and marks the receipt (V2).
 	// What the agent gets: the answer, the receipt, the final status.
 	ending := func(rec *receipts.Receipt) ([]*a2a.TaskArtifactUpdateEvent, *a2a.TaskStatusUpdateEvent) {
 		var arts []*a2a.TaskArtifactUpdateEvent
