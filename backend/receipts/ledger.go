@@ -106,8 +106,9 @@ func (l *Ledger) Append(ctx context.Context, t Turn) (*Receipt, error) {
 // AppendCreatingTask is Append for a turn whose task is stored only now, finished: the
 // task build makes from the receipt (the task that carries it) is created, owner's on brand,
 // in the receipt's own commit, one commit fewer a turn (docs/wire.md, "Plain send"). build
-// runs inside that commit: it must be quick and must not use the store. On an error nothing
-// is written, and the caller may Append the receipt alone.
+// runs inside that commit, on a goroutine of its own beside the receipt's statements: it
+// must be quick and must not use the store. On an error nothing is written, and the caller
+// may Append the receipt alone.
 func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand, owner string, build func(*Receipt) (*a2a.Task, error)) (*Receipt, error) {
 	if t.EndedAt.IsZero() {
 		t.EndedAt = l.now()
