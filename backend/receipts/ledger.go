@@ -122,10 +122,7 @@ func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand, owner st
 	}
 	defer done()
 	var recs []*Receipt
-	err = l.db.AppendReceiptsCreatingTask(ctx, func(tail store.Checkpoint, revoked func(string) (bool, error)) (rows []store.Receipt, err error) {
-		rows, recs, err = l.sign([]Turn{t}, tail, revoked)
-		return rows, err
-	}, brand, owner, func() (*a2a.Task, error) { return build(recs[0]) })
+	err = l.db.AppendReceiptsCreatingTask(ctx, l.signer([]Turn{t}, &recs), brand, owner, func() (*a2a.Task, error) { return build(recs[0]) })
 	if err != nil {
 		return nil, fmt.Errorf("receipt for turn %s: %w", t.ID, err)
 	}
@@ -141,10 +138,7 @@ func (l *Ledger) append(ctx context.Context, turns []Turn) ([]*Receipt, error) {
 	}
 	defer done()
 	var recs []*Receipt
-	err = l.db.AppendReceipts(ctx, func(tail store.Checkpoint, revoked func(string) (bool, error)) (rows []store.Receipt, err error) {
-		rows, recs, err = l.sign(turns, tail, revoked)
-		return rows, err
-	})
+	err = l.db.AppendReceipts(ctx, l.signer(turns, &recs))
 	if err != nil {
 		return nil, err
 	}
@@ -274,6 +268,15 @@ func checkTurnEnd(t Turn) error {
 		return errors.New("ends before it starts")
 	}
 	return nil
+}
+
+// signer is the store's Signer for turns: it signs them with sign and leaves the receipts in
+// *recs for the caller.
+func (l *Ledger) signer(turns []Turn, recs *[]*Receipt) store.Signer {
+	return func(tail store.Checkpoint, revoked func(string) (bool, error)) (rows []store.Receipt, err error) {
+		rows, *recs, err = l.sign(turns, tail, revoked)
+		return rows, err
+	}
 }
 
 // sign builds and signs the receipts of turns in order, continuing the chain
