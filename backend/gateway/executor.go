@@ -305,9 +305,7 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 		if done, rec := e.createFinished(ctx, t, end, ending); done != nil {
 			e.receipted(tr, rec)
 			e.tasks.createdByTurn(done.ID)
-			if !t.yield(done, nil) {
-				e.tasks.forget(done.ID)
-			}
+			t.yield(done, nil) // to answerPlain, which hands it to routeTasks.Create
 			return
 		}
 	}

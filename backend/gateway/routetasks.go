@@ -15,14 +15,11 @@ import (
 // task the turn could not store so (it failed first) is created then.
 type routeTasks struct {
 	taskstore.Store
-	created sync.Map // a2a.TaskID → struct{}: created by its turn, a2a-go's Create still to come
+	created sync.Map // a2a.TaskID → struct{}: created by its turn, answerPlain's Create still to come
 }
 
-// createdByTurn marks id as stored by its turn; call it before the task goes to a2a-go.
+// createdByTurn marks id as stored by its turn; call it before the task is handed over.
 func (r *routeTasks) createdByTurn(id a2a.TaskID) { r.created.Store(id, struct{}{}) }
-
-// forget drops the mark of a task that will not be handed over after all.
-func (r *routeTasks) forget(id a2a.TaskID) { r.created.Delete(id) }
 
 // Create implements taskstore.Store: a task its turn created is at version 1 already.
 func (r *routeTasks) Create(ctx context.Context, task *a2a.Task) (taskstore.TaskVersion, error) {
