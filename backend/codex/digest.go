@@ -35,6 +35,7 @@ func digestWorkspace(dir string) (workspaceDigest, error) {
 	}
 	defer root.Close()
 	budget := int64(maxHashBytes)
+	buf := make([]byte, 32<<10) // one for every file: a copy's own buffer would be garbage per file
 	walkErr := fs.WalkDir(root.FS(), ".", func(p string, e fs.DirEntry, err error) error {
 		if len(d.entries) >= maxDigestEntries {
 			d.partial = true
@@ -47,7 +48,7 @@ func digestWorkspace(dir string) (workspaceDigest, error) {
 			}
 			return nil
 		}
-		d.entries[p] = fingerprint(root, p, e, &budget)
+		d.entries[p] = fingerprint(root, p, e, &budget, buf)
 		return nil
 	})
 	if walkErr != nil {
@@ -56,7 +57,7 @@ func digestWorkspace(dir string) (workspaceDigest, error) {
 	return d, nil
 }
 
-func fingerprint(root *os.Root, p string, e fs.DirEntry, budget *int64) string {
+func fingerprint(root *os.Root, p string, e fs.DirEntry, budget *int64, buf []byte) string {
 	info, err := e.Info()
 	if err != nil {
 		return "error " + err.Error()
@@ -71,7 +72,7 @@ func fingerprint(root *os.Root, p string, e fs.DirEntry, budget *int64) string {
 		}
 		return fp + " -> " + target
 	case info.Mode().IsRegular() && *budget > 0:
-		sum, n, err := hashFile(root, name, *budget)
+		sum, n, err := hashFile(root, name, *budget, buf)
 		*budget -= n
 		if err != nil {
 			return fp + " read-error " + err.Error()
@@ -81,7 +82,7 @@ func fingerprint(root *os.Root, p string, e fs.DirEntry, budget *int64) string {
 	return fp
 }
 
-func hashFile(root *os.Root, name string, max int64) (string, int64, error) {
+func hashFile(root *os.Root, name string, max int64, buf []byte) (string, int64, error) {
 	f, err := root.OpenFile(name, os.O_RDONLY|openNoBlock, 0)
 	if err != nil {
 		return "", 0, err
@@ -91,7 +92,7 @@ func hashFile(root *os.Root, name string, max int64) (string, int64, error) {
 		return "", 0, errors.New("not a regular file")
 	}
 	h := sha256.New()
-	n, err := io.Copy(h, io.LimitReader(f, max))
+	n, err := io.CopyBuffer(h, io.LimitReader(f, max), buf)
 	if err != nil {
 		return "", n, err
 	}

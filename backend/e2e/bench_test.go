@@ -168,25 +168,41 @@ func TestPrintB3(t *testing.T) {
 	c := a.client("review", a2a.TransportProtocolJSONRPC)
 	const n = 100
 	var ours, direct, confined []time.Duration
-	scratch, home, state := t.TempDir(), t.TempDir(), t.TempDir()
-	out := filepath.Join(scratch, "last.txt")
+	scratches, state := t.TempDir(), t.TempDir()
+	out := filepath.Join(t.TempDir(), "last.txt")
 	box := &confine.Sandbox{}
 	if st := box.Check(context.Background()); !st.Available {
 		t.Fatal(st.Text())
 	}
-	view := confine.View{Dir: e.workspace, Mounts: []confine.Mount{
-		{Source: scratch, Target: "/tmp", Writable: true}, {Source: home, Target: "/run/aether/home", Writable: true},
-		{Source: state, Target: "/run/aether/codex", Writable: true}, {Source: filepath.Dir(e.opts.CodexPath)}}}
-	for _, m := range e.opts.CodexTestMounts {
-		view.Mounts = append(view.Mounts, confine.Mount{Source: m, Writable: true})
-	}
-	view.Mounts = append(view.Mounts, confine.Mount{Source: e.workspace})
 	fakeArgs := []string{e.opts.CodexPath, "exec", "--json", "--color", "never", "--sandbox", "read-only", "--cd", e.workspace, "--skip-git-repo-check", "-o", out, "--", "-"}
 	inView := slices.Clone(fakeArgs)
 	inView[slices.Index(inView, out)] = "/tmp/last.txt"
-	bwrap, wrapped, err := box.Wrap(view, inView)
-	if err != nil {
-		t.Fatal(err)
+	// confinedFake is the fake in a view as a turn's: its scratch is fresh (never reused, as a
+	// turn's is not) and made before the clock starts, as the runner's spare is; the folders
+	// bwrap makes in it, for the mounts that fall inside /tmp here, are confinement's cost.
+	confinedFake := func() (argv []string, scratch string) {
+		scratch, err := os.MkdirTemp(scratches, "t-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmp, home := filepath.Join(scratch, "tmp"), filepath.Join(scratch, "home")
+		for _, d := range []string{tmp, home} {
+			if err := os.Mkdir(d, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		view := confine.View{Dir: e.workspace, Mounts: []confine.Mount{
+			{Source: tmp, Target: "/tmp", Writable: true}, {Source: home, Target: "/run/aether/home", Writable: true},
+			{Source: state, Target: "/run/aether/codex", Writable: true}, {Source: filepath.Dir(e.opts.CodexPath)}}}
+		for _, m := range e.opts.CodexTestMounts {
+			view.Mounts = append(view.Mounts, confine.Mount{Source: m, Writable: true})
+		}
+		view.Mounts = append(view.Mounts, confine.Mount{Source: e.workspace})
+		bwrap, wrapped, err := box.Wrap(view, inView)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append([]string{bwrap}, wrapped...), scratch
 	}
 	for i := 0; i < n; i++ {
 		start := time.Now()
@@ -195,10 +211,11 @@ func TestPrintB3(t *testing.T) {
 		}
 		ours = append(ours, time.Since(start))
 
+		inBox, scratch := confinedFake()
 		for _, run := range []struct {
 			argv []string
 			into *[]time.Duration
-		}{{fakeArgs, &direct}, {append([]string{bwrap}, wrapped...), &confined}} {
+		}{{fakeArgs, &direct}, {inBox, &confined}} {
 			cmd := exec.Command(run.argv[0], run.argv[1:]...)
 			cmd.Env = append(os.Environ(), e.opts.CodexEnv...) // the fake does what it does in a turn (its record)
 			cmd.Stdin = strings.NewReader("bench")
@@ -207,6 +224,9 @@ func TestPrintB3(t *testing.T) {
 				t.Fatalf("%v: %s", err, out)
 			}
 			*run.into = append(*run.into, time.Since(start))
+		}
+		if err := os.RemoveAll(scratch); err != nil {
+			t.Fatal(err)
 		}
 	}
 	p := func(d []time.Duration, q float64) time.Duration {
