@@ -120,6 +120,11 @@ type Request struct {
 	// turn there (a grant revoked while it waited, the turn's record not written). The
 	// gateway's waits for the turn's record.
 	Admit func(context.Context) error
+	// Tidy, if set, holds back the removal of the turn's scratch folder, and the making of the
+	// next turn's, until it is closed. The gateway closes it once the turn's receipt is
+	// committed: those unlinks and mkdirs go through the same filesystem journal as the
+	// commit's fsync, which the answer waits for.
+	Tidy <-chan struct{}
 }
 
 // Usage is codex's token count for the turn.
@@ -214,7 +219,7 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	if err != nil {
 		return finish(StatusFailed, "cannot prepare the turn's private folders", err)
 	}
-	defer r.doneWith(dirs)
+	defer r.doneWith(dirs, req.Tidy)
 	outFile := filepath.Join(dirs.tmp, "last-message.txt")
 	args, err := buildArgs(Request{Workspace: workspace, AccessMode: req.AccessMode, ThreadID: req.ThreadID, Model: req.Model},
 		filepath.Join(viewTmp, "last-message.txt"), r.ExtraArgs)

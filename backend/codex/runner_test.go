@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -730,5 +731,40 @@ func TestScratchRemoved(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(turns, "*")); len(left) != 0 {
 		t.Fatalf("scratch a crash left behind is still there: %q", left)
+	}
+}
+
+// With Request.Tidy, a finished turn's scratch stays until Tidy is closed (the gateway, once
+// the turn's receipt is committed), and then goes.
+func TestScratchTidiedWhenTold(t *testing.T) {
+	f := newFixture(t)
+	answered := func() []string { // the turns' scratch folders that codex wrote in
+		left, _ := filepath.Glob(filepath.Join(f.r.StateDir, "turns", "t-*", "tmp", "last-message.txt"))
+		return left
+	}
+	tidy := make(chan struct{})
+	req := f.req("ok")
+	req.Tidy = tidy
+	if res := f.run(t, req); res.Status != StatusCompleted {
+		t.Fatalf("turn: %+v", res)
+	}
+	held := answered()
+	if len(held) != 1 {
+		t.Fatalf("the turn's scratch went before Tidy was closed: %q", held)
+	}
+	// Another turn, tidied at once, is removed while the first one's scratch stays.
+	if res := f.run(t, f.req("ok")); res.Status != StatusCompleted {
+		t.Fatalf("second turn: %+v", res)
+	}
+	for left := answered(); len(left) != 1 || left[0] != held[0]; left = answered() {
+		if !slices.Contains(left, held[0]) {
+			t.Fatalf("the turn's scratch went before Tidy was closed: %q", left)
+		}
+		runtime.Gosched()
+	}
+	close(tidy)
+	f.r.Wait()
+	if left, _ := filepath.Glob(filepath.Join(f.r.StateDir, "turns", "*")); len(left) != 0 {
+		t.Fatalf("scratch left once tidied: %q", left)
 	}
 }

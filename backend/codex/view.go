@@ -83,13 +83,17 @@ func (r *Runner) spares() chan string {
 	return r.spare
 }
 
-// doneWith removes a finished turn's scratch and makes the next turn's spare, off the turn's
-// path and away from the next turn's start: the answer does not wait for the unlinks (Wait
-// does; a scratch a crash left behind goes with RemoveScratch).
-func (r *Runner) doneWith(d turnDirs) {
+// doneWith removes a finished turn's scratch and makes the next turn's spare, once tidy is
+// closed (at once if nil), off the turn's path and away from the next turn's start: the
+// answer does not wait for the unlinks (Wait does; a scratch a crash left behind goes with
+// RemoveScratch).
+func (r *Runner) doneWith(d turnDirs, tidy <-chan struct{}) {
 	r.removing.Add(1)
 	go func() {
 		defer r.removing.Done()
+		if tidy != nil {
+			<-tidy
+		}
 		if err := os.RemoveAll(d.scratch); err != nil {
 			r.logger().Warn("could not remove a turn's scratch folder", "dir", d.scratch, "err", err)
 		}

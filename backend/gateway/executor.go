@@ -274,7 +274,10 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 		return
 	}
 
-	res := e.runCodex(runCtx, rt, brand, t, base, recorded)
+	// The turn's folders are tidied once its receipt is committed, below (codex.Request.Tidy).
+	tidy := make(chan struct{})
+	defer close(tidy)
+	res := e.runCodex(runCtx, rt, brand, t, base, recorded, tidy)
 	if err := recorded(); err != nil {
 		t.yield(nil, fmt.Errorf("record turn: %w", err)) // Codex did not start (Admit)
 		return
@@ -354,7 +357,7 @@ func (e *executor) receipted(tr *turn, rec *receipts.Receipt) {
 
 // runCodex runs the coding agent, relaying its progress as WORKING updates. It starts
 // only once recorded (the turn's record) and the grant's standing both hold.
-func (e *executor) runCodex(ctx context.Context, rt *routes, brand policy.Brand, t *turnRun, turn receipts.Turn, recorded func() error) codex.Result {
+func (e *executor) runCodex(ctx context.Context, rt *routes, brand policy.Brand, t *turnRun, turn receipts.Turn, recorded func() error, tidy <-chan struct{}) codex.Result {
 	req := codex.Request{
 		AccessMode: string(brand.AccessMode),
 		Prompt:     codex.BuildPrompt(brand.InstructionText(), messageTexts(t.ec.Message)),
@@ -367,6 +370,7 @@ func (e *executor) runCodex(ctx context.Context, rt *routes, brand policy.Brand,
 			}
 			return e.g.admit(ctx, turn.GrantID, brand.ID)
 		},
+		Tidy: tidy,
 	}
 	progress := make(chan string, 16)
 	resc := make(chan codex.Result, 1)
