@@ -112,6 +112,14 @@ func TestQueuedTurns(t *testing.T) {
 		if err != nil || over == nil || over.Status.State != a2a.TaskStateFailed || !strings.Contains(statusText(over), "at most 4 at once") {
 			t.Fatalf("the fifth turn: %v %v; want FAILED saying at most 4 at once", res, err)
 		}
+		// A new task refused so, on a plain send, is stored as it was answered.
+		fresh := ivy.send(c, "", "a new task, one too many [fake:ok]")
+		if fresh.Status.State != a2a.TaskStateFailed || !strings.Contains(statusText(fresh), "at most 4 at once") {
+			t.Fatalf("a new task over the cap ended %s: %q; want FAILED saying at most 4 at once", fresh.Status.State, statusText(fresh))
+		}
+		if got, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: fresh.ID}); err != nil || got.Status.State != a2a.TaskStateFailed {
+			t.Fatalf("GetTask of the refused new task: %v %v; want it stored FAILED", got, err)
+		}
 		openGate()
 		for _, s := range running {
 			if got := finished(s); got.Status.State != a2a.TaskStateCompleted {

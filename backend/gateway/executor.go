@@ -14,6 +14,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
 	"github.com/aether/aether/backend/codex"
 	"github.com/aether/aether/backend/consent"
@@ -31,7 +32,7 @@ const metaThread = "aether.codexThreadId"
 type executor struct {
 	g     *Gateway
 	brand string
-	tasks *routeTasks // the route's
+	tasks taskstore.Store // the route's
 }
 
 // turn is one running turn, found by task id for CancelTask and disconnects.
@@ -127,12 +128,13 @@ func (e *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 	}
 }
 
-// answerPlain runs the turn of a plain send on a new task and answers with its task, stored
-// as a2a-go would store it (routeTasks.Create). Nobody sees such a task before it has
-// finished, so a2a-go's execution machinery (its event queue, task manager and copies of the
-// task at every step) would only carry the one finished task from Execute to the answer. The
-// turn runs detached from the request, as a2a-go runs an execution: a client that goes away
-// does not stop it, and its receipt is written.
+// answerPlain runs the turn of a plain send on a new task and answers with its task, stored.
+// Nobody sees such a task before it has finished, so a2a-go's execution machinery (its event
+// queue, task manager and copies of the task at every step) would only carry the one
+// finished task from the turn to the answer. The turn normally stores it with its receipt
+// (run); a task it could not store so (it failed first) is created here, as a2a-go would.
+// The turn runs detached from the request, as a2a-go runs an execution: a client that goes
+// away does not stop it, and its receipt is written.
 func (e *executor) answerPlain(ctx context.Context, cc *a2asrv.CallContext, p *a2a.SendMessageRequest) (*a2a.Task, error) {
 	ctx = context.WithoutCancel(ctx)
 	ec := &a2asrv.ExecutorContext{Message: p.Message, TaskID: a2a.NewTaskID(), ContextID: p.Message.ContextID,
@@ -141,18 +143,23 @@ func (e *executor) answerPlain(ctx context.Context, cc *a2asrv.CallContext, p *a
 		ec.ContextID = a2a.NewContextID()
 	}
 	var last a2a.Event
-	for ev, err := range e.Execute(ctx, ec) {
-		if err != nil {
-			return nil, err
-		}
-		last = ev
+	var failed error
+	t := &turnRun{ec: ec, task: a2a.NewSubmittedTask(ec, ec.Message), yield: func(ev a2a.Event, err error) bool {
+		last, failed = ev, err
+		return err == nil
+	}}
+	e.run(ctx, callFrom(ctx), t)
+	if failed != nil {
+		return nil, failed
 	}
 	task, ok := last.(*a2a.Task)
 	if !ok {
 		return nil, fmt.Errorf("the turn ended without its task: %w", a2a.ErrInvalidAgentResponse)
 	}
-	if _, err := e.tasks.Create(ctx, task); err != nil {
-		return nil, fmt.Errorf("store the task: %w", err)
+	if !t.stored {
+		if _, err := e.tasks.Create(ctx, task); err != nil {
+			return nil, fmt.Errorf("store the task: %w", err)
+		}
 	}
 	return task, nil
 }
@@ -165,6 +172,7 @@ type turnRun struct {
 	created   bool      // the task is in the store
 	streaming bool
 	watched   bool           // the agent sees the task during the turn: store it at once
+	stored    bool           // the turn stored the task, finished, with its receipt (createFinished)
 	shown     []*a2a.Message // status messages sent: each next status moves the last into history
 }
 
@@ -290,6 +298,7 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 	end.Violation = res.WorkspaceChanged
 	// A revoke during the turn lets it finish: the ledger reads the grant in the receipt's
 	// commit and marks the receipt (V2).
+
 	// What the agent gets: the answer, the receipt, the final status.
 	ending := func(rec *receipts.Receipt) ([]*a2a.TaskArtifactUpdateEvent, *a2a.TaskStatusUpdateEvent) {
 		var arts []*a2a.TaskArtifactUpdateEvent
@@ -307,8 +316,8 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 		// Not stored yet (see status): the finished task goes into its receipt's commit.
 		if done, rec := e.createFinished(ctx, t, end, ending); done != nil {
 			e.receipted(tr, rec)
-			e.tasks.createdByTurn(done.ID)
-			t.yield(done, nil) // to answerPlain, which hands it to routeTasks.Create
+			t.stored = true
+			t.yield(done, nil) // to answerPlain
 			return
 		}
 	}

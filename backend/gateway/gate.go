@@ -46,8 +46,8 @@ type gate struct {
 	g     *Gateway
 	brand string
 	urls  urls
-	tasks *routeTasks // the route's
-	exec  *executor   // the route's: the gate runs a plain send's new task itself (answerPlain)
+	tasks taskstore.Store // the route's
+	exec  *executor       // the route's: the gate runs a plain send's new task itself (answerPlain)
 }
 
 func (gt *gate) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2asrv.Request) (context.Context, any, error) {

@@ -94,7 +94,7 @@ func (g *Gateway) newBrandRoute(u urls, b policy.Brand, modified time.Time) (*br
 		return nil, err
 	}
 	// One task store per route: the SDK, the gate and the executor share it.
-	tasks := &routeTasks{Store: g.cfg.Tasks.TaskStore(b.ID, ownerFromContext)}
+	tasks := g.cfg.Tasks.TaskStore(b.ID, ownerFromContext)
 	exec := &executor{g: g, brand: b.ID, tasks: tasks}
 	gate := &gate{g: g, brand: b.ID, urls: u, tasks: tasks, exec: exec}
 	h := a2asrv.NewHandler(exec,
