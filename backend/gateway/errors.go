@@ -38,20 +38,23 @@ var (
 	errTooLarge        = wireError{http.StatusRequestEntityTooLarge, -32600, "INVALID_ARGUMENT", "INVALID_REQUEST", ""}
 	errContentType     = wireError{http.StatusUnsupportedMediaType, -32005, "INVALID_ARGUMENT", "UNSUPPORTED_CONTENT_TYPE", ""}
 	errBrandNotFound   = wireError{http.StatusNotFound, -32601, "NOT_FOUND", "NOT_FOUND", ""}
+	// errNotRecorded replaces a turn's answer whose receipt could not be committed (holdAnswer).
+	errNotRecorded = wireError{http.StatusInternalServerError, -32603, "INTERNAL", "RECEIPT_NOT_RECORDED",
+		"the node could not record this turn's receipt, so its answer is withheld; the turn is ended with a failed receipt when the node restarts"}
 )
 
 func (e wireError) with(msg string) wireError { e.Message = msg; return e }
 
 // writeWireError answers in the binding's error shape. On JSON-RPC a request
 // the gateway read and refused (malformed envelope, params, the body guard's
-// JSON checks) is a JSON-RPC error in HTTP 200, as a2a-go answers its own
-// errors; only transport-level refusals keep a real HTTP status: 401 and 429
-// (authentication), 413 (a body the node refuses to read), 415 (a body it
-// cannot read as JSON), 503 (paused), 404 (no such endpoint). See
-// docs/wire.md, "Error shapes and statuses".
+// JSON checks), or could not answer (a receipt not recorded), is a JSON-RPC
+// error in HTTP 200, as a2a-go answers its own errors; only transport-level
+// refusals keep a real HTTP status: 401 and 429 (authentication), 413 (a body
+// the node refuses to read), 415 (a body it cannot read as JSON), 503
+// (paused), 404 (no such endpoint). See docs/wire.md, "Error shapes and statuses".
 func writeWireError(w http.ResponseWriter, b binding, e wireError, id json.RawMessage) {
 	status := e.HTTPStatus
-	if b == bindingJSONRPC && status == http.StatusBadRequest {
+	if b == bindingJSONRPC && (status == http.StatusBadRequest || status == http.StatusInternalServerError) {
 		status = http.StatusOK
 	}
 	info := errordetails.NewErrorInfo(e.Reason, a2a.ProtocolDomain, map[string]string{"timestamp": time.Now().UTC().Format(time.RFC3339)})

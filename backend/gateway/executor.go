@@ -132,9 +132,12 @@ func (e *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 // Nobody sees such a task before it has finished, so a2a-go's execution machinery (its event
 // queue, task manager and copies of the task at every step) would only carry the one
 // finished task from the turn to the answer. The turn normally stores it with its receipt
-// (run); a task it could not store so (it failed first) is created here, as a2a-go would.
-// The turn runs detached from the request, as a2a-go runs an execution: a client that goes
-// away does not stop it, and its receipt is written.
+// (run): it hands the task over as soon as it is written in that commit, and a2a-go encodes
+// the answer while the commit is made durable; the guard's writer sends it only once it is
+// (holdAnswer). A task the turn could not store so (it failed first) is created here, as
+// a2a-go would. The turn runs detached from the request, on a goroutine of its own, as
+// a2a-go runs an execution: a client that goes away does not stop it, and its receipt is
+// written.
 func (e *executor) answerPlain(ctx context.Context, cc *a2asrv.CallContext, p *a2a.SendMessageRequest) (*a2a.Task, error) {
 	ctx = context.WithoutCancel(ctx)
 	ec := &a2asrv.ExecutorContext{Message: p.Message, TaskID: a2a.NewTaskID(), ContextID: p.Message.ContextID,
@@ -147,8 +150,20 @@ func (e *executor) answerPlain(ctx context.Context, cc *a2asrv.CallContext, p *a
 	t := &turnRun{ec: ec, task: a2a.NewSubmittedTask(ec, ec.Message), yield: func(ev a2a.Event, err error) bool {
 		last, failed = ev, err
 		return err == nil
-	}}
-	e.run(ctx, callFrom(ctx), t)
+	}, handed: make(chan storedTask, 1)}
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		e.run(ctx, callFrom(ctx), t)
+	}()
+	select {
+	case st := <-t.handed:
+		if err := holdAnswer(ctx, st.durable); err != nil {
+			return nil, err
+		}
+		return st.task, nil
+	case <-ended:
+	}
 	if failed != nil {
 		return nil, failed
 	}
@@ -171,9 +186,17 @@ type turnRun struct {
 	task      *a2a.Task // the task as it was before this turn
 	created   bool      // the task is in the store
 	streaming bool
-	watched   bool           // the agent sees the task during the turn: store it at once
-	stored    bool           // the turn stored the task, finished, with its receipt (createFinished)
-	shown     []*a2a.Message // status messages sent: each next status moves the last into history
+	watched   bool            // the agent sees the task during the turn: store it at once
+	stored    bool            // the turn stored the task, finished, with its receipt (createFinished)
+	shown     []*a2a.Message  // status messages sent: each next status moves the last into history
+	handed    chan storedTask // answerPlain's: the task stored with the receipt, as soon as it is written
+}
+
+// storedTask is a turn's finished task, written in its receipt's commit; durable returns once
+// that commit is durable, and nothing of the task may leave the node before it has.
+type storedTask struct {
+	task    *a2a.Task
+	durable func() error
 }
 
 // status sends a status; the first event of a task not yet stored is the task itself.
@@ -312,12 +335,17 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 		}
 		return arts, final
 	}
-	if !t.created && !t.watched && !errors.Is(context.Cause(runCtx), errCanceledByAgent) {
-		// Not stored yet (see status): the finished task goes into its receipt's commit.
-		if done, rec := e.createFinished(ctx, t, end, ending); done != nil {
-			e.receipted(tr, rec)
+	if t.handed != nil && !t.created && !t.watched && !errors.Is(context.Cause(runCtx), errCanceledByAgent) {
+		// Not stored yet (see status): the finished task goes into its receipt's commit, and to
+		// answerPlain as soon as it is written there; the turn ends once the commit is durable.
+		if done, rec, durable := e.createFinished(ctx, t, end, ending); done != nil {
 			t.stored = true
-			t.yield(done, nil) // to answerPlain
+			t.handed <- storedTask{done, durable}
+			if err := durable(); err != nil {
+				e.g.cfg.Logger.Error("receipt not committed", "task", ec.TaskID, "err", err)
+				return
+			}
+			e.receipted(tr, rec)
 			return
 		}
 	}
@@ -335,25 +363,26 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 	t.finish(ending(rec))
 }
 
-// createFinished commits the turn's receipt and its task, finished, in one write. It returns
-// nil when that failed (logged): the caller appends the receipt alone, as for a stored task.
+// createFinished writes the turn's receipt and its task, finished, in one commit, and returns
+// them once written there, with durable (Ledger.AppendCreatingTask). It returns a nil task
+// when that failed (logged): the caller appends the receipt alone, as for a stored task.
 func (e *executor) createFinished(ctx context.Context, t *turnRun, end receipts.Turn,
-	ending func(*receipts.Receipt) ([]*a2a.TaskArtifactUpdateEvent, *a2a.TaskStatusUpdateEvent)) (*a2a.Task, *receipts.Receipt) {
+	ending func(*receipts.Receipt) ([]*a2a.TaskArtifactUpdateEvent, *a2a.TaskStatusUpdateEvent)) (*a2a.Task, *receipts.Receipt, func() error) {
 	owner, err := ownerFromContext(ctx)
 	if err != nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var done *a2a.Task
-	rec, err := e.g.cfg.Ledger.AppendCreatingTask(context.WithoutCancel(ctx), end, e.brand, owner, func(rec *receipts.Receipt) (*a2a.Task, error) {
+	rec, durable, err := e.g.cfg.Ledger.AppendCreatingTask(context.WithoutCancel(ctx), end, e.brand, owner, func(rec *receipts.Receipt) (*a2a.Task, error) {
 		arts, final := ending(rec)
 		done = finishedTask(t.task, t.shown, arts, final)
 		return done, nil
 	})
 	if err != nil {
 		e.g.cfg.Logger.Warn("receipt and task not committed together; appending the receipt alone", "task", t.ec.TaskID, "err", err)
-		return nil, nil
+		return nil, nil, nil
 	}
-	return done, rec
+	return done, rec, durable
 }
 
 // receipted records a committed receipt: on the running turn (for Cancel), and for OnReceipt.

@@ -73,14 +73,13 @@ func (g *Gateway) guard(br *brandRoute, b binding, next http.Handler) http.Handl
 			return
 		}
 		defer release()
-		var body []byte
+		var body, rpcID []byte
 		if r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
-			var id2 []byte
 			var werr *wireError
-			body, id2, werr = checkBody(r, b)
+			body, rpcID, werr = checkBody(r, b)
 			if werr != nil {
 				closeUnread(w) // some refusals come before the body is read whole (415, 413, 408)
-				writeWireError(w, b, *werr, id2)
+				writeWireError(w, b, *werr, rpcID)
 				return
 			}
 			liftBodyDeadline(w)
@@ -107,7 +106,7 @@ func (g *Gateway) guard(br *brandRoute, b binding, next http.Handler) http.Handl
 				return
 			}
 		}
-		rw := &refusingWriter{ResponseWriter: w, b: b}
+		rw := &refusingWriter{ResponseWriter: w, b: b, id: rpcID}
 		next.ServeHTTP(rw, r.WithContext(withRefusals(withAgent(r.Context(), id), rw)))
 		rw.finish()
 	})
@@ -152,7 +151,8 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (identity
 	return id, nil
 }
 
-// checkBody reads and validates a request body for the binding.
+// checkBody reads and validates a request body for the binding. It returns the JSON-RPC
+// request's id too, for an error in its place (null when there is none to read).
 func checkBody(r *http.Request, b binding) ([]byte, []byte, *wireError) {
 	if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
 		e := errContentType.with("Content-Encoding " + quoteTrunc(enc) + " is not accepted; send the body uncompressed")
@@ -178,6 +178,7 @@ func checkBody(r *http.Request, b binding) ([]byte, []byte, *wireError) {
 		if err != nil {
 			return nil, id, toWire(err)
 		}
+		return body, id, nil
 	}
 	return body, nil, nil
 }

@@ -2,10 +2,10 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -149,16 +149,19 @@ func reasonText(reason, detail string) string {
 // A refusal lets the gate answer a call with an error of the transport's own, a limit with
 // Retry-After, which a2a-go's error mapping cannot express: the guard hands a2a-go a writer
 // that holds the status line back until the first byte of the body (a stream's headers
-// included), and writes the refusal instead when the gate set one by then.
+// included), and writes the refusal instead when the gate set one by then. The same writer
+// holds a plain send's answer back until the receipt in it is durable (holdAnswer).
 type refusingWriter struct {
 	http.ResponseWriter
-	b binding
+	b  binding
+	id json.RawMessage // the JSON-RPC request's id, for an error in its place
 
 	mu      sync.Mutex
 	status  int // held back by WriteHeader
 	refusal *wireError
 	retry   time.Duration
-	sent    bool // the held status or the refusal went out
+	durable func() error // set by holdAnswer: the answer waits for it
+	sent    bool         // the held status or the refusal went out
 }
 
 type refusalKey struct{}
@@ -180,6 +183,21 @@ func refuse(ctx context.Context, e wireError, retry time.Duration) error {
 	return a2a.NewError(a2a.ErrServerError, e.Message)
 }
 
+// holdAnswer makes the call's answer wait until durable has returned: the answer carries a
+// receipt whose commit is under way, and no byte of it leaves the node before that commit is
+// durable (docs/threats.md T8). If it is not, the agent gets errNotRecorded instead. Without
+// the guard's writer (a call from inside the node) it waits here.
+func holdAnswer(ctx context.Context, durable func() error) error {
+	w, ok := ctx.Value(refusalKey{}).(*refusingWriter)
+	if !ok {
+		return durable()
+	}
+	w.mu.Lock()
+	w.durable = durable
+	w.mu.Unlock()
+	return nil
+}
+
 func (w *refusingWriter) WriteHeader(code int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -191,6 +209,19 @@ func (w *refusingWriter) WriteHeader(code int) {
 // send writes the held status or the refusal; it reports whether a2a-go's body goes out.
 func (w *refusingWriter) send() bool {
 	w.mu.Lock()
+	durable := w.durable
+	w.durable = nil
+	w.mu.Unlock()
+	if durable != nil {
+		if err := durable(); err != nil {
+			w.mu.Lock()
+			if !w.sent {
+				w.refusal, w.retry = &errNotRecorded, 0
+			}
+			w.mu.Unlock()
+		}
+	}
+	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.sent {
 		return w.refusal == nil
@@ -201,8 +232,8 @@ func (w *refusingWriter) send() bool {
 		for k := range h {
 			delete(h, k) // a2a-go's stream headers
 		}
-		h.Set("Retry-After", strconv.Itoa(int((w.retry+time.Second-1)/time.Second)))
-		writeWireError(w.ResponseWriter, w.b, *w.refusal, nil)
+		setRetryAfter(w.ResponseWriter, w.retry)
+		writeWireError(w.ResponseWriter, w.b, *w.refusal, w.id)
 		return false
 	}
 	if w.status != 0 {

@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -61,6 +63,92 @@ func TestRefusingWriter(t *testing.T) {
 		w.finish()
 		if rec.Code != http.StatusOK || !rec.Flushed || rec.Body.String() != "data: 1\n\ndata: 2\n\n" || rec.Header().Get("Retry-After") != "" {
 			t.Fatalf("passed through: %d %v %q", rec.Code, rec.Header(), rec.Body.String())
+		}
+	})
+}
+
+// TestHeldAnswer: a plain send's answer carries a receipt whose commit is still under way; the
+// agent gets no byte of it before that commit is durable, and an error in its place when the
+// commit fails (T8). A real server on loopback, a real client.
+func TestHeldAnswer(t *testing.T) {
+	const answer = `{"jsonrpc":"2.0","id":"7","result":{"task":{"artifacts":[{"name":"receipt"}]}}}`
+	serve := func(t *testing.T, b binding, durable func() error) string {
+		t.Helper()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rw := &refusingWriter{ResponseWriter: w, b: b, id: json.RawMessage(`"7"`)}
+			if err := holdAnswer(withRefusals(r.Context(), rw), durable); err != nil {
+				t.Errorf("holdAnswer: %v", err)
+			}
+			rw.Header().Set("Content-Type", "application/json")
+			rw.Write([]byte(answer)) // as a2a-go writes the answer it encoded
+			rw.finish()
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	get := func(url string) (*http.Response, string, error) {
+		res, err := http.Post(url, "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			return nil, "", err
+		}
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		return res, string(body), err
+	}
+
+	t.Run("T8 no byte of the answer leaves before its receipt is durable", func(t *testing.T) {
+		commit := make(chan struct{})
+		url := serve(t, bindingJSONRPC, func() error { <-commit; return nil })
+		type got struct {
+			body string
+			err  error
+		}
+		done := make(chan got, 1)
+		go func() {
+			_, body, err := get(url)
+			done <- got{body, err}
+		}()
+		select {
+		case g := <-done:
+			t.Fatalf("answered before the commit: %q, %v", g.body, g.err)
+		case <-time.After(50 * time.Millisecond): // time enough for an answer not held back to arrive
+		}
+		close(commit)
+		if g := <-done; g.err != nil || g.body != answer {
+			t.Fatalf("after the commit: %q, %v", g.body, g.err)
+		}
+	})
+
+	t.Run("T8 an answer whose receipt was not recorded is replaced by an error", func(t *testing.T) {
+		failed := func() error { return errors.New("commit: disk I/O error") }
+		for _, c := range []struct {
+			b      binding
+			status int
+		}{{bindingJSONRPC, http.StatusOK}, {bindingREST, http.StatusInternalServerError}} {
+			res, body, err := get(serve(t, c.b, failed))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out struct {
+				ID    json.RawMessage
+				Error struct {
+					Code    int
+					Status  string
+					Message string
+				}
+			}
+			if err := json.Unmarshal([]byte(body), &out); err != nil {
+				t.Fatalf("body %q: %v", body, err)
+			}
+			if strings.Contains(body, "receipt\"}") || res.StatusCode != c.status || !strings.Contains(out.Error.Message, "could not record") {
+				t.Errorf("binding %d: %d %q", c.b, res.StatusCode, body)
+			}
+			if c.b == bindingJSONRPC && (out.Error.Code != -32603 || string(out.ID) != `"7"`) {
+				t.Errorf("JSON-RPC error: code %d id %s", out.Error.Code, out.ID)
+			}
+			if c.b == bindingREST && out.Error.Status != "INTERNAL" {
+				t.Errorf("REST error status %q", out.Error.Status)
+			}
 		}
 	})
 }

@@ -109,24 +109,36 @@ func (l *Ledger) Append(ctx context.Context, t Turn) (*Receipt, error) {
 // runs inside that commit, on a goroutine of its own beside the receipt's statements: it
 // must be quick and must not use the store. On an error nothing is written, and the caller
 // may Append the receipt alone.
-func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand, owner string, build func(*Receipt) (*a2a.Task, error)) (*Receipt, error) {
+//
+// It returns as soon as the receipt and the task are written in their commit, before it is
+// durable, so that the caller can make its answer while the commit is made: durable returns
+// once it is (nil) or why it is not, and nothing of the receipt or the task may leave the
+// node before it has returned nil (T8). The caller must call durable: Close waits for it.
+func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand, owner string, build func(*Receipt) (*a2a.Task, error)) (rec *Receipt, durable func() error, err error) {
 	if t.EndedAt.IsZero() {
 		t.EndedAt = l.now()
 	}
 	if err := checkTurnEnd(t); err != nil {
-		return nil, fmt.Errorf("receipt for turn %s: %w", t.ID, err)
+		return nil, nil, fmt.Errorf("receipt for turn %s: %w", t.ID, err)
 	}
 	done, err := l.enter()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer done()
 	var recs []*Receipt
-	err = l.db.AppendReceiptsCreatingTask(ctx, l.signer([]Turn{t}, &recs), brand, owner, func() (*a2a.Task, error) { return build(recs[0]) })
+	committed, err := l.db.AppendReceiptsCreatingTask(ctx, l.signer([]Turn{t}, &recs), brand, owner, func() (*a2a.Task, error) { return build(recs[0]) })
 	if err != nil {
-		return nil, fmt.Errorf("receipt for turn %s: %w", t.ID, err)
+		done()
+		return nil, nil, fmt.Errorf("receipt for turn %s: %w", t.ID, err)
 	}
-	return recs[0], nil
+	durable = sync.OnceValue(func() error {
+		defer done()
+		if err := committed(); err != nil {
+			return fmt.Errorf("receipt for turn %s: %w", t.ID, err)
+		}
+		return nil
+	})
+	return recs[0], durable, nil
 }
 
 // append signs turns as the next receipts of the chain, in order, and commits

@@ -27,7 +27,9 @@ type DB struct {
 
 	// Group commit: concurrent writes wait in queue and one committer runs
 	// them together in one transaction, each inside its own savepoint, so one
-	// fsync serves many callers. Nobody is answered before the commit. The
+	// fsync serves many callers. Nobody is answered before the commit (a
+	// writeAhead caller learns sooner that its write ran, to make its answer
+	// meanwhile, and shows it only once the commit is durable). The
 	// receipt chain is extended here too, one write after another
 	// (AppendReceipts), so its order needs no queue of its own.
 	mu         sync.Mutex
@@ -46,6 +48,21 @@ type writeReq struct {
 	fn   func(tx *gorm.DB, ch *chain) error
 	err  error
 	done chan struct{}
+	// ran, for writeAhead, is closed once fn has run in the transaction, before its commit;
+	// ranErr is what fn returned. The committer alone sets them (ranDone).
+	ran    chan struct{}
+	ranErr error
+	told   bool // ran is closed
+}
+
+// ranDone tells a writeAhead caller, once, that fn has run (err: what it returned, or why
+// it never ran).
+func (req *writeReq) ranDone(err error) {
+	if req.ran == nil || req.told {
+		return
+	}
+	req.told, req.ranErr = true, err
+	close(req.ran)
 }
 
 // maxBatch bounds one group commit.
@@ -161,7 +178,7 @@ func (db *DB) writeChain(ctx context.Context, fn func(tx *gorm.DB, ch *chain) er
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	req, err := db.push(fn)
+	req, err := db.push(fn, false)
 	if err != nil {
 		return err
 	}
@@ -169,8 +186,12 @@ func (db *DB) writeChain(ctx context.Context, fn func(tx *gorm.DB, ch *chain) er
 	return req.err
 }
 
-func (db *DB) push(fn func(tx *gorm.DB, ch *chain) error) (*writeReq, error) {
+// push queues fn; ahead: its caller waits for it to have run (writeAhead).
+func (db *DB) push(fn func(tx *gorm.DB, ch *chain) error, ahead bool) (*writeReq, error) {
 	req := &writeReq{fn: fn, done: make(chan struct{})}
+	if ahead {
+		req.ran = make(chan struct{})
+	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.closed {
@@ -187,6 +208,29 @@ func (db *DB) signal() {
 	case db.wake <- struct{}{}:
 	default:
 	}
+}
+
+// writeAhead is writeChain for a caller that makes its answer while the commit is made: it
+// returns once fn has run in the group commit's transaction, with durable, which returns
+// once that transaction is committed, or why it was not. What fn wrote is not shown to
+// readers before, and the caller must not show it to anyone either until durable returns
+// nil. An error from fn itself comes back at once, with nothing written.
+func (db *DB) writeAhead(ctx context.Context, fn func(tx *gorm.DB, ch *chain) error) (durable func() error, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	req, err := db.push(fn, true)
+	if err != nil {
+		return nil, err
+	}
+	<-req.ran
+	if req.ranErr != nil {
+		return nil, req.ranErr
+	}
+	return func() error {
+		<-req.done
+		return req.err
+	}, nil
 }
 
 // Flush returns once every write queued before it, and every use counted, is committed.
@@ -228,7 +272,9 @@ func (db *DB) commit(batch []*writeReq) {
 	}
 	err := db.w.Transaction(func(tx *gorm.DB) error {
 		if len(batch) == 1 {
-			if batch[0].err = run(tx, &ch, batch[0].fn); batch[0].err != nil {
+			batch[0].err = run(tx, &ch, batch[0].fn)
+			batch[0].ranDone(batch[0].err)
+			if batch[0].err != nil {
 				return batch[0].err
 			}
 			return ch.flush(tx)
@@ -249,6 +295,7 @@ func (db *DB) commit(batch []*writeReq) {
 			if _, err := conn.ExecContext(ctx, "RELEASE "+sp); err != nil {
 				return err
 			}
+			req.ranDone(req.err)
 		}
 		return ch.flush(tx)
 	})
@@ -262,6 +309,7 @@ func (db *DB) commit(batch []*writeReq) {
 		if err != nil && req.err == nil {
 			req.err = fmt.Errorf("commit: %w", err)
 		}
+		req.ranDone(req.err) // the transaction failed before it ran fn
 		close(req.done)
 	}
 }

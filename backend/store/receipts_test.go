@@ -513,13 +513,17 @@ func TestAppendReceiptsCreatingTask(t *testing.T) {
 			if i%3 == 0 {
 				id = taken.ID // a task id that is stored already: the receipt must not land either
 			}
-			errs[i] = db.AppendReceiptsCreatingTask(ctx, func(tail Checkpoint, _ func(string) (bool, error)) ([]Receipt, error) {
+			durable, err := db.AppendReceiptsCreatingTask(ctx, func(tail Checkpoint, _ func(string) (bool, error)) ([]Receipt, error) {
 				seq := tail.Seq + 1
 				return []Receipt{rcReceipt(tr, seq, rcPrev(seq))}, nil
 			}, "review", "alice", func() (*a2a.Task, error) {
 				return &a2a.Task{ID: id, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted},
 					Artifacts: []*a2a.Artifact{{ID: "receipt", Parts: a2a.ContentParts{a2a.NewTextPart("jws")}}}}, nil
 			})
+			if err == nil {
+				err = durable()
+			}
+			errs[i] = err
 		})
 	}
 	wg.Wait()
@@ -550,4 +554,112 @@ func TestAppendReceiptsCreatingTask(t *testing.T) {
 	if n != int64(landed) || landed != 32 {
 		t.Errorf("%d receipts for %d tasks, want 32 of each", n, landed)
 	}
+}
+
+// AppendReceiptsCreatingTask returns once its write has run in the group commit's transaction,
+// before the commit: until durable returns, nobody reads the receipt or the task, and when the
+// commit fails durable says so and neither lands (T8: the answer waits for durable).
+func TestAppendReceiptsCreatingTaskAhead(t *testing.T) {
+	ctx := context.Background()
+	// appendAhead holds the committer in a write of its own, queues the receipt of turn tr
+	// (seq) with its task, then a write that runs then, beside it, in the same transaction:
+	// beside holds the transaction open until release.
+	appendAhead := func(t *testing.T, db *DB, tr Turn, seq int64, beside func(tx *gorm.DB) error) (durable func() error, release func()) {
+		t.Helper()
+		first, gate := make(chan struct{}), make(chan struct{})
+		go db.write(ctx, func(*gorm.DB) error { close(first); <-gate; return nil })
+		<-first
+		type appended struct {
+			durable func() error
+			err     error
+		}
+		got := make(chan appended, 1)
+		go func() {
+			d, err := db.AppendReceiptsCreatingTask(ctx, signed([]Receipt{rcReceipt(tr, seq, rcPrev(seq))}), "review", "alice",
+				func() (*a2a.Task, error) {
+					return &a2a.Task{ID: a2a.TaskID(tr.TaskID), Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}, nil
+				})
+			got <- appended{d, err}
+		}()
+		queued := func(n int) {
+			for {
+				db.mu.Lock()
+				l := len(db.queue)
+				db.mu.Unlock()
+				if l == n {
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		queued(1)
+		inside, hold := make(chan struct{}), make(chan struct{})
+		go db.write(ctx, func(tx *gorm.DB) error {
+			close(inside)
+			<-hold
+			return beside(tx)
+		})
+		queued(2)
+		close(gate) // the committer takes the receipt's write and the one beside it as one batch
+		a := <-got
+		if a.err != nil {
+			t.Fatalf("AppendReceiptsCreatingTask: %v", a.err)
+		}
+		<-inside
+		return a.durable, func() { close(hold) }
+	}
+	unseen := func(t *testing.T, db *DB, tr Turn) {
+		t.Helper()
+		if rs, err := db.ReceiptsForTurns(ctx, []string{tr.ID}); err != nil || len(rs) != 0 {
+			t.Errorf("the receipt of turn %s: %+v, %v; want none", tr.ID, rs, err)
+		}
+		if _, err := db.TaskStore("review", ownerOf).Get(as(t, "alice"), a2a.TaskID(tr.TaskID)); !errors.Is(err, a2a.ErrTaskNotFound) {
+			t.Errorf("the task of turn %s is readable (%v)", tr.ID, err)
+		}
+	}
+
+	t.Run("T8 nothing is readable, and durable waits, until the commit", func(t *testing.T) {
+		db, _ := openTemp(t)
+		tr := rcStarted(t, db, 1)[0]
+		durable, release := appendAhead(t, db, tr, 1, func(*gorm.DB) error { return nil })
+		returned := make(chan error, 1)
+		go func() { returned <- durable() }()
+		unseen(t, db, tr)
+		select {
+		case err := <-returned:
+			t.Fatalf("durable returned (%v) while its transaction was still open", err)
+		case <-time.After(20 * time.Millisecond): // time enough for a durable that does not wait to return
+		}
+		release()
+		if err := <-returned; err != nil {
+			t.Fatalf("durable: %v", err)
+		}
+		if rs, err := db.ReceiptsForTurns(ctx, []string{tr.ID}); err != nil || len(rs) != 1 {
+			t.Errorf("receipt after the commit: %v, %v", rs, err)
+		}
+		if _, err := db.TaskStore("review", ownerOf).Get(as(t, "alice"), a2a.TaskID(tr.TaskID)); err != nil {
+			t.Errorf("task after the commit: %v", err)
+		}
+	})
+
+	t.Run("T8 a commit that fails is durable's error, and nothing lands", func(t *testing.T) {
+		db, _ := openTemp(t)
+		turns := rcStarted(t, db, 2)
+		if err := db.AppendReceipts(ctx, signed([]Receipt{rcReceipt(turns[0], 1, rcPrev(1))})); err != nil {
+			t.Fatal(err)
+		}
+		// The write beside it moves the high-water mark: the transaction's own move of the mark
+		// then fails, and the whole commit with it.
+		durable, release := appendAhead(t, db, turns[1], 2, func(tx *gorm.DB) error {
+			return tx.Exec(`UPDATE meta SET value = '{"seq":9}' WHERE key = ?`, metaHighWater).Error
+		})
+		release()
+		if err := durable(); !errors.Is(err, ErrHighWater) {
+			t.Fatalf("durable = %v, want ErrHighWater", err)
+		}
+		unseen(t, db, turns[1])
+		if open, err := db.GetTurn(ctx, turns[1].ID); err != nil || open.Status != TurnRunning {
+			t.Errorf("turn after the failed commit: %+v, %v", open, err)
+		}
+	})
 }

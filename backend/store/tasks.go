@@ -110,8 +110,12 @@ func insertTask(tx *gorm.DB, now time.Time, owner, brand string, task *a2a.Task,
 // receipt's commit). task runs, and the task is encoded, on a goroutine of its own while the
 // receipts are written: the committer, which every write waits for, only inserts the bytes.
 // task must not use the store. Nothing is written when either fails.
-func (db *DB) AppendReceiptsCreatingTask(ctx context.Context, sign Signer, brand, owner string, task func() (*a2a.Task, error)) error {
-	err := db.writeChain(ctx, func(tx *gorm.DB, ch *chain) error {
+//
+// It returns once the receipts and the task are written in the commit under way, before that
+// commit is durable (writeAhead): the caller makes its answer meanwhile, and shows nothing
+// of it until durable has returned nil.
+func (db *DB) AppendReceiptsCreatingTask(ctx context.Context, sign Signer, brand, owner string, task func() (*a2a.Task, error)) (durable func() error, err error) {
+	committed, err := db.writeAhead(ctx, func(tx *gorm.DB, ch *chain) error {
 		type built struct {
 			t    *a2a.Task
 			data []byte
@@ -150,9 +154,14 @@ func (db *DB) AppendReceiptsCreatingTask(ctx context.Context, sign Signer, brand
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("append receipts: %w", err)
+		return nil, fmt.Errorf("append receipts: %w", err)
 	}
-	return nil
+	return func() error {
+		if err := committed(); err != nil {
+			return fmt.Errorf("append receipts: %w", err)
+		}
+		return nil
+	}, nil
 }
 
 // Update implements taskstore.Store: PrevVersion must be the stored version
