@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aether/aether/backend/confine"
@@ -55,7 +56,9 @@ func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string,
 		return procOutcome{startErr: fmt.Errorf("sandbox go-ahead pipe: %w", err)}
 	}
 	defer goW.Close()
-	defer lockThread()() // until codex is reaped: its parent-death signal follows this thread
+	// Until bwrap is reaped: its parent-death signal follows this thread.
+	unlock := sync.OnceFunc(lockThread())
+	defer unlock()
 
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -192,6 +195,7 @@ func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string,
 	}()
 
 	_ = cmd.Wait() // the exit status is in ProcessState; ErrWaitDelay only means stdin was held
+	unlock()       // what is left may run on any thread, and need not wake this one
 	close(exited)
 	out := procOutcome{state: cmd.ProcessState, stoppedBy: <-stopped}
 	if groupAlive(cmd.Process) {

@@ -106,15 +106,20 @@ func systemMounts() []string {
 		}
 	}
 	for _, name := range etcFiles {
+		// bwrap skips the file where the host has none; it follows links (resolv.conf often
+		// points into /run) as a bind does.
 		p := "/etc/" + name
-		if _, err := os.Stat(p); err == nil { // follows links: resolv.conf often points into /run
-			args = append(args, "--ro-bind", p, p)
-		}
+		args = append(args, "--ro-bind-try", p, p)
 	}
 	return append(args, "--proc", "/proc", "--dev", "/dev")
 }
 
+// binary finds bubblewrap on PATH, once: a turn does not walk PATH again (a binary removed
+// since fails the turn at its start, with the path in the error).
 func (s *Sandbox) binary() (string, error) {
+	if bin := s.found.Load(); bin != nil {
+		return *bin, nil
+	}
 	name := s.Path
 	if name == "" {
 		name = "bwrap"
@@ -123,6 +128,7 @@ func (s *Sandbox) binary() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: bubblewrap is not installed (no %q found); install it: sudo apt install bubblewrap", ErrUnavailable, name)
 	}
+	s.found.Store(&bin)
 	return bin, nil
 }
 

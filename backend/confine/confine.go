@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 )
 
 // Mount puts one host path into the view.
@@ -81,6 +82,8 @@ type Sandbox struct {
 
 	mu sync.Mutex
 	ok *Status // the last successful check; a failed one is retried on the next call
+
+	found atomic.Pointer[string] // Path as found on PATH, once it was
 }
 
 // Check tries to set up an empty view and run a program in it. A success is remembered;
