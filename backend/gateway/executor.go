@@ -189,7 +189,7 @@ type turnRun struct {
 	watched   bool            // the agent sees the task during the turn: store it at once
 	stored    bool            // the turn stored the task, finished, with its receipt (createFinished)
 	shown     []*a2a.Message  // status messages sent: each next status moves the last into history
-	handed    chan storedTask // answerPlain's: the task stored with the receipt, as soon as it is written
+	handed    chan storedTask // answerPlain's (a new task, not watched): the task, once written with its receipt
 }
 
 // storedTask is a turn's finished task, written in its receipt's commit; durable returns once
@@ -320,9 +320,8 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 	end.Usage = receipts.Usage{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens, OutputTokens: res.Usage.OutputTokens}
 	end.Violation = res.WorkspaceChanged
 	// A revoke during the turn lets it finish: the ledger reads the grant in the receipt's
-	// commit and marks the receipt (V2).
-
-	// What the agent gets: the answer, the receipt, the final status.
+	// commit and marks the receipt (V2). What the agent gets: the answer, the receipt, the
+	// final status.
 	ending := func(rec *receipts.Receipt) ([]*a2a.TaskArtifactUpdateEvent, *a2a.TaskStatusUpdateEvent) {
 		var arts []*a2a.TaskArtifactUpdateEvent
 		if state == a2a.TaskStateCompleted {
@@ -335,9 +334,10 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 		}
 		return arts, final
 	}
-	if t.handed != nil && !t.created && !t.watched && !errors.Is(context.Cause(runCtx), errCanceledByAgent) {
-		// Not stored yet (see status): the finished task goes into its receipt's commit, and to
-		// answerPlain as soon as it is written there; the turn ends once the commit is durable.
+	if t.handed != nil && !errors.Is(context.Cause(runCtx), errCanceledByAgent) {
+		// A plain send's task, not stored yet (see status): the finished task goes into its
+		// receipt's commit, and to answerPlain as soon as it is written there; the turn ends
+		// once the commit is durable.
 		if done, rec, durable := e.createFinished(ctx, t, end, ending); done != nil {
 			t.stored = true
 			t.handed <- storedTask{done, durable}
