@@ -41,13 +41,18 @@ type DB struct {
 	usesQueued bool                // that write is in queue
 	// tail is the receipt chain's tail as the committer's last commit left it (nil: read it
 	// from the file); only the committer touches it (chain).
-	tail *Checkpoint
+	tail   *Checkpoint
+	grants grantMemory // what GrantByID has read since the last write that may change grants
 }
 
 type writeReq struct {
 	fn   func(tx *gorm.DB, ch *chain) error
 	err  error
 	done chan struct{}
+	// outsideGrants: fn never writes the grants table (it writes turns, receipts, tasks), so
+	// the grants GrantByID remembers outlive its commit. Any other write makes the committer
+	// forget them: a write that changes grants cannot be missed by leaving this out.
+	outsideGrants bool
 	// ran, for writeAhead, is closed once fn has run in the transaction, before its commit;
 	// ranErr is what fn returned. The committer alone sets them (ranDone).
 	ran    chan struct{}
@@ -168,38 +173,45 @@ var ErrClosed = errors.New("pact.sqlite is closed")
 // savepoint (an error rolls back that fn alone). It returns after the commit
 // is durable. fn must use tx only, never db.w or db.r, and must not keep tx.
 func (db *DB) write(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	return db.writeChain(ctx, func(tx *gorm.DB, _ *chain) error { return fn(tx) })
+	return db.await(ctx, &writeReq{fn: func(tx *gorm.DB, _ *chain) error { return fn(tx) }})
 }
 
-// writeChain is write for a fn that appends receipts: ch is the chain's tail
+// writeOutsideGrants is write for a fn that never writes the grants table, as a turn's
+// record or a task (writeReq.outsideGrants).
+func (db *DB) writeOutsideGrants(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return db.await(ctx, &writeReq{fn: func(tx *gorm.DB, _ *chain) error { return fn(tx) }, outsideGrants: true})
+}
+
+// writeChain is writeOutsideGrants for a fn that appends receipts: ch is the chain's tail
 // in this transaction. fn advances it by what it appended, and only when it
 // returns nil (an error rolls its savepoint back).
 func (db *DB) writeChain(ctx context.Context, fn func(tx *gorm.DB, ch *chain) error) error {
+	return db.await(ctx, &writeReq{fn: fn, outsideGrants: true})
+}
+
+// await queues req and waits for its commit.
+func (db *DB) await(ctx context.Context, req *writeReq) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	req, err := db.push(fn, false)
-	if err != nil {
+	if err := db.push(req); err != nil {
 		return err
 	}
 	<-req.done // not ctx: once queued, the write is committed or refused, never abandoned
 	return req.err
 }
 
-// push queues fn; ahead: its caller waits for it to have run (writeAhead).
-func (db *DB) push(fn func(tx *gorm.DB, ch *chain) error, ahead bool) (*writeReq, error) {
-	req := &writeReq{fn: fn, done: make(chan struct{})}
-	if ahead {
-		req.ran = make(chan struct{})
-	}
+// push queues req.
+func (db *DB) push(req *writeReq) error {
+	req.done = make(chan struct{})
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.closed {
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	db.queue = append(db.queue, req)
 	db.signal()
-	return req, nil
+	return nil
 }
 
 // signal wakes the committer; db.mu must be held (Close cannot close wake in between).
@@ -219,8 +231,8 @@ func (db *DB) writeAhead(ctx context.Context, fn func(tx *gorm.DB, ch *chain) er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	req, err := db.push(fn, true)
-	if err != nil {
+	req := &writeReq{fn: fn, outsideGrants: true, ran: make(chan struct{})}
+	if err := db.push(req); err != nil {
 		return nil, err
 	}
 	<-req.ran
@@ -305,6 +317,9 @@ func (db *DB) commit(batch []*writeReq) {
 	case ch.read:
 		db.tail = &ch.tail
 	}
+	if !allOutsideGrants(batch) {
+		db.grants.forget() // before anyone hears back: the next GrantByID reads the file
+	}
 	for _, req := range batch {
 		if err != nil && req.err == nil {
 			req.err = fmt.Errorf("commit: %w", err)
@@ -312,6 +327,15 @@ func (db *DB) commit(batch []*writeReq) {
 		req.ranDone(req.err) // the transaction failed before it ran fn
 		close(req.done)
 	}
+}
+
+func allOutsideGrants(batch []*writeReq) bool {
+	for _, req := range batch {
+		if !req.outsideGrants {
+			return false
+		}
+	}
+	return true
 }
 
 // run calls fn, turning a panic into that write's error.

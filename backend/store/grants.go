@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"gorm.io/gorm"
@@ -87,16 +88,9 @@ func insertGrant(tx *gorm.DB, g *Grant) error {
 	return nil
 }
 
-// grantByID reads one grant, scanning its row by hand: every turn reads its grant, and
-// gorm's reflection cost a third of the read.
+// grantByID reads one grant.
 func grantByID(tx *gorm.DB, id string) (*Grant, error) {
-	var r grantRow
-	err := tx.Raw(`SELECT `+grantColumns+` FROM grants WHERE id = ?`, id).Row().Scan(&r.ID, &r.AgentIss, &r.AgentSub, &r.Brand,
-		&r.Capability, &r.Workspace, &r.AccessMode, &r.Scope, &r.IssuedAt, &r.ExpiresAt, &r.RevokedAt, &r.JWS, &r.DeviceFlowID,
-		&r.LastUsedAt, &r.Uses)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrGrantNotFound
-	}
+	r, err := grantRowByID(tx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -104,16 +98,83 @@ func grantByID(tx *gorm.DB, id string) (*Grant, error) {
 	return &g, nil
 }
 
-// GrantByID reads one grant.
+// grantRowByID scans the grant's row by hand: gorm's reflection cost a third of the read.
+func grantRowByID(tx *gorm.DB, id string) (grantRow, error) {
+	var r grantRow
+	err := tx.Raw(`SELECT `+grantColumns+` FROM grants WHERE id = ?`, id).Row().Scan(&r.ID, &r.AgentIss, &r.AgentSub, &r.Brand,
+		&r.Capability, &r.Workspace, &r.AccessMode, &r.Scope, &r.IssuedAt, &r.ExpiresAt, &r.RevokedAt, &r.JWS, &r.DeviceFlowID,
+		&r.LastUsedAt, &r.Uses)
+	if errors.Is(err, sql.ErrNoRows) {
+		return grantRow{}, ErrGrantNotFound
+	}
+	return r, err
+}
+
+// GrantByID reads one grant as the store has it now: every call's delegation check asks for
+// its grant, so the grant is remembered (grantMemory) until the next write that may change
+// grants has committed.
 func (db *DB) GrantByID(ctx context.Context, id string) (*Grant, error) {
-	g, err := grantByID(db.read(ctx), id)
-	if errors.Is(err, ErrGrantNotFound) {
-		return nil, err
+	r, gen, ok := db.grants.recall(id)
+	if !ok {
+		var err error
+		// A point read takes microseconds: not worth the goroutines that database/sql and
+		// the driver start to watch a cancellable context, one each per query.
+		r, err = grantRowByID(db.read(context.WithoutCancel(ctx)), id)
+		if errors.Is(err, ErrGrantNotFound) {
+			return nil, err
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read grant %s: %w", id, err)
+		}
+		db.grants.keep(gen, r)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read grant %s: %w", id, err)
+	g := r.record()
+	return &g, nil
+}
+
+// grantMemory is the grants GrantByID has read, so that the grant check of every call
+// (docs/wire.md, "Delegation") reads nothing from the file. While the node runs, only its
+// store writes pact.sqlite (the data dir's lock), and every write but a turn's own records
+// forgets the whole memory as its transaction ends, before its caller hears back (commit):
+// a call after a revoke has returned never sees the grant as it was, and one racing the
+// revoke sees it as before or after, as a read of the file would (docs/threats.md G13).
+type grantMemory struct {
+	mu   sync.Mutex
+	gen  uint64 // times forgotten: a row read before a forget is not kept after it
+	rows map[string]grantRow
+}
+
+// maxGrantMemory bounds the memory; only grants that exist are kept, so this is the owner's
+// grants, not what callers make up.
+const maxGrantMemory = 4096
+
+// recall returns the remembered row of id, or the generation a row read now is kept under.
+func (m *grantMemory) recall(id string) (r grantRow, gen uint64, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok = m.rows[id]
+	return r, m.gen, ok
+}
+
+// keep remembers r, read under gen, unless the memory was forgotten since.
+func (m *grantMemory) keep(gen uint64, r grantRow) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if gen != m.gen {
+		return
 	}
-	return g, nil
+	if m.rows == nil || len(m.rows) >= maxGrantMemory {
+		m.rows = map[string]grantRow{}
+	}
+	m.rows[r.ID] = r
+}
+
+// forget drops every remembered grant.
+func (m *grantMemory) forget() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.gen++
+	m.rows = nil
 }
 
 // grantRevoked reports whether the grant has been revoked, for a receipt signed in tx; a

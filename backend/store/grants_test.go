@@ -3,6 +3,9 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -198,4 +201,104 @@ func TestSignerSeesRevocation(t *testing.T) {
 	if g1, _ := seen(); !g1 {
 		t.Fatal("revoked grant read as live")
 	}
+}
+
+// G13: the grants GrantByID remembers (grantMemory) never outlive a write that may change
+// them, so the delegation check of every call sees the grant as the store has it.
+func TestGrantMemory(t *testing.T) {
+	ctx := context.Background()
+	t.Run("G13 the call after a revoke sees it, and a new grant is found", func(t *testing.T) {
+		db, _ := openTemp(t)
+		approveFlow(t, db, testFlow("f1", "BBBBBBBB", "alice"), testGrant("g1", "alice"))
+		if _, err := db.GrantByID(ctx, "g2"); !errors.Is(err, ErrGrantNotFound) {
+			t.Fatalf("unknown grant: %v", err)
+		}
+		if g, err := db.GrantByID(ctx, "g1"); err != nil || g.RevokedAt != nil {
+			t.Fatalf("before the revoke: %+v, %v", g, err)
+		}
+		if _, _, _, err := db.RevokeGrant(ctx, "g1", flowT0.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if g, err := db.GrantByID(ctx, "g1"); err != nil || g.RevokedAt == nil {
+			t.Fatalf("the read after the revoke returned: %+v, %v", g, err)
+		}
+		approveFlow(t, db, testFlow("f2", "CCCCCCCC", "alice"), testGrant("g2", "alice"))
+		if _, err := db.GrantByID(ctx, "g2"); err != nil {
+			t.Fatalf("the grant approved after a miss: %v", err)
+		}
+	})
+
+	t.Run("G13 reads racing a revoke: none begun after it returned sees the grant live", func(t *testing.T) {
+		db, _ := openTemp(t)
+		for i := range 30 {
+			id := fmt.Sprintf("g%d", i)
+			approveFlow(t, db, testFlow(fmt.Sprintf("f%d", i), "BBBBBBBB", "alice"), testGrant(id, "alice"))
+			var returned, stop atomic.Bool
+			var stale atomic.Int64
+			var readers sync.WaitGroup
+			for range 4 {
+				readers.Go(func() {
+					for !stop.Load() {
+						after := returned.Load()
+						g, err := db.GrantByID(ctx, id)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if after && g.RevokedAt == nil {
+							stale.Add(1)
+						}
+					}
+				})
+			}
+			time.Sleep(time.Millisecond)
+			if _, _, _, err := db.RevokeGrant(ctx, id, flowT0.Add(time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			returned.Store(true)
+			time.Sleep(2 * time.Millisecond)
+			stop.Store(true)
+			readers.Wait()
+			if n := stale.Load(); n > 0 {
+				t.Fatalf("grant %s: %d reads begun after the revoke returned saw it live", id, n)
+			}
+		}
+	})
+
+	t.Run("G13 every write but a turn's own records forgets what it remembers", func(t *testing.T) {
+		db, _ := openTemp(t)
+		approveFlow(t, db, testFlow("f1", "BBBBBBBB", "alice"), testGrant("g1", "alice"))
+		uses := func() int64 {
+			t.Helper()
+			g, err := db.GrantByID(ctx, "g1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return g.Uses
+		}
+		uses()
+		// A change behind the store's back (no other process writes the file while the node
+		// runs: the data dir's lock) shows what is remembered.
+		if err := db.w.Exec(`UPDATE grants SET uses = 7 WHERE id = 'g1'`).Error; err != nil {
+			t.Fatal(err)
+		}
+		if n := uses(); n != 0 {
+			t.Fatalf("uses = %d: the grant was read again, not remembered", n)
+		}
+		turn := Turn{ID: "t1", TaskID: "task-1", ContextID: "ctx-1", Brand: "review", BrandScope: "review:read_only",
+			GrantID: "g1", AgentIss: "https://id.example", AgentSub: "alice", PolicyHash: "p1", StartedAt: flowT0}
+		if err := db.StartTurn(ctx, turn); err != nil {
+			t.Fatal(err)
+		}
+		if n := uses(); n != 0 {
+			t.Fatalf("uses = %d after a turn's record: it need not forget", n)
+		}
+		// A write the store does not know to leave grants alone (here a meta key) forgets.
+		if err := db.SetMeta(ctx, "k", "v"); err != nil {
+			t.Fatal(err)
+		}
+		if n := uses(); n != 7 {
+			t.Fatalf("uses = %d after another write: the grant was not read again", n)
+		}
+	})
 }

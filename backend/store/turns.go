@@ -77,7 +77,7 @@ const turnColumns = `id, task_id, context_id, brand, brand_scope, grant_id, agen
 // StartTurn records a turn as running. Call it before any work of the turn
 // runs; the grant must exist. A second start of the same id gets ErrTurnExists.
 func (db *DB) StartTurn(ctx context.Context, t Turn) error {
-	err := db.write(ctx, func(tx *gorm.DB) error {
+	err := db.writeOutsideGrants(ctx, func(tx *gorm.DB) error {
 		return tx.Exec(`INSERT INTO turns (id, task_id, context_id, brand, scope, brand_scope,
 			grant_id, agent_iss, agent_sub, policy_hash, status, reason, started_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?)`,
