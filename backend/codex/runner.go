@@ -115,10 +115,11 @@ type Request struct {
 	// Conversation names whose codex state the turn uses (the agent and brand): turns of
 	// one conversation can resume each other's threads; no other turn sees them.
 	Conversation string
-	// Admit, if set, is called once the turn holds its workspace and a slot, beside the
-	// turn's preparation, and codex starts only once it has returned nil; an error ends the
-	// turn there (a grant revoked while it waited, the turn's record not written). The
-	// gateway's waits for the turn's record.
+	// Admit, if set, is called once bwrap has started making the turn's view, beside it,
+	// and codex starts only once it has returned nil; an error ends the turn there (a grant
+	// revoked while it waited, the turn's record not written). The gateway's writes the
+	// turn's record: a commit beside the start of bwrap would slow that start down
+	// (docs/architecture.md, "A turn").
 	Admit func(context.Context) error
 	// Tidy, if set, holds back the removal of the turn's scratch folder, and the making of the
 	// next turn's, until it is closed. The gateway closes it once the turn's receipt is
@@ -207,12 +208,6 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 		return finish(StatusCanceled, "canceled while waiting for another turn to finish", err)
 	}
 	defer release()
-	admitted := make(chan error, 1)
-	if req.Admit == nil {
-		admitted <- nil
-	} else {
-		go func() { admitted <- req.Admit(ctx) }() // beside the preparation below
-	}
 
 	res.StartedAt = r.now()
 	dirs, err := r.prepareTurn(req.Conversation)
@@ -242,6 +237,12 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	var before workspaceDigest
 	var heldFor string
 	hold := func() error {
+		admitted := make(chan error, 1)
+		if req.Admit == nil {
+			admitted <- nil
+		} else {
+			go func() { admitted <- req.Admit(ctx) }()
+		}
 		if req.AccessMode == AccessReadOnly {
 			var err error
 			if before, err = digestWorkspace(workspace); err != nil {

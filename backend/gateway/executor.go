@@ -282,12 +282,10 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 		GrantID: c.grant, Agent: domain.Agent{Issuer: c.agent.Issuer, Subject: c.agent.Subject}, PolicyHash: rt.hash, RequestHash: reqHash,
 		StartedAt: time.Now().UTC(),
 	}
-	// The turn record (and, for a task the agent watches, the WORKING state
-	// beside it in one group commit) is written while the runner prepares the
-	// turn; Codex starts only once it is durable (Admit waits for it: T8).
-	started := make(chan error, 1)
-	go func() { started <- e.g.cfg.Ledger.Start(ctx, base) }()
-	recorded := sync.OnceValue(func() error { return <-started })
+	// The turn record is written by Admit, while bwrap makes the turn's view; Codex starts
+	// only once it is durable (T8). A turn that ends before Admit writes it here, before its
+	// receipt.
+	recorded := sync.OnceValue(func() error { return e.g.cfg.Ledger.Start(ctx, base) })
 	visible := t.status(a2a.TaskStateWorking, "Codex is working on it in "+brand.Name+" ("+string(brand.AccessMode)+").")
 	if !visible {
 		if err := recorded(); err != nil {
