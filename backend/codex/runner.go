@@ -118,7 +118,7 @@ type Request struct {
 	// Admit, if set, is called once bwrap has started making the turn's view, beside it,
 	// and codex starts only once it has returned nil; an error ends the turn there (a grant
 	// revoked while it waited, the turn's record not written). The gateway's writes the
-	// turn's record: a commit beside the start of bwrap would slow that start down
+	// turn's record, hence not before: a commit beside bwrap's fork slows the fork down
 	// (docs/architecture.md, "A turn").
 	Admit func(context.Context) error
 	// Tidy, if set, holds back the removal of the turn's scratch folder, and the making of the

@@ -329,6 +329,7 @@ func (db *DB) commit(batch []*writeReq) {
 	}
 }
 
+// allOutsideGrants reports whether no write of batch may have changed grants.
 func allOutsideGrants(batch []*writeReq) bool {
 	for _, req := range batch {
 		if !req.outsideGrants {
