@@ -133,11 +133,12 @@ func (db *DB) GrantByID(ctx context.Context, id string) (*Grant, error) {
 }
 
 // grantMemory is the grants GrantByID has read, so that the grant check of every call
-// (docs/wire.md, "Delegation") reads nothing from the file. While the node runs, only its
-// store writes pact.sqlite (the data dir's lock), and every write but a turn's own records
-// forgets the whole memory as its transaction ends, before its caller hears back (commit):
-// a call after a revoke has returned never sees the grant as it was, and one racing the
-// revoke sees it as before or after, as a read of the file would (docs/threats.md G13).
+// (docs/wire.md, "The delegation token") reads nothing from the file. While the node runs,
+// only its store writes pact.sqlite (the data dir's lock), and every write but a turn's own
+// records forgets the whole memory as its transaction ends, before its caller hears back
+// (commit): a call after a revoke has returned never sees the grant as it was, and one
+// racing the revoke sees it as before or after, as a read of the file would
+// (docs/threats.md G13).
 type grantMemory struct {
 	mu   sync.Mutex
 	gen  uint64 // times forgotten: a row read before a forget is not kept after it
