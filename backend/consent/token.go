@@ -135,8 +135,8 @@ func (s *Service) checkDelegation(ctx context.Context, token string, agent domai
 	if !covers(g, b) {
 		return nil, refuse(ReasonRevoked, "the brand's terms changed since the grant; ask the owner again")
 	}
-	// Count the use without making the turn wait for it (the grant was just
-	// read live; a revocation racing this call stops the next one).
+	// Count the use without making the turn wait for it (the grant is as the
+	// store has it now; a revocation racing this call stops the next one).
 	s.db.RecordUseSoon(g.ID, now)
 	return &Delegation{GrantID: g.ID, Scope: c.Scope, Brand: brandID, Agent: agent, ExpiresAt: c.ExpiresAt.Time.UTC()}, nil
 }

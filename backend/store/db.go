@@ -173,13 +173,18 @@ var ErrClosed = errors.New("pact.sqlite is closed")
 // savepoint (an error rolls back that fn alone). It returns after the commit
 // is durable. fn must use tx only, never db.w or db.r, and must not keep tx.
 func (db *DB) write(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	return db.await(ctx, &writeReq{fn: func(tx *gorm.DB, _ *chain) error { return fn(tx) }})
+	return db.await(ctx, &writeReq{fn: withoutChain(fn)})
 }
 
 // writeOutsideGrants is write for a fn that never writes the grants table, as a turn's
 // record or a task (writeReq.outsideGrants).
 func (db *DB) writeOutsideGrants(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	return db.await(ctx, &writeReq{fn: func(tx *gorm.DB, _ *chain) error { return fn(tx) }, outsideGrants: true})
+	return db.await(ctx, &writeReq{fn: withoutChain(fn), outsideGrants: true})
+}
+
+// withoutChain is fn as a write that appends no receipts.
+func withoutChain(fn func(tx *gorm.DB) error) func(tx *gorm.DB, ch *chain) error {
+	return func(tx *gorm.DB, _ *chain) error { return fn(tx) }
 }
 
 // writeChain is writeOutsideGrants for a fn that appends receipts: ch is the chain's tail
