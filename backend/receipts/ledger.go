@@ -113,7 +113,8 @@ func (l *Ledger) Append(ctx context.Context, t Turn) (*Receipt, error) {
 // It returns as soon as the receipt and the task are written in their commit, before it is
 // durable, so that the caller can make its answer while the commit is made: durable returns
 // once it is (nil) or why it is not, and nothing of the receipt or the task may leave the
-// node before it has returned nil (T8). The caller must call durable: Close waits for it.
+// node before it has returned nil (T8). The caller must call durable, from any number of
+// goroutines: Close waits for it.
 func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand, owner string, build func(*Receipt) (*a2a.Task, error)) (rec *Receipt, durable func() error, err error) {
 	if t.EndedAt.IsZero() {
 		t.EndedAt = l.now()
@@ -131,13 +132,18 @@ func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand, owner st
 		done()
 		return nil, nil, fmt.Errorf("receipt for turn %s: %w", t.ID, err)
 	}
-	durable = sync.OnceValue(func() error {
-		defer done()
-		if err := committed(); err != nil {
+	// Every caller of durable waits on the commit itself, never on another caller: the turn and
+	// the answer's writer both wait, and a lock between them (sync.OnceValue) woke the writer
+	// only once the turn had been woken and had run.
+	counted := sync.OnceFunc(done)
+	durable = func() error {
+		err := committed()
+		counted()
+		if err != nil {
 			return fmt.Errorf("receipt for turn %s: %w", t.ID, err)
 		}
 		return nil
-	})
+	}
 	return recs[0], durable, nil
 }
 
