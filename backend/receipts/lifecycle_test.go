@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/store"
@@ -273,4 +275,44 @@ func TestReceiptSaysGrantRevoked(t *testing.T) {
 			t.Fatal("the receipt of a turn whose grant was revoked before its commit does not say so")
 		}
 	})
+}
+
+// A plain send's receipt and its task, in one commit: the turn and the answer's writer both
+// wait for it through durable, at once. Each sees the commit, and the append is counted out
+// once (a second count would take Close's WaitGroup below zero, which panics).
+func TestAppendCreatingTaskDurable(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	tr := testTurn(1)
+	if err := e.l.Start(ctx, tr); err != nil {
+		t.Fatal(err)
+	}
+	rec, durable, err := e.l.AppendCreatingTask(ctx, tr, "acme", "owner-1", func(r *Receipt) (*a2a.Task, error) {
+		return &a2a.Task{ID: a2a.TaskID(tr.TaskID), ContextID: tr.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted},
+			Artifacts: []*a2a.Artifact{{ID: "receipt", Parts: a2a.ContentParts{a2a.NewTextPart(r.JWS)}}}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() { errs[i] = durable() })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("durable, caller %d: %v", i, err)
+		}
+	}
+	if err := durable(); err != nil {
+		t.Errorf("durable, once more: %v", err)
+	}
+	if _, err := e.db.GetReceipt(ctx, rec.ID); err != nil {
+		t.Errorf("receipt %s: %v", rec.ID, err)
+	}
+	if owner, brand, state, err := e.db.TaskOwner(ctx, a2a.TaskID(tr.TaskID)); err != nil || owner != "owner-1" || brand != "acme" || state != a2a.TaskStateCompleted {
+		t.Errorf("task = %q %q %s (%v), want owner-1's on acme, completed", owner, brand, state, err)
+	}
+	e.close() // returns: the append was counted out
 }
