@@ -2,7 +2,10 @@
 
 package codex
 
-import "syscall"
+import (
+	"os"
+	"syscall"
+)
 
 // dieWithParent has no equivalent here: a node killed with SIGKILL leaves codex
 // to its own deadline.
@@ -12,3 +15,6 @@ func lockThread() func() { return func() {} }
 
 // liveInGroup has no cheap way to list a group here; the caller falls back to kill(-pgid, 0).
 func liveInGroup(int) (alive, ok bool) { return false, false }
+
+// processesWithArg finds nothing: turns are confined on Linux only, so no view is left here.
+func processesWithArg(func(string) bool) []*os.Process { return nil }

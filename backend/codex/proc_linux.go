@@ -48,3 +48,29 @@ func liveInGroup(pgid int) (alive, ok bool) {
 	}
 	return false, true
 }
+
+// processesWithArg lists the processes whose command line has an argument match accepts. A
+// process that ends meanwhile is left out.
+func processesWithArg(match func(string) bool) []*os.Process {
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var out []*os.Process
+	for _, path := range cmdlines {
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		for arg := range bytes.SplitSeq(data, []byte{0}) {
+			if match(string(arg)) {
+				if p, err := os.FindProcess(pid); err == nil {
+					out = append(out, p)
+				}
+				break
+			}
+		}
+	}
+	return out
+}

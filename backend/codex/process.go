@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"time"
 
@@ -36,16 +35,16 @@ type procOutcome struct {
 // since codex never ran in it.
 var errHeld = errors.New("the turn was not let start")
 
-// runProcess runs codex in its own process group with stdin = prompt and calls onLine for
-// each stdout line. bwrap makes the view while hold runs; codex itself starts only once hold
-// has returned nil (bwrap's --block-fd, sandboxBlockFD), and an error from hold ends the
+// runProcess runs codex in its own process group with the prompt on stdin and calls onLine
+// for each stdout line. bwrap makes the view while hold runs; codex itself starts only once
+// hold has returned nil (bwrap's --block-fd, sandboxBlockFD), and an error from hold ends the
 // view instead, codex never having run in it (outcome.heldBy); runProcess returns after hold
 // has. When ctx ends, or stdout goes over the cap, the group gets SIGINT and,
 // after the grace period, SIGKILL (S1). Whatever of the group outlives codex is killed (S2).
-// stdout and stderr are pipes of our own rather than exec's copying goroutines, so a
+// stdin, stdout and stderr are pipes of our own rather than exec's copying goroutines, so a
 // grandchild that keeps them open cannot hold Run: after codex exits they get a read
-// deadline; cmd.WaitDelay bounds the stdin copy the same way.
-func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string, dir, stdin string, hold func() error, onLine func([]byte)) procOutcome {
+// deadline, or are closed.
+func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string, dir, prompt string, hold func() error, onLine func([]byte)) procOutcome {
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	grace := r.grace()
@@ -79,16 +78,32 @@ func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string,
 		goR.Close()
 		return procOutcome{startErr: fmt.Errorf("sandbox info pipe: %w", err)}
 	}
+	// The prompt goes in only with the go-ahead. bwrap's view arms its parent-death signal
+	// only as it starts codex, and takes the go-ahead pipe's end for a go-ahead: a node that
+	// dies before the go-ahead leaves a view that starts codex on its own, and that codex
+	// reads no prompt and ends, having done nothing (docs/threats.md, W20).
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		goR.Close()
+		infoR.Close()
+		infoW.Close()
+		return procOutcome{startErr: fmt.Errorf("stdin pipe: %w", err)}
+	}
+	defer inW.Close()
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = env
-	cmd.Stdin = strings.NewReader(stdin) // closed by exec once written: codex waits for EOF
+	cmd.Stdin = inR
 	cmd.Stdout = outW
 	cmd.Stderr = errW
 	cmd.ExtraFiles = []*os.File{infoW, goR} // sandboxInfoFD, sandboxBlockFD
-	cmd.WaitDelay = grace
 	setProcessGroup(cmd)
 	startErr := cmd.Start()
+	inR.Close()
 	outW.Close()
 	errW.Close()
 	infoW.Close()
@@ -137,8 +152,12 @@ func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string,
 		case heldBy != nil:
 			stop(errHeld)
 		case ctx.Err() == nil: // a turn stopped meanwhile is not let start
-			_, _ = goW.Write([]byte{1}) // fails only when bwrap is gone already
+			if _, err := goW.Write([]byte{1}); err == nil { // fails only when bwrap is gone already
+				// Blocks while codex reads, until it exits (inW is closed then); EOF ends it.
+				_, _ = io.WriteString(inW, prompt)
+			}
 		}
+		inW.Close()
 	}()
 	defer func() { <-holdDone }() // what hold set is the caller's once runProcess returns
 
@@ -194,9 +213,10 @@ func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string,
 		box.kill()
 	}()
 
-	_ = cmd.Wait() // the exit status is in ProcessState; ErrWaitDelay only means stdin was held
+	_ = cmd.Wait() // the exit status is in ProcessState
 	unlock()       // what is left may run on any thread, and need not wake this one
 	close(exited)
+	inW.Close() // a prompt codex did not read all of
 	out := procOutcome{state: cmd.ProcessState, stoppedBy: <-stopped}
 	if groupAlive(cmd.Process) {
 		out.leftovers = true

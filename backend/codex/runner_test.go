@@ -726,7 +726,7 @@ func TestScratchRemoved(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(crashed, "secret"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.r.RemoveScratch(); err != nil {
+	if _, err := f.r.RemoveLeftovers(); err != nil {
 		t.Fatal(err)
 	}
 	if left, _ := filepath.Glob(filepath.Join(turns, "*")); len(left) != 0 {

@@ -86,7 +86,7 @@ func (r *Runner) spares() chan string {
 // doneWith removes a finished turn's scratch and makes the next turn's spare, once tidy is
 // closed (at once if nil), off the turn's path and away from the next turn's start: the
 // answer does not wait for the unlinks (Wait does; a scratch a crash left behind goes with
-// RemoveScratch).
+// RemoveLeftovers).
 func (r *Runner) doneWith(d turnDirs, tidy <-chan struct{}) {
 	r.removing.Add(1)
 	go func() {
@@ -121,22 +121,33 @@ func (r *Runner) Wait() {
 	}
 }
 
-// RemoveScratch removes every turn's scratch folder: those a crash left behind. Call it
-// only while no turn runs (the node does, at start).
-func (r *Runner) RemoveScratch() error {
+// RemoveLeftovers ends the views a node killed mid-turn left running, and removes every
+// turn's scratch folder, those a crash left behind; it returns how many processes it ended.
+// Such a view was not yet tied to the node's life: one stuck in its setup would wait forever,
+// and one let go on by the node's death may still run (docs/threats.md, W20). bwrap and the
+// view are known by the turn's scratch folder on their command line. Call it only while no
+// turn runs (the node does, at start).
+func (r *Runner) RemoveLeftovers() (int, error) {
 	root, err := r.stateDir()
 	if err != nil {
-		return err
+		return 0, err
 	}
-	left, err := filepath.Glob(filepath.Join(root, "turns", "t-*"))
+	scratch := filepath.Join(root, "turns", "t-")
+	ended := 0
+	for _, p := range processesWithArg(func(arg string) bool { return strings.HasPrefix(arg, scratch) }) {
+		if p.Kill() == nil { // with the view's first process, the kernel ends the rest of the view
+			ended++
+		}
+	}
+	left, err := filepath.Glob(scratch + "*")
 	if err != nil {
-		return err
+		return ended, err
 	}
 	var errs []error
 	for _, dir := range left {
 		errs = append(errs, os.RemoveAll(dir))
 	}
-	return errors.Join(errs...)
+	return ended, errors.Join(errs...)
 }
 
 // conversationKey names a conversation's state folder without putting agent names on disk.

@@ -326,7 +326,11 @@ func (n *Node) recover(ctx context.Context) error {
 	if turns+tasks > 0 {
 		n.log.Warn("ended work interrupted by the last stop", "turns", turns, "tasks", tasks)
 	}
-	if err := n.runner.RemoveScratch(); err != nil {
+	ended, err := n.runner.RemoveLeftovers()
+	if ended > 0 {
+		n.log.Warn("ended what interrupted turns left running (docs/threats.md, W20)", "processes", ended)
+	}
+	if err != nil {
 		n.log.Warn("could not remove the scratch folders of interrupted turns", "err", err)
 	}
 	return nil
