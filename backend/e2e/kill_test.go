@@ -338,8 +338,14 @@ func TestCancelDuringSetup(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 			task, next, stop := startStream(t, ctx, c, fmt.Sprintf("hang %d [fake:hang]", i))
 			time.Sleep(time.Duration(i%4) * 3 * time.Millisecond)
-			if got, err := c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: task.ID}); err != nil || got.Status.State != a2a.TaskStateCanceled {
+			got, err := c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: task.ID})
+			if err != nil || got.Status.State != a2a.TaskStateCanceled {
 				t.Fatalf("cancel: %v %v", got, err)
+			}
+			// Also when CancelTask follows the stream's first event at once: the turn is
+			// running by then, and its receipt comes with the answer.
+			if claims := receiptClaims(t, s.e, got); claims.Status != "canceled" {
+				t.Fatalf("the receipt of turn %d says %s, want canceled", i, claims.Status)
 			}
 			for _, err, ok := next(); ok && err == nil; _, err, ok = next() {
 			}

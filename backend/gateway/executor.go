@@ -115,14 +115,6 @@ func (e *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 		t := &turnRun{ec: ec, yield: yield, task: ec.StoredTask, created: ec.StoredTask != nil, streaming: c.streaming, watched: c.watched}
 		if t.task == nil {
 			t.task = a2a.NewSubmittedTask(ec, ec.Message)
-			// A stream shows "submitted" first; a plain send creates the task
-			// directly in a later state (see status), fewer writes.
-			if c.streaming {
-				if !yield(t.task, nil) {
-					return
-				}
-				t.created = true
-			}
 		}
 		e.run(ctx, c, t)
 	}
@@ -199,11 +191,25 @@ type storedTask struct {
 	durable func() error
 }
 
+// open sends a new task's first event on a stream, the task as submitted: the agent learns
+// the task's id from it. A plain send creates the task directly in a later state (status),
+// fewer writes.
+func (t *turnRun) open() bool {
+	if !t.streaming || t.created {
+		return true
+	}
+	t.created = true
+	return t.yield(t.task, nil)
+}
+
 // status sends a status; the first event of a task not yet stored is the task itself.
 // A new task of a plain send is not stored WORKING: its id reaches the agent only with
 // the answer, so it is stored once, finished, in its receipt's commit (run). The turn's
 // durable trace before Codex starts is its turn record (docs/threats.md T8).
 func (t *turnRun) status(state a2a.TaskState, text string) bool {
+	if !t.open() {
+		return false
+	}
 	msg := agentText(t.ec, text)
 	t.shown = append(t.shown, msg)
 	if !t.created && !t.watched && state == a2a.TaskStateWorking {
@@ -262,6 +268,9 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 	}
 	defer e.g.turns.remove(ec.TaskID)
 	defer close(tr.done)
+	if !t.open() { // once the turn is running: a CancelTask sent on it at once finds the turn
+		return
+	}
 	if c.disconnect != nil {
 		go func() {
 			select {
