@@ -115,15 +115,61 @@ func (n *nodeProc) stop() error {
 
 // orphans waits up to a second for the processes of the node's turns to be gone once the node
 // is (the kernel kills them with it: docs/threats.md, T8), then kills and returns those left.
-func (n *nodeProc) orphans() []string {
-	deadline := time.Now().Add(time.Second)
-	for {
-		pids := codextest.Processes(n.marker)
-		if len(pids) == 0 || time.Now().After(deadline) {
-			return killAll(pids)
+func (n *nodeProc) orphans() []string { return killAll(pidsOf(still(n.turnProcs()))) }
+
+// proc is one process: its PID and start time, which a reused PID does not share.
+type proc struct {
+	pid   int
+	start string
+}
+
+// turnProcs are the processes of the node's turns running now.
+func (n *nodeProc) turnProcs() []proc {
+	var out []proc
+	for _, pid := range codextest.Processes(n.marker) {
+		if p, ok := running(pid); ok {
+			out = append(out, p)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
+	return out
+}
+
+// running reads pid's start time; ok is false once it has ended.
+func running(pid int) (proc, bool) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	i := strings.LastIndexByte(string(stat), ')')
+	if err != nil || i < 0 {
+		return proc{}, false
+	}
+	f := strings.Fields(string(stat[i+1:])) // state ppid … starttime is the 20th
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
+		return proc{}, false
+	}
+	return proc{pid, f[19]}, true
+}
+
+// still waits up to a second for ps to end and returns those that run on.
+func still(ps []proc) []proc {
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var left []proc
+		for _, p := range ps {
+			if now, ok := running(p.pid); ok && now == p {
+				left = append(left, p)
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		ps = left
+	}
+}
+
+func pidsOf(ps []proc) []int {
+	pids := make([]int, len(ps))
+	for i, p := range ps {
+		pids[i] = p.pid
+	}
+	return pids
 }
 
 // strays kills and returns the processes of the running node's turns that no longer descend
