@@ -192,3 +192,37 @@ func TestLeftoverViewsEnded(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestProbeMarked: a node also starts a view to probe confinement, at its start; killed then,
+// it can leave that view waiting too. The probe's command line carries what RemoveLeftovers
+// finds left views by.
+func TestProbeMarked(t *testing.T) {
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Skip("no bwrap")
+	}
+	dir := t.TempDir()
+	argv, wrapper := filepath.Join(dir, "argv"), filepath.Join(dir, "bwrap")
+	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" >> " + argv + "\nexec " + bwrap + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{StateDir: filepath.Join(dir, "state")}
+	r.sandbox().Path = wrapper
+	t.Run("W20 the confinement probe carries the mark a left view is found by", func(t *testing.T) {
+		if st := r.sandbox().Check(context.Background()); !st.Available {
+			t.Fatal(st.Text())
+		}
+		data, err := os.ReadFile(argv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		scratch := filepath.Join(r.StateDir, "turns", "t-")
+		for _, arg := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(arg, scratch) {
+				return
+			}
+		}
+		t.Fatalf("no argument of the probe starts with %s:\n%s", scratch, data)
+	})
+}

@@ -563,7 +563,8 @@ func (r *Runner) sandbox() *confine.Sandbox {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.Sandbox == nil {
-		r.Sandbox = &confine.Sandbox{}
+		root, _ := r.stateDir()
+		r.Sandbox = &confine.Sandbox{Mark: filepath.Join(root, "turns", "t-probe")} // RemoveLeftovers finds it
 	}
 	return r.Sandbox
 }

@@ -146,7 +146,11 @@ func (s *Sandbox) probe(ctx context.Context) Status {
 	if out, err := vcmd.Output(); err == nil {
 		version = strings.TrimSpace(string(out))
 	}
-	_, args, err := s.Wrap(View{}, []string{"/usr/bin/true"})
+	probe := []string{"/usr/bin/true"}
+	if s.Mark != "" {
+		probe = append(probe, s.Mark)
+	}
+	_, args, err := s.Wrap(View{}, probe)
 	if err != nil {
 		return Status{Reason: err.Error()}
 	}

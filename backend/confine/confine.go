@@ -79,6 +79,10 @@ var ErrUnavailable = errors.New("confinement unavailable")
 // Sandbox confines commands. The zero value looks for bwrap on PATH.
 type Sandbox struct {
 	Path string // the bubblewrap binary; default "bwrap" on PATH
+	// Mark, when set, is an argument the probe's command gets, and ignores: bwrap shows it on
+	// its command line, so that a probe whose caller was killed can be found (a view bwrap had
+	// not yet let go on waits forever).
+	Mark string
 
 	mu sync.Mutex
 	ok *Status // the last successful check; a failed one is retried on the next call
