@@ -48,52 +48,27 @@ func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string,
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	grace := r.grace()
+	ps, err := pipes(5)
+	if err != nil {
+		return procOutcome{startErr: fmt.Errorf("pipes for codex: %w", err)}
+	}
 	// The go-ahead's pipe. Its write end is closed last of all, once bwrap and the view are
 	// gone: its end would let a view still waiting on it start codex.
-	goR, goW, err := os.Pipe()
-	if err != nil {
-		return procOutcome{startErr: fmt.Errorf("sandbox go-ahead pipe: %w", err)}
-	}
+	goR, goW := ps[0].r, ps[0].w
 	defer goW.Close()
-	// Until bwrap is reaped: its parent-death signal follows this thread.
-	unlock := sync.OnceFunc(lockThread())
-	defer unlock()
-
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return procOutcome{startErr: fmt.Errorf("stdout pipe: %w", err)}
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return procOutcome{startErr: fmt.Errorf("stderr pipe: %w", err)}
-	}
-	infoR, infoW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		errR.Close()
-		errW.Close()
-		goR.Close()
-		return procOutcome{startErr: fmt.Errorf("sandbox info pipe: %w", err)}
-	}
 	// The prompt goes in only with the go-ahead. bwrap's view arms its parent-death signal
 	// only as it starts codex, and takes the go-ahead pipe's end for a go-ahead: a node that
 	// dies before the go-ahead leaves a view that starts codex on its own, and that codex
 	// reads no prompt and ends, having done nothing (docs/threats.md, W20).
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		errR.Close()
-		errW.Close()
-		goR.Close()
-		infoR.Close()
-		infoW.Close()
-		return procOutcome{startErr: fmt.Errorf("stdin pipe: %w", err)}
-	}
+	inR, inW := ps[1].r, ps[1].w
 	defer inW.Close()
+	outR, outW := ps[2].r, ps[2].w
+	errR, errW := ps[3].r, ps[3].w
+	infoR, infoW := ps[4].r, ps[4].w
+	// Until bwrap is reaped: its parent-death signal follows this thread.
+	unlock := sync.OnceFunc(lockThread())
+	defer unlock()
+
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = env
@@ -240,4 +215,23 @@ func (r *Runner) runProcess(ctx context.Context, bin string, args, env []string,
 		r.logger().Warn("codex left processes behind; killed its process group", "pid", cmd.Process.Pid)
 	}
 	return out
+}
+
+type pipe struct{ r, w *os.File }
+
+// pipes makes n pipes, or none: on an error it closes those it made.
+func pipes(n int) ([]pipe, error) {
+	ps := make([]pipe, 0, n)
+	for range n {
+		r, w, err := os.Pipe()
+		if err != nil {
+			for _, p := range ps {
+				p.r.Close()
+				p.w.Close()
+			}
+			return nil, err
+		}
+		ps = append(ps, pipe{r, w})
+	}
+	return ps, nil
 }
