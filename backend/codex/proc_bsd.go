@@ -16,5 +16,5 @@ func lockThread() func() { return func() {} }
 // liveInGroup has no cheap way to list a group here; the caller falls back to kill(-pgid, 0).
 func liveInGroup(int) (alive, ok bool) { return false, false }
 
-// processesWithArg finds nothing: turns are confined on Linux only, so no view is left here.
-func processesWithArg(func(string) bool) []*os.Process { return nil }
+// processesWith finds nothing: turns are confined on Linux only, so no view is left here.
+func processesWith(func(argv []string) bool) []*os.Process { return nil }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -49,9 +50,9 @@ func liveInGroup(pgid int) (alive, ok bool) {
 	return false, true
 }
 
-// processesWithArg lists the processes whose command line has an argument match accepts. A
-// process that ends meanwhile is left out.
-func processesWithArg(match func(string) bool) []*os.Process {
+// processesWith lists the processes whose command line match accepts. A process that ends
+// meanwhile is left out.
+func processesWith(match func(argv []string) bool) []*os.Process {
 	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	var out []*os.Process
 	for _, path := range cmdlines {
@@ -60,15 +61,12 @@ func processesWithArg(match func(string) bool) []*os.Process {
 			continue
 		}
 		data, err := os.ReadFile(path)
-		if err != nil {
+		if err != nil || len(data) == 0 {
 			continue
 		}
-		for arg := range bytes.SplitSeq(data, []byte{0}) {
-			if match(string(arg)) {
-				if p, err := os.FindProcess(pid); err == nil {
-					out = append(out, p)
-				}
-				break
+		if match(strings.Split(strings.TrimSuffix(string(data), "\x00"), "\x00")) {
+			if p, err := os.FindProcess(pid); err == nil {
+				out = append(out, p)
 			}
 		}
 	}

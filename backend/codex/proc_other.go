@@ -23,5 +23,5 @@ func exitSignal(*os.ProcessState) (int, bool) { return 0, false }
 
 func lockThread() func() { return func() {} }
 
-// processesWithArg finds nothing: turns are confined on Linux only, so no view is left here.
-func processesWithArg(func(string) bool) []*os.Process { return nil }
+// processesWith finds nothing: turns are confined on Linux only, so no view is left here.
+func processesWith(func(argv []string) bool) []*os.Process { return nil }

@@ -134,7 +134,7 @@ func (r *Runner) RemoveLeftovers() (int, error) {
 	}
 	scratch := filepath.Join(root, "turns", "t-")
 	ended := 0
-	for _, p := range processesWithArg(func(arg string) bool { return strings.HasPrefix(arg, scratch) }) {
+	for _, p := range processesWith(func(argv []string) bool { return isView(argv, scratch) }) {
 		if p.Kill() == nil { // with the view's first process, the kernel ends the rest of the view
 			ended++
 		}
@@ -148,6 +148,20 @@ func (r *Runner) RemoveLeftovers() (int, error) {
 		errs = append(errs, os.RemoveAll(dir))
 	}
 	return ended, errors.Join(errs...)
+}
+
+// isView reports whether argv is bwrap's for a view of a turn whose scratch folder starts with
+// scratch (or of the confinement probe, whose mark does: Runner.sandbox).
+func isView(argv []string, scratch string) bool {
+	if filepath.Base(argv[0]) != "bwrap" {
+		return false
+	}
+	for _, arg := range argv[1:] {
+		if strings.HasPrefix(arg, scratch) {
+			return true
+		}
+	}
+	return false
 }
 
 // conversationKey names a conversation's state folder without putting agent names on disk.
