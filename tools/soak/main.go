@@ -414,6 +414,7 @@ func kill9(n *nodeProc, t *tally, inflight *atomic.Int64) (k killReport) {
 	// W20): a view it was making is not yet tied to its life.
 	outlived := still(n.turnProcs())
 	k.outlived = len(outlived)
+	defer func() { k.orphans = killAll(pidsOf(still(outlived))) }() // also when the restart fails
 	k.verify, k.verified = verifyReceipts(n)
 	restart := time.Now()
 	t.mark(func(t *tally) { t.restartAt = restart })
@@ -425,7 +426,6 @@ func kill9(n *nodeProc, t *tally, inflight *atomic.Int64) (k killReport) {
 	}
 	k.ready = time.Since(restart)
 	t.mark(func(t *tally) { t.readyAt = time.Now() })
-	k.orphans = killAll(pidsOf(still(outlived)))
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		var first time.Time
 		t.mark(func(t *tally) { first = t.firstTurn })
