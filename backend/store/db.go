@@ -4,6 +4,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
@@ -296,20 +297,17 @@ func (db *DB) commit(batch []*writeReq) {
 			}
 			return ch.flush(tx)
 		}
-		// Savepoints straight on the connection: gorm's statement machinery
-		// costs more than the statements themselves here.
-		conn, ctx := tx.Statement.ConnPool, context.Background()
 		for i, req := range batch {
 			sp := "w" + strconv.Itoa(i)
-			if _, err := conn.ExecContext(ctx, "SAVEPOINT "+sp); err != nil {
+			if _, err := exec(tx, "SAVEPOINT "+sp); err != nil {
 				return err
 			}
 			if req.err = run(tx, &ch, req.fn); req.err != nil {
-				if _, err := conn.ExecContext(ctx, "ROLLBACK TO "+sp); err != nil {
+				if _, err := exec(tx, "ROLLBACK TO "+sp); err != nil {
 					return err
 				}
 			}
-			if _, err := conn.ExecContext(ctx, "RELEASE "+sp); err != nil {
+			if _, err := exec(tx, "RELEASE "+sp); err != nil {
 				return err
 			}
 			req.ranDone(req.err)
@@ -352,6 +350,22 @@ func run(tx *gorm.DB, ch *chain, fn func(tx *gorm.DB, ch *chain) error) (err err
 		}
 	}()
 	return fn(tx, ch)
+}
+
+// exec and queryRow run one statement straight on tx's connection. A turn's own statements
+// (its record, its receipt, its task, the chain's tail and mark) and the group commit's
+// savepoints use them: there gorm's statement machinery, building the statement and
+// scanning through reflection, costs more than the statements themselves.
+func exec(tx *gorm.DB, q string, args ...any) (rows int64, err error) {
+	res, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func queryRow(tx *gorm.DB, q string, args ...any) *sql.Row {
+	return tx.Statement.ConnPool.QueryRowContext(tx.Statement.Context, q, args...)
 }
 
 // read gives a read-only session bound to ctx.

@@ -181,11 +181,14 @@ func (m *grantMemory) forget() {
 // grantRevoked reports whether the grant has been revoked, for a receipt signed in tx; a
 // grant that is gone no longer stands either.
 func grantRevoked(tx *gorm.DB, id string) (bool, error) {
-	var revoked []bool
-	if err := tx.Raw("SELECT revoked_at IS NOT NULL FROM grants WHERE id = ?", id).Scan(&revoked).Error; err != nil {
+	var revoked bool
+	switch err := queryRow(tx, "SELECT revoked_at IS NOT NULL FROM grants WHERE id = ?", id).Scan(&revoked); {
+	case errors.Is(err, sql.ErrNoRows):
+		return true, nil
+	case err != nil:
 		return false, fmt.Errorf("read grant %s: %w", id, err)
 	}
-	return len(revoked) == 0 || revoked[0], nil
+	return revoked, nil
 }
 
 // ListGrants lists every grant, newest first.

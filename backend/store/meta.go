@@ -90,11 +90,11 @@ func moveHighWater(tx *gorm.DB, from, to Checkpoint) error {
 	if err != nil {
 		return err
 	}
-	res := tx.Exec(`UPDATE meta SET value = ? WHERE key = ? AND value = ?`, string(v), metaHighWater, string(old))
-	if res.Error != nil {
-		return res.Error
+	n, err := exec(tx, `UPDATE meta SET value = ? WHERE key = ? AND value = ?`, string(v), metaHighWater, string(old))
+	if err != nil {
+		return err
 	}
-	if res.RowsAffected != 1 {
+	if n != 1 {
 		return fmt.Errorf("%w: the mark is no longer at seq %d", ErrHighWater, from.Seq)
 	}
 	return nil

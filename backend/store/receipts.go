@@ -93,14 +93,12 @@ func (db *DB) queryReceipts(ctx context.Context, out []Receipt, q string, args .
 
 // chainTail is the last stored receipt (seq 0 when there is none).
 func chainTail(tx *gorm.DB) (Checkpoint, error) {
-	var tail []Checkpoint
-	if err := tx.Raw(`SELECT seq, hash FROM receipts ORDER BY seq DESC LIMIT 1`).Scan(&tail).Error; err != nil {
-		return Checkpoint{}, err
-	}
-	if len(tail) == 0 {
+	var tail Checkpoint
+	err := queryRow(tx, `SELECT seq, hash FROM receipts ORDER BY seq DESC LIMIT 1`).Scan(&tail.Seq, &tail.Hash)
+	if errors.Is(err, sql.ErrNoRows) {
 		return Checkpoint{}, nil
 	}
-	return tail[0], nil
+	return tail, err
 }
 
 // confirmTail checks that the tail the committer remembers is still the stored one.
@@ -246,15 +244,15 @@ func (ch *chain) flush(tx *gorm.DB) error {
 }
 
 func endTurn(tx *gorm.DB, r Receipt) error {
-	res := tx.Exec(`UPDATE turns SET status = ?, reason = ?, ended_at = ?
+	n, err := exec(tx, `UPDATE turns SET status = ?, reason = ?, ended_at = ?
 		WHERE id = ? AND status = ? AND task_id = ? AND context_id = ? AND brand = ? AND brand_scope = ?
 		AND grant_id = ? AND agent_iss = ? AND agent_sub = ? AND started_at = ?`,
 		r.Status, r.Reason, ms(r.EndedAt), r.TurnID, TurnRunning, r.TaskID, r.ContextID, r.Brand, r.Scope,
 		r.GrantID, r.AgentIss, r.AgentSub, ms(r.StartedAt))
-	if res.Error != nil {
-		return fmt.Errorf("end turn %s: %w", r.TurnID, res.Error)
+	if err != nil {
+		return fmt.Errorf("end turn %s: %w", r.TurnID, err)
 	}
-	if res.RowsAffected == 1 {
+	if n == 1 {
 		return nil
 	}
 	// Say why, so the caller can drop just this turn.
@@ -301,7 +299,7 @@ func insertReceipts(tx *gorm.DB, rows []Receipt) error {
 		}
 		q := `INSERT INTO receipts (` + receiptColumns + `) VALUES ` +
 			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?), ", n), ", ")
-		err := tx.Exec(q, args...).Error
+		_, err := exec(tx, q, args...)
 		if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed") {
 			return fmt.Errorf("receipts seq %d to %d: %w: %v", rows[0].Seq, rows[n-1].Seq, ErrReceiptConflict, err)
 		}

@@ -95,9 +95,9 @@ func (v *taskView) Create(ctx context.Context, task *a2a.Task) (taskstore.TaskVe
 // that updated_at follows commit order.
 func insertTask(tx *gorm.DB, now time.Time, owner, brand string, task *a2a.Task, data []byte) error {
 	at := ms(now)
-	err := tx.Exec(`INSERT INTO tasks (id, owner, brand, context_id, state, status_ns, version, data, created_at, updated_at, ran)
+	_, err := exec(tx, `INSERT INTO tasks (id, owner, brand, context_id, state, status_ns, version, data, created_at, updated_at, ran)
 		VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)`,
-		task.ID, owner, brand, task.ContextID, string(task.Status.State), statusNS(task), data, at, at, ranTurn(task)).Error
+		task.ID, owner, brand, task.ContextID, string(task.Status.State), statusNS(task), data, at, at, ranTurn(task))
 	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: tasks.id") {
 		return taskstore.ErrTaskAlreadyExists // the id is taken, whoever owns it
 	}

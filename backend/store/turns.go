@@ -78,11 +78,12 @@ const turnColumns = `id, task_id, context_id, brand, brand_scope, grant_id, agen
 // runs; the grant must exist. A second start of the same id gets ErrTurnExists.
 func (db *DB) StartTurn(ctx context.Context, t Turn) error {
 	err := db.writeOutsideGrants(ctx, func(tx *gorm.DB) error {
-		return tx.Exec(`INSERT INTO turns (id, task_id, context_id, brand, scope, brand_scope,
+		_, err := exec(tx, `INSERT INTO turns (id, task_id, context_id, brand, scope, brand_scope,
 			grant_id, agent_iss, agent_sub, policy_hash, status, reason, started_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?)`,
 			t.ID, t.TaskID, t.ContextID, t.Brand, PactScope, t.BrandScope,
-			t.GrantID, t.AgentIss, t.AgentSub, t.PolicyHash, TurnRunning, ms(t.StartedAt)).Error
+			t.GrantID, t.AgentIss, t.AgentSub, t.PolicyHash, TurnRunning, ms(t.StartedAt))
+		return err
 	})
 	switch {
 	case err == nil:
