@@ -106,8 +106,8 @@ func (l *Ledger) Append(ctx context.Context, t Turn) (*Receipt, error) {
 // AppendCreatingTask is Append for a turn whose task is stored only now, finished: the
 // task build makes from the receipt (the task that carries it) is created, owner's on brand,
 // in the receipt's own commit, one commit fewer a turn (docs/wire.md, "Plain send"). build
-// runs inside that commit, on a goroutine of its own beside the receipt's statements: it
-// must be quick and must not use the store. On an error nothing is written, and the caller
+// runs inside that commit, once the receipt is signed: it must be quick and must not use the
+// store. On an error nothing is written, and the caller
 // may Append the receipt alone.
 //
 // It returns as soon as the receipt and the task are written in their commit, before it is

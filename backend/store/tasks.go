@@ -107,48 +107,28 @@ func insertTask(tx *gorm.DB, now time.Time, owner, brand string, task *a2a.Task,
 // AppendReceiptsCreatingTask is AppendReceipts and the creation of one task, owner's on
 // brand, in the same write: task is called inside it, once sign has returned, so that the
 // task it builds can carry those receipts (a turn's task stored once, finished, in its
-// receipt's commit). task runs, and the task is encoded, on a goroutine of its own while the
-// receipts are written: the committer, which every write waits for, only inserts the bytes.
-// task must not use the store. Nothing is written when either fails.
+// receipt's commit). task must be quick and must not use the store. Nothing is written when
+// either fails.
 //
 // It returns once the receipts and the task are written in the commit under way, before that
 // commit is durable (writeAhead): the caller makes its answer meanwhile, and shows nothing
 // of it until durable has returned nil.
 func (db *DB) AppendReceiptsCreatingTask(ctx context.Context, sign Signer, brand, owner string, task func() (*a2a.Task, error)) (durable func() error, err error) {
 	committed, err := db.writeAhead(ctx, func(tx *gorm.DB, ch *chain) error {
-		type built struct {
-			t    *a2a.Task
-			data []byte
-			err  error
-		}
-		var made chan built
-		tail, err := appendReceipts(tx, ch, func(tail Checkpoint, revoked func(string) (bool, error)) ([]Receipt, error) {
-			rows, err := sign(tail, revoked)
-			if err == nil {
-				made = make(chan built, 1)
-				go func() {
-					var b built
-					if b.t, b.err = task(); b.err == nil {
-						b.data, b.err = encodeTask(b.t)
-					}
-					made <- b
-				}()
-			}
-			return rows, err
-		})
-		if made != nil {
-			b := <-made // also when appendReceipts failed: task is not left running
-			if err == nil {
-				err = b.err
-			}
-			if err == nil {
-				if err = insertTask(tx, db.Now(), owner, brand, b.t, b.data); err != nil {
-					err = fmt.Errorf("create task %s: %w", b.t.ID, err)
-				}
-			}
-		}
+		tail, err := appendReceipts(tx, ch, sign)
 		if err != nil {
 			return err
+		}
+		t, err := task()
+		if err != nil {
+			return err
+		}
+		data, err := encodeTask(t)
+		if err != nil {
+			return err
+		}
+		if err := insertTask(tx, db.Now(), owner, brand, t, data); err != nil {
+			return fmt.Errorf("create task %s: %w", t.ID, err)
 		}
 		ch.advance(tail)
 		return nil
