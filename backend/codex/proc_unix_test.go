@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/aether/aether/backend/codex/codextest"
 )
@@ -31,7 +32,7 @@ func TestDigestFIFO(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(ws, "fifo"), 0o644); err != nil {
 		t.Skipf("mkfifo: %v", err)
 	}
-	d, err := digestWorkspace(ws) // must not block on the FIFO
+	d, err := digestWorkspace(ws, time.Now()) // must not block on the FIFO
 	if err != nil || d.entries["fifo"] == "" {
 		t.Fatalf("digest %v %v", d.entries, err)
 	}

@@ -245,7 +245,7 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 		}
 		if req.AccessMode == AccessReadOnly {
 			var err error
-			if before, err = digestWorkspace(workspace); err != nil {
+			if before, err = digestWorkspace(workspace, r.now()); err != nil {
 				heldFor = "workspace: " + err.Error()
 				return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 			}
@@ -286,7 +286,7 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	res.OutputTruncated = errors.Is(out.stoppedBy, errOutputCap)
 
 	if req.AccessMode == AccessReadOnly && out.startErr == nil { // else no digest was taken before
-		after, err := digestWorkspace(workspace)
+		after, err := redigest(workspace, before)
 		if before.partial || after.partial {
 			r.logger().Warn("read-only workspace too large for a full digest; checked the first entries only",
 				"workspace", workspace, "entries", maxDigestEntries)

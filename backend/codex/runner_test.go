@@ -485,6 +485,43 @@ func TestSecurityRows(t *testing.T) {
 			t.Fatalf("codex ran with sandbox %q cd %q", rec.Sandbox, rec.Cd)
 		}
 	})
+	t.Run("S6 read-only workspace changed during the turn with size and mtime put back", func(t *testing.T) {
+		// From outside the view (the view cannot write): a rewrite that keeps the size and
+		// restores the mtime. A file settled before the turn is fingerprinted by its metadata,
+		// so its ctime catches it; a racy one is also hashed.
+		for _, settled := range []bool{true, false} {
+			gate := openGateOnCleanup(t)
+			f := newFixture(t, "FAKE_CODEX_GATE="+gate)
+			if settled {
+				f.r.Now = func() time.Time { return time.Now().Add(time.Hour) }
+			}
+			results := make(chan Result, 1)
+			go func() {
+				res, _ := f.r.Run(context.Background(), f.req(codextest.ScenarioGate), nil)
+				results <- res
+			}()
+			f.waitRecord(t, "start", 1)
+			a := filepath.Join(f.ws, "a.txt")
+			st, err := os.Stat(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(a, []byte("ho\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(a, st.ModTime(), st.ModTime()); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(gate, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			res := <-results
+			wantStatus(t, res, StatusViolation, "the read-only workspace changed during the turn (1 paths, e.g. a.txt)")
+			if !res.WorkspaceChanged || !slices.Equal(res.ChangedPaths, []string{"a.txt"}) || res.Answer != "" {
+				t.Fatalf("settled %v: result %+v", settled, res)
+			}
+		}
+	})
 	t.Run("S6 read_write workspace may change", func(t *testing.T) {
 		f := newFixture(t)
 		req := f.req(codextest.ScenarioWrite)
