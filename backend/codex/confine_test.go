@@ -204,6 +204,33 @@ func TestConfineReadOnly(t *testing.T) {
 	}
 }
 
+// S6 with the real codex: told by its model to write in a read_only workspace, it changes
+// nothing there, and the turn is no violation (the digests found nothing to report).
+func TestConfineReadOnlyWrite(t *testing.T) {
+	t.Run("S6 the real codex told to write in a read-only workspace", func(t *testing.T) {
+		h := newHost(t)
+		res, seen, _, _ := h.run(t, AccessReadOnly, commands(nil,
+			"echo pwn > a.txt; echo pwn > pwned.txt; mkdir made; touch -d 2001-01-01 a.txt; chmod 600 a.txt; echo TRIED"))
+		if !strings.Contains(seen, "TRIED") {
+			t.Fatalf("the write commands did not run: %s", seen)
+		}
+		if b, err := os.ReadFile(filepath.Join(h.ws, "a.txt")); err != nil || string(b) != h.wsText+"\n" {
+			t.Errorf("a.txt is now %q (%v)", b, err)
+		}
+		for _, name := range []string{"pwned.txt", "made"} {
+			if _, err := os.Lstat(filepath.Join(h.ws, name)); !os.IsNotExist(err) {
+				t.Errorf("%s was made in the read-only workspace: %v", name, err)
+			}
+		}
+		if st, err := os.Stat(filepath.Join(h.ws, "a.txt")); err != nil || st.ModTime().Year() == 2001 || st.Mode().Perm() == 0o600 {
+			t.Errorf("a.txt's metadata changed: %v %v", st, err)
+		}
+		if res.WorkspaceChanged {
+			t.Errorf("the turn reports changes: %q", res.ChangedPaths)
+		}
+	})
+}
+
 func TestConfineReadWrite(t *testing.T) {
 	h := newHost(t)
 	hostTmp := filepath.Join(os.TempDir(), "aether-confine-"+filepath.Base(h.dir))
