@@ -53,12 +53,24 @@ var refusedExtra = map[string]string{
 	"--skip-git-repo-check":           "the runner sets it",
 }
 
+// noWorkspaceInstructions keep codex itself from reading instructions out of the workspace:
+// no project docs (AGENTS.md, AGENTS.override.md, the fallback names) and no skills listed
+// from .codex/skills or .agents/skills. Codex reads those files outside its command sandbox,
+// so a file a turn wrote, or a symlink it made to /proc/self/environ, would reach the model
+// as instructions (W21, W22).
+var noWorkspaceInstructions = []string{
+	"-c", "project_doc_max_bytes=0",
+	"-c", "project_doc_fallback_filenames=[]",
+	"-c", "skills.include_instructions=false",
+}
+
 // refusedConfigKeys are config.toml keys (first path segment, or prefix where marked) that
-// would loosen the sandbox, the approval policy or what runs outside the sandbox.
+// would loosen the sandbox, the approval policy or what runs outside the sandbox, or let
+// codex read instructions out of the workspace again.
 var refusedConfigKeys = []string{
 	"sandbox*", "approval*", "approvals_reviewer", "default_permissions", "permissions",
 	"shell_environment_policy", "projects", "mcp_servers", "hooks", "notify",
-	"profile", "profiles",
+	"profile", "profiles", "project_doc*", "skills",
 }
 
 // checkExtraArgs validates Runner.ExtraArgs against the allow-list.
@@ -162,6 +174,7 @@ func buildArgs(req Request, outFile string, extra []string) ([]string, error) {
 		"--cd", req.Workspace, "--skip-git-repo-check",
 		// The commands codex runs get its core variables only, never the API key (W8).
 		"-c", `shell_environment_policy.inherit="core"`}
+	args = append(args, noWorkspaceInstructions...)
 	if req.Model != "" {
 		args = append(args, "-m", req.Model)
 	}

@@ -481,13 +481,15 @@ func TestConfinementAsOwner(t *testing.T) {
 		bin = filepath.Join(shared, "codex", "bin", filepath.Base(bin))
 		exec.Command("chmod", "-R", "a+rX", filepath.Join(shared, "codex")).Run()
 	}
-	// The view attacks, and the real codex of a node killed before its turn's go-ahead (W20;
+	// The view attacks, what codex reads by itself and what a turn plants (W21–W23), and the
+	// real codex of a node killed before its turn's go-ahead (W20;
 	// the fake codex needs a Go toolchain to build, which the owner's PATH has not).
 	for _, run := range []struct {
 		pattern string
 		names   []string
 	}{
 		{"^TestConfine(ReadOnly|ReadWrite|Turns|Unavailable)$", []string{"TestConfineReadOnly", "TestConfineReadWrite", "TestConfineTurns", "TestConfineUnavailable"}},
+		{"^(TestCodexReadsNoWorkspaceInstructions|TestReadWriteTurnPlantsNothing)$", []string{"TestCodexReadsNoWorkspaceInstructions", "TestReadWriteTurnPlantsNothing"}},
 		{"^TestNodeKilledBeforeGoAhead$/real_codex", []string{"TestNodeKilledBeforeGoAhead"}},
 	} {
 		cmd := exec.Command(testBin, "-test.run", run.pattern, "-test.v", "-test.count=1")

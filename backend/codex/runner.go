@@ -33,7 +33,7 @@ const (
 	StatusFailed    = "failed"
 	StatusTimeout   = "timeout"
 	StatusCanceled  = "canceled"
-	StatusViolation = "violation" // a read_only workspace changed during the turn
+	StatusViolation = "violation" // a read_only workspace changed, or a read_write one was left holding what runs on the owner's side
 )
 
 // Defaults for the zero values of Runner's fields.
@@ -152,7 +152,7 @@ type Result struct {
 	Usage             Usage
 	OutputTruncated   bool     // stdout went over MaxOutputBytes; codex was stopped
 	WorkspaceChanged  bool     // read_only only: the workspace digest changed
-	ChangedPaths      []string // read_only only: up to 20 changed paths, slash-separated
+	ChangedPaths      []string // a violation's paths (changed read_only, planted read_write), up to 20, slash-separated
 	LeftoverProcesses bool     // processes of codex's group outlived it and were killed
 	StderrTail        string   // last few KiB of stderr, redacted
 	StartedAt         time.Time
@@ -234,7 +234,7 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 
 	// bwrap makes the view while the read-only workspace's digest is taken and Admit answers;
 	// codex starts once both are done (T8, W13), or never.
-	var before workspaceDigest
+	guard := workspaceGuard{access: req.AccessMode}
 	var heldFor string
 	hold := func() error {
 		admitted := make(chan error, 1)
@@ -243,12 +243,9 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 		} else {
 			go func() { admitted <- req.Admit(ctx) }()
 		}
-		if req.AccessMode == AccessReadOnly {
-			var err error
-			if before, err = digestWorkspace(workspace, r.now()); err != nil {
-				heldFor = "workspace: " + err.Error()
-				return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
-			}
+		if err := guard.before(workspace, r.now()); err != nil {
+			heldFor = "workspace: " + err.Error()
+			return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 		}
 		if err := <-admitted; err != nil {
 			heldFor = err.Error()
@@ -285,22 +282,9 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	status, reason := r.judge(out, &tr, res, timeout)
 	res.OutputTruncated = errors.Is(out.stoppedBy, errOutputCap)
 
-	if req.AccessMode == AccessReadOnly && out.startErr == nil { // else no digest was taken before
-		after, err := redigest(workspace, before)
-		if before.partial || after.partial {
-			r.logger().Warn("read-only workspace too large for a full digest; checked the first entries only",
-				"workspace", workspace, "entries", maxDigestEntries)
-		}
-		changed := changedPaths(before, after)
-		if err != nil {
-			changed = append(changed, "(workspace unreadable after the turn: "+err.Error()+")")
-		}
-		if len(changed) > 0 {
-			res.WorkspaceChanged = true
-			res.ChangedPaths = changed[:min(len(changed), maxChangedPaths)]
-			status = StatusViolation
-			example := changed[len(changed)-1] // "." (the root's mtime) sorts first; a file says more
-			reason = fmt.Sprintf("the read-only workspace changed during the turn (%d paths, e.g. %s)", len(changed), example)
+	if out.startErr == nil { // else the workspace was not looked at before
+		if why := r.guardAfter(&guard, workspace, &res); why != "" {
+			status, reason = StatusViolation, why
 		}
 	}
 	if status != StatusCompleted {

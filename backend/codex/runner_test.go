@@ -176,7 +176,8 @@ func TestInvocation(t *testing.T) {
 	wantStatus(t, first, StatusCompleted, "")
 	rec := f.records(t)[0]
 	want := []string{f.r.Path, "exec", "--json", "--color", "never", "--sandbox", "read-only",
-		"--cd", f.ws, "--skip-git-repo-check", "-c", `shell_environment_policy.inherit="core"`, "-o", rec.OutputFile,
+		"--cd", f.ws, "--skip-git-repo-check", "-c", `shell_environment_policy.inherit="core"`,
+		"-c", "project_doc_max_bytes=0", "-c", "project_doc_fallback_filenames=[]", "-c", "skills.include_instructions=false", "-o", rec.OutputFile,
 		"-c", "model_reasoning_effort=low", "--ephemeral", "--", "-"}
 	if diff := cmp.Diff(want, rec.Argv); diff != "" {
 		t.Fatalf("argv (-want +got):\n%s", diff)
@@ -198,7 +199,8 @@ func TestInvocation(t *testing.T) {
 		recs := f.records(t)
 		rec := recs[len(recs)-1]
 		want := []string{f.r.Path, "exec", "--json", "--color", "never", "--sandbox", "workspace-write",
-			"--cd", f.ws, "--skip-git-repo-check", "-c", `shell_environment_policy.inherit="core"`, "-m", "gpt-test", "-o", rec.OutputFile,
+			"--cd", f.ws, "--skip-git-repo-check", "-c", `shell_environment_policy.inherit="core"`,
+			"-c", "project_doc_max_bytes=0", "-c", "project_doc_fallback_filenames=[]", "-c", "skills.include_instructions=false", "-m", "gpt-test", "-o", rec.OutputFile,
 			"resume", "--", firstRes.ThreadID, "-"}
 		if diff := cmp.Diff(want, rec.Argv); diff != "" {
 			t.Fatalf("argv (-want +got):\n%s", diff)

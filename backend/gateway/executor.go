@@ -325,7 +325,7 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) {
 	end.AnswerHash = receipts.HashBytes([]byte(res.Answer))
 	end.Status, end.Reason, end.ExitCode, end.EndedAt = status, reason, res.ExitCode, time.Now().UTC()
 	end.Usage = receipts.Usage{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens, OutputTokens: res.Usage.OutputTokens}
-	end.Violation = res.WorkspaceChanged
+	end.Violation = res.Status == codex.StatusViolation
 	// A revoke during the turn lets it finish: the ledger reads the grant in the receipt's
 	// commit and marks the receipt (V2). What the agent gets: the answer, the receipt, the
 	// final status.
@@ -471,7 +471,7 @@ func outcome(runCtx context.Context, res codex.Result) (status domain.TurnStatus
 		return domain.TurnFailed, a2a.TaskStateFailed, reasonRevoked
 	case res.Status == codex.StatusViolation:
 		if res.Reason == "" {
-			res.Reason = "the workspace changed during a read-only turn"
+			res.Reason = "the turn broke its brand's access mode"
 		}
 	case res.Reason == "":
 		res.Reason = "codex finished without an answer"

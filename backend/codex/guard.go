@@ -1,0 +1,69 @@
+package codex
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// workspaceGuard is what the runner checks of a workspace around a turn: a read_only one must
+// not change at all (S6); a read_write one must not be left holding what runs on the owner's
+// side (W23).
+type workspaceGuard struct {
+	access string
+	digest workspaceDigest // read_only
+	scan   guardedScan     // read_write
+}
+
+// before looks at the workspace before codex starts.
+func (g *workspaceGuard) before(dir string, now time.Time) (err error) {
+	if g.access == AccessReadOnly {
+		g.digest, err = digestWorkspace(dir, now)
+	} else {
+		g.scan, err = scanGuarded(dir)
+	}
+	return err
+}
+
+// guardAfter looks at the workspace again once codex has ended and returns the reason the
+// turn is a violation, or "". It records the paths in res, and moves what a read_write turn
+// planted out of the workspace (quarantine).
+func (r *Runner) guardAfter(g *workspaceGuard, dir string, res *Result) string {
+	if g.access == AccessReadOnly {
+		after, err := redigest(dir, g.digest)
+		if g.digest.partial || after.partial {
+			r.logger().Warn("read-only workspace too large for a full digest; checked the first entries only",
+				"workspace", dir, "entries", maxDigestEntries)
+		}
+		changed := changedPaths(g.digest, after)
+		if err != nil {
+			changed = append(changed, "(workspace unreadable after the turn: "+err.Error()+")")
+		}
+		if len(changed) == 0 {
+			return ""
+		}
+		res.WorkspaceChanged = true
+		res.ChangedPaths = changed[:min(len(changed), maxChangedPaths)]
+		example := changed[len(changed)-1] // "." (the root's mtime) sorts first; a file says more
+		return fmt.Sprintf("the read-only workspace changed during the turn (%d paths, e.g. %s)", len(changed), example)
+	}
+	after, err := scanGuarded(dir)
+	if g.scan.partial || after.partial {
+		r.logger().Warn("read-write workspace too large to look through; checked the first entries only for what runs on the owner's side",
+			"workspace", dir, "entries", maxDigestEntries)
+	}
+	if err != nil {
+		return "the workspace could not be checked after the turn: " + err.Error()
+	}
+	planted := plantedPaths(g.scan, after)
+	if len(planted) == 0 {
+		return ""
+	}
+	res.ChangedPaths = planted[:min(len(planted), maxChangedPaths)]
+	done, err := r.quarantine(dir, planted)
+	if err != nil {
+		done = "could not be moved out: " + err.Error()
+	}
+	r.logger().Warn("a read-write turn left what runs on the owner's side", "workspace", dir, "paths", planted)
+	return fmt.Sprintf("the turn left what would run on the owner's side (%s), %s", strings.Join(res.ChangedPaths, ", "), done)
+}
