@@ -12,16 +12,7 @@ import (
 // a read_only turn does: settled, none changed within racyWindow (the usual case, only
 // metadata is read), and just written (every file is racy, so every file is hashed).
 func BenchmarkDigestWorkspace(b *testing.B) {
-	ws := b.TempDir()
-	for i := range 2000 {
-		dir := filepath.Join(ws, fmt.Sprintf("d%02d", i%20))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%04d.go", i)), make([]byte, 1500), 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
+	ws := benchWorkspace(b)
 	for _, c := range []struct {
 		name string
 		now  time.Time
@@ -39,4 +30,36 @@ func BenchmarkDigestWorkspace(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkScanGuarded looks through the same workspace twice for what a read_write turn may
+// not plant (W23), as such a turn does.
+func BenchmarkScanGuarded(b *testing.B) {
+	ws := benchWorkspace(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		before, err := scanGuarded(ws)
+		if err != nil {
+			b.Fatal(err)
+		}
+		after, err := scanGuarded(ws)
+		if err != nil || len(plantedPaths(before, after)) != 0 {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchWorkspace is 2,000 small files in 20 folders.
+func benchWorkspace(b *testing.B) string {
+	ws := b.TempDir()
+	for i := range 2000 {
+		dir := filepath.Join(ws, fmt.Sprintf("d%02d", i%20))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%04d.go", i)), make([]byte, 1500), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return ws
 }
