@@ -232,7 +232,7 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	gate := progressGate{fn: progress, now: r.now, red: red}
 	var tr transcript
 
-	// bwrap makes the view while the read-only workspace's digest is taken and Admit answers;
+	// bwrap makes the view while the workspace is looked at (workspaceGuard) and Admit answers;
 	// codex starts once both are done (T8, W13), or never.
 	guard := workspaceGuard{access: req.AccessMode}
 	var heldFor string
