@@ -189,10 +189,14 @@ func TestPlantedPaths(t *testing.T) {
 			t.Errorf("W23 a link at src/link to %q leaves the workspace: %v, want %v", target, got, leaves)
 		}
 	}
-	before := guardedScan{entries: map[string]string{".git": "d", ".git/config": "1", "old-link": "l -> /x"}}
-	after := guardedScan{entries: map[string]string{".git": "d", ".git/config": "2", "old-link": "l -> /x",
-		"a/.GIT": "d", "a/.GIT/hooks/x": "f", "new-link": "l -> ../..", "ok-link": "l -> b"}}
-	if got, want := plantedPaths(before, after), []string{".git", "a/.GIT", "new-link"}; !slices.Equal(got, want) {
+	f := func(fp string) guardedEntry { return guardedEntry{fp: fp} }
+	link := func(to string) guardedEntry { return guardedEntry{fp: "l", target: to} }
+	dir := guardedEntry{fp: "d", empty: true}
+	before := guardedScan{entries: map[string]guardedEntry{".git": dir, ".git/config": f("1"), "old-link": link("/x")}}
+	after := guardedScan{entries: map[string]guardedEntry{".git": dir, ".git/config": f("2"), "old-link": link("/x"),
+		"a/.GIT": dir, "a/.GIT/hooks/x": f("f"), "new-link": link("../.."), "ok-link": link("b"),
+		".codex": dir, ".agents": dir, "b/.envrc": {fp: "e", empty: true}, "c/.envrc": f("x")}}
+	if got, want := plantedPaths(before, after), []string{".git", "a/.GIT", "c/.envrc", "new-link"}; !slices.Equal(got, want) {
 		t.Errorf("W23 planted %q, want %q", got, want)
 	}
 }

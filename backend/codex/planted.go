@@ -25,14 +25,21 @@ var ownerSideNames = []string{
 // guardedScan fingerprints what a read_write turn may not plant: every entry at or under an
 // owner-side name, and every symlink, keyed by slash path.
 type guardedScan struct {
-	entries map[string]string
+	entries map[string]guardedEntry
 	partial bool // entry cap reached
+}
+
+// guardedEntry is one entry's fingerprint: what any change to it changes.
+type guardedEntry struct {
+	fp     string
+	empty  bool   // an empty file, or a folder (whether it is empty, the entries under it tell)
+	target string // a symlink's
 }
 
 // scanGuarded walks dir through an os.Root (no symlink is followed) and fingerprints the
 // guarded entries; other entries cost a directory read, never a stat.
 func scanGuarded(dir string) (guardedScan, error) {
-	s := guardedScan{entries: map[string]string{}}
+	s := guardedScan{entries: map[string]guardedEntry{}}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return s, fmt.Errorf("open workspace: %w", err)
@@ -62,26 +69,26 @@ func scanGuarded(dir string) (guardedScan, error) {
 	return s, nil
 }
 
-func guardedFingerprint(root *os.Root, p string, e fs.DirEntry) string {
+func guardedFingerprint(root *os.Root, p string, e fs.DirEntry) guardedEntry {
 	info, err := e.Info()
 	if err != nil {
-		return "error " + err.Error()
+		return guardedEntry{fp: "error " + err.Error()}
 	}
 	if info.IsDir() { // a folder's own times move with what it holds, which is fingerprinted
-		return info.Mode().String()
+		return guardedEntry{fp: info.Mode().String(), empty: true}
 	}
-	fp := fmt.Sprintf("%s %d %d", info.Mode(), info.Size(), info.ModTime().UnixNano())
+	g := guardedEntry{fp: fmt.Sprintf("%s %d %d", info.Mode(), info.Size(), info.ModTime().UnixNano()),
+		empty: info.Mode().IsRegular() && info.Size() == 0}
 	if stamp, _, ok := changeStamp(info); ok {
-		fp += " " + stamp
+		g.fp += " " + stamp
 	}
 	if info.Mode()&fs.ModeSymlink != 0 {
-		target, err := root.Readlink(filepath.FromSlash(p))
-		if err != nil {
-			return fp + " link-error " + err.Error()
+		if g.target, err = root.Readlink(filepath.FromSlash(p)); err != nil {
+			g.fp += " link-error " + err.Error()
 		}
-		fp += " -> " + target
+		g.fp += " -> " + g.target
 	}
-	return fp
+	return g
 }
 
 // ownerSideAt returns the path of the outermost owner-side name in p, or "".
@@ -102,19 +109,18 @@ func ownerSideAt(p string) string {
 // workspace (which tools on the owner's side, unlike the view, would follow).
 func plantedPaths(before, after guardedScan) []string {
 	var planted []string
-	for p, fp := range after.entries {
-		if before.entries[p] == fp {
+	for p, e := range after.entries {
+		if before.entries[p] == e {
 			continue
 		}
 		at := ownerSideAt(p)
 		if at == "" {
-			_, target, _ := strings.Cut(fp, " -> ")
-			if !linkLeaves(p, target) {
+			if !linkLeaves(p, e.target) {
 				continue
 			}
 			at = p
 		}
-		if !slices.Contains(planted, at) {
+		if !slices.Contains(planted, at) && !emptyAt(after, at) {
 			planted = append(planted, at)
 		}
 	}
@@ -123,6 +129,21 @@ func plantedPaths(before, after guardedScan) []string {
 	return slices.DeleteFunc(planted, func(p string) bool {
 		return slices.ContainsFunc(planted, func(q string) bool { return q != p && strings.HasPrefix(p, q+"/") })
 	})
+}
+
+// emptyAt reports whether at is an empty folder or an empty file: nothing a tool can run or
+// read instructions from. Codex itself leaves empty .git, .codex and .agents folders at the
+// top of a writable workspace (its own sandbox's mount points).
+func emptyAt(s guardedScan, at string) bool {
+	if !s.entries[at].empty {
+		return false
+	}
+	for p := range s.entries {
+		if strings.HasPrefix(p, at+"/") {
+			return false
+		}
+	}
+	return true
 }
 
 // linkLeaves reports whether a symlink at p (slash path in the workspace) points out of it.
