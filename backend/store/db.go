@@ -44,6 +44,21 @@ type DB struct {
 	// from the file); only the committer touches it (chain).
 	tail   *Checkpoint
 	grants grantMemory // what GrantByID has read since the last write that may change grants
+
+	// mark (SetHeadMark) records the chain's tail outside the file after each commit that
+	// moved it, before anyone who appended is answered (docs/threats.md T14). The committer
+	// hands such batches to the marker (marks), which marks beside the next commit: one mark
+	// for every batch waiting, the latest tail.
+	mark   func(Head) error
+	marks  chan markReq
+	marked chan struct{} // the marker has stopped
+}
+
+// markReq is a committed batch that moved the chain to head, for the marker.
+type markReq struct {
+	batch []*writeReq
+	head  Head
+	mark  func(Head) error
 }
 
 type writeReq struct {
@@ -59,6 +74,8 @@ type writeReq struct {
 	ran    chan struct{}
 	ranErr error
 	told   bool // ran is closed
+	// chained: fn appended receipts; the head mark must hold them before it is answered.
+	chained bool
 }
 
 // ranDone tells a writeAhead caller, once, that fn has run (err: what it returned, or why
@@ -111,7 +128,8 @@ func Open(path string) (*DB, error) {
 	}
 	wsql.SetMaxOpenConns(1)
 	wsql.SetConnMaxIdleTime(0)
-	db := &DB{w: w, Now: time.Now, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	db := &DB{w: w, Now: time.Now, wake: make(chan struct{}, 1), stopped: make(chan struct{}),
+		marks: make(chan markReq, 16), marked: make(chan struct{})}
 	if err := db.check(); err != nil {
 		wsql.Close()
 		return nil, err
@@ -128,6 +146,7 @@ func Open(path string) (*DB, error) {
 	rsql, _ := r.DB()
 	rsql.SetMaxOpenConns(max(2, runtime.NumCPU()))
 	db.r = r
+	go db.markLoop()
 	go db.commitLoop()
 	return db, nil
 }
@@ -259,8 +278,28 @@ func (db *DB) Flush(ctx context.Context) error {
 	return db.write(ctx, func(*gorm.DB) error { return nil })
 }
 
+// ErrHeadMark: receipts were committed, but the head mark kept outside pact.sqlite
+// (SetHeadMark) could not record them, so they must not be handed out.
+var ErrHeadMark = errors.New("the receipts were committed, but the head mark could not record them")
+
+// SetHeadMark makes every commit that appends receipts call mark with the chain's new tail
+// once it is durable, and answer those who appended only once mark has returned (with
+// ErrHeadMark if it failed): a receipt is handed out only once a mark outside pact.sqlite
+// holds it, so storage that loses the file's last writes cannot take it back unnoticed
+// (docs/threats.md T14). Commits that wait together share one mark. Set it before the
+// first append.
+func (db *DB) SetHeadMark(mark func(Head) error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	db.mark = mark
+}
+
 func (db *DB) commitLoop() {
-	defer close(db.stopped)
+	defer func() {
+		close(db.marks)
+		<-db.marked
+		close(db.stopped)
+	}()
 	for {
 		db.mu.Lock()
 		batch := db.queue
@@ -290,7 +329,7 @@ func (db *DB) commit(batch []*writeReq) {
 	}
 	err := db.w.Transaction(func(tx *gorm.DB) error {
 		if len(batch) == 1 {
-			batch[0].err = run(tx, &ch, batch[0].fn)
+			batch[0].err = runChained(tx, &ch, batch[0])
 			batch[0].ranDone(batch[0].err)
 			if batch[0].err != nil {
 				return batch[0].err
@@ -302,7 +341,7 @@ func (db *DB) commit(batch []*writeReq) {
 			if _, err := exec(tx, "SAVEPOINT "+sp); err != nil {
 				return err
 			}
-			if req.err = run(tx, &ch, req.fn); req.err != nil {
+			if req.err = runChained(tx, &ch, req); req.err != nil {
 				if _, err := exec(tx, "ROLLBACK TO "+sp); err != nil {
 					return err
 				}
@@ -323,12 +362,56 @@ func (db *DB) commit(batch []*writeReq) {
 	if !allOutsideGrants(batch) {
 		db.grants.forget() // before anyone hears back: the next GrantByID reads the file
 	}
+	if err == nil && ch.moved {
+		db.mu.Lock()
+		mark := db.mark
+		db.mu.Unlock()
+		if mark != nil {
+			db.marks <- markReq{batch: batch, head: Head{Checkpoint: ch.tail, ID: ch.tailID}, mark: mark}
+			return
+		}
+	}
+	release(batch, err)
+}
+
+// release answers everyone of a batch: err is why its commit failed (nil: it is durable).
+func release(batch []*writeReq, err error) {
 	for _, req := range batch {
 		if err != nil && req.err == nil {
 			req.err = fmt.Errorf("commit: %w", err)
 		}
 		req.ranDone(req.err) // the transaction failed before it ran fn
 		close(req.done)
+	}
+}
+
+// markLoop marks the batches the committer hands over, in order, and then answers them. The
+// batches waiting together share one mark, of the latest tail: a mark holds every receipt
+// up to its own.
+func (db *DB) markLoop() {
+	defer close(db.marked)
+	for first := range db.marks {
+		waiting := []markReq{first}
+		for more := true; more; {
+			select {
+			case m, ok := <-db.marks:
+				if more = ok; ok {
+					waiting = append(waiting, m)
+				}
+			default:
+				more = false
+			}
+		}
+		last := waiting[len(waiting)-1]
+		err := last.mark(last.head)
+		for _, m := range waiting {
+			for _, req := range m.batch {
+				if err != nil && req.chained && req.err == nil {
+					req.err = fmt.Errorf("%w: %w", ErrHeadMark, err)
+				}
+			}
+			release(m.batch, nil)
+		}
 	}
 }
 
@@ -340,6 +423,14 @@ func allOutsideGrants(batch []*writeReq) bool {
 		}
 	}
 	return true
+}
+
+// runChained runs req's fn and notes whether it appended receipts.
+func runChained(tx *gorm.DB, ch *chain, req *writeReq) error {
+	before := ch.tail
+	err := run(tx, ch, req.fn)
+	req.chained = err == nil && ch.tail != before
+	return err
 }
 
 // run calls fn, turning a panic into that write's error.
