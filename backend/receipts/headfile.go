@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/aether/aether/backend/fsutil"
 	"github.com/aether/aether/backend/store"
 )
 
@@ -129,7 +130,7 @@ func (h *HeadFile) Mark(head store.Head) error {
 	if _, err := h.f.WriteAt(rec, 0); err != nil {
 		return fmt.Errorf("mark %s: %w", h.Path, err)
 	}
-	if err := h.f.Sync(); err != nil {
+	if err := fsutil.DataSync(h.f); err != nil {
 		return fmt.Errorf("mark %s: %w", h.Path, err)
 	}
 	h.last = head
@@ -155,22 +156,13 @@ func (h *HeadFile) open() error {
 		}
 	}
 	if errors.Is(statErr, os.ErrNotExist) {
-		if err := syncDir(filepath.Dir(h.Path)); err != nil {
+		if err := fsutil.SyncDir(filepath.Dir(h.Path)); err != nil {
 			f.Close()
 			return fmt.Errorf("mark %s: %w", h.Path, err)
 		}
 	}
 	h.f = f
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Close closes the file; a later Mark opens it again.
