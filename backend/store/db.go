@@ -46,19 +46,10 @@ type DB struct {
 	grants grantMemory // what GrantByID has read since the last write that may change grants
 
 	// mark (SetHeadMark) records the chain's tail outside the file after each commit that
-	// moved it, before anyone who appended is answered (docs/threats.md T14). The committer
-	// hands such batches to the marker (marks), which marks beside the next commit: one mark
-	// for every batch waiting, the latest tail.
-	mark   func(Head) error
-	marks  chan markReq
-	marked chan struct{} // the marker has stopped
-}
-
-// markReq is a committed batch that moved the chain to head, for the marker.
-type markReq struct {
-	batch []*writeReq
-	head  Head
-	mark  func(Head) error
+	// moved it, before anyone of that commit is answered (docs/threats.md T14): one mark a
+	// commit, shared by all its writes, made by the committer itself (a hand-over to another
+	// goroutine cost more, on a busy machine, than the mark).
+	mark func(Head) error
 }
 
 type writeReq struct {
@@ -128,8 +119,7 @@ func Open(path string) (*DB, error) {
 	}
 	wsql.SetMaxOpenConns(1)
 	wsql.SetConnMaxIdleTime(0)
-	db := &DB{w: w, Now: time.Now, wake: make(chan struct{}, 1), stopped: make(chan struct{}),
-		marks: make(chan markReq, 16), marked: make(chan struct{})}
+	db := &DB{w: w, Now: time.Now, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 	if err := db.check(); err != nil {
 		wsql.Close()
 		return nil, err
@@ -146,7 +136,6 @@ func Open(path string) (*DB, error) {
 	rsql, _ := r.DB()
 	rsql.SetMaxOpenConns(max(2, runtime.NumCPU()))
 	db.r = r
-	go db.markLoop()
 	go db.commitLoop()
 	return db, nil
 }
@@ -286,7 +275,7 @@ var ErrHeadMark = errors.New("the receipts were committed, but the head mark cou
 // once it is durable, and answer those who appended only once mark has returned (with
 // ErrHeadMark if it failed): a receipt is handed out only once a mark outside pact.sqlite
 // holds it, so storage that loses the file's last writes cannot take it back unnoticed
-// (docs/threats.md T14). Commits that wait together share one mark. Set it before the
+// (docs/threats.md T14). The writes of one group commit share one mark. Set it before the
 // first append.
 func (db *DB) SetHeadMark(mark func(Head) error) {
 	db.mu.Lock()
@@ -295,11 +284,7 @@ func (db *DB) SetHeadMark(mark func(Head) error) {
 }
 
 func (db *DB) commitLoop() {
-	defer func() {
-		close(db.marks)
-		<-db.marked
-		close(db.stopped)
-	}()
+	defer close(db.stopped)
 	for {
 		db.mu.Lock()
 		batch := db.queue
@@ -363,15 +348,29 @@ func (db *DB) commit(batch []*writeReq) {
 		db.grants.forget() // before anyone hears back: the next GrantByID reads the file
 	}
 	if err == nil && ch.moved {
-		db.mu.Lock()
-		mark := db.mark
-		db.mu.Unlock()
-		if mark != nil {
-			db.marks <- markReq{batch: batch, head: Head{Checkpoint: ch.tail, ID: ch.tailID}, mark: mark}
-			return
-		}
+		db.markHead(batch, Head{Checkpoint: ch.tail, ID: ch.tailID})
 	}
 	release(batch, err)
+}
+
+// markHead marks head, where a committed batch left the chain; if that fails, the writes of
+// the batch that appended receipts fail with ErrHeadMark.
+func (db *DB) markHead(batch []*writeReq, head Head) {
+	db.mu.Lock()
+	mark := db.mark
+	db.mu.Unlock()
+	if mark == nil {
+		return
+	}
+	err := mark(head)
+	if err == nil {
+		return
+	}
+	for _, req := range batch {
+		if req.chained && req.err == nil {
+			req.err = fmt.Errorf("%w: %w", ErrHeadMark, err)
+		}
+	}
 }
 
 // release answers everyone of a batch: err is why its commit failed (nil: it is durable).
@@ -382,36 +381,6 @@ func release(batch []*writeReq, err error) {
 		}
 		req.ranDone(req.err) // the transaction failed before it ran fn
 		close(req.done)
-	}
-}
-
-// markLoop marks the batches the committer hands over, in order, and then answers them. The
-// batches waiting together share one mark, of the latest tail: a mark holds every receipt
-// up to its own.
-func (db *DB) markLoop() {
-	defer close(db.marked)
-	for first := range db.marks {
-		waiting := []markReq{first}
-		for more := true; more; {
-			select {
-			case m, ok := <-db.marks:
-				if more = ok; ok {
-					waiting = append(waiting, m)
-				}
-			default:
-				more = false
-			}
-		}
-		last := waiting[len(waiting)-1]
-		err := last.mark(last.head)
-		for _, m := range waiting {
-			for _, req := range m.batch {
-				if err != nil && req.chained && req.err == nil {
-					req.err = fmt.Errorf("%w: %w", ErrHeadMark, err)
-				}
-			}
-			release(m.batch, nil)
-		}
 	}
 }
 
