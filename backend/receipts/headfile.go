@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/aether/aether/backend/fsutil"
@@ -105,7 +104,8 @@ func (h *HeadFile) Save(ctx context.Context, l *Ledger) error {
 }
 
 // Mark records head, durably, before it returns: one write in place and one fdatasync, no
-// rename (a rename costs two more syncs). The first Mark of a new file syncs its folder too.
+// rename (a rename costs two more syncs). A file not there yet is made whole, by rename: a
+// kill while it is made leaves no file rather than an empty one.
 func (h *HeadFile) Mark(head store.Head) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -123,46 +123,36 @@ func (h *HeadFile) Mark(head store.Head) error {
 	if len(rec) >= headSize {
 		return fmt.Errorf("mark %s: the head record is %d bytes, over %d", h.Path, len(rec), headSize-1)
 	}
-	if err := h.open(); err != nil {
-		return err
-	}
 	rec = append(append(rec, bytes.Repeat([]byte(" "), headSize-1-len(rec))...), '\n')
-	if _, err := h.f.WriteAt(rec, 0); err != nil {
-		return fmt.Errorf("mark %s: %w", h.Path, err)
-	}
-	if err := fsutil.DataSync(h.f); err != nil {
+	if err := h.write(rec); err != nil {
 		return fmt.Errorf("mark %s: %w", h.Path, err)
 	}
 	h.last = head
 	return nil
 }
 
-// open opens the file for Mark, creating it (and syncing its folder) when it is not there,
-// and cutting a longer file (an older format) to one record.
-func (h *HeadFile) open() error {
+// write puts rec in the file, durably: in place once the file is open, else by creating it
+// whole (when it is not there) and opening it.
+func (h *HeadFile) write(rec []byte) error {
 	if h.f != nil {
-		return nil
+		if _, err := h.f.WriteAt(rec, 0); err != nil {
+			return err
+		}
+		return fsutil.DataSync(h.f)
 	}
-	_, statErr := os.Stat(h.Path)
-	f, err := os.OpenFile(h.Path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(h.Path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := fsutil.WriteFileAtomic(h.Path, rec, 0o600); err != nil {
+			return err
+		}
+		h.f, err = os.OpenFile(h.Path, os.O_RDWR, 0)
+		return err
+	}
 	if err != nil {
-		return fmt.Errorf("mark %s: %w", h.Path, err)
-	}
-	if fi, err := f.Stat(); err == nil && fi.Size() > headSize {
-		err = f.Truncate(headSize)
-		if err != nil {
-			f.Close()
-			return fmt.Errorf("mark %s: %w", h.Path, err)
-		}
-	}
-	if errors.Is(statErr, os.ErrNotExist) {
-		if err := fsutil.SyncDir(filepath.Dir(h.Path)); err != nil {
-			f.Close()
-			return fmt.Errorf("mark %s: %w", h.Path, err)
-		}
+		return err
 	}
 	h.f = f
-	return nil
+	return h.write(rec)
 }
 
 // Close closes the file; a later Mark opens it again.

@@ -10,8 +10,19 @@ import (
 )
 
 // TestHeadFileMark writes records in place: a shorter one after a longer one, and over a file
-// of the older format (written whole, by rename), each read back as written.
+// of the older format (written whole, by rename), each read back as written; and a file not
+// there yet.
 func TestHeadFileMark(t *testing.T) {
+	fresh := &HeadFile{Path: filepath.Join(t.TempDir(), "receipts.head")}
+	defer fresh.Close()
+	first := store.Head{Checkpoint: store.Checkpoint{Seq: 1, Hash: strings.Repeat("e", 64)}, ID: "r_1"}
+	if err := fresh.Mark(first); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := fresh.read(); err != nil || !ok || got != first {
+		t.Fatalf("a new file reads %+v %v %v, want %+v", got, ok, err, first)
+	}
+
 	path := filepath.Join(t.TempDir(), "receipts.head")
 	if err := os.WriteFile(path, []byte(`{"seq":3,"hash":"`+strings.Repeat("a", 64)+`"}`), 0o600); err != nil {
 		t.Fatal(err)
