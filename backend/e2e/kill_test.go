@@ -313,8 +313,9 @@ func TestKill9(t *testing.T) {
 			Claims receipts.Claims
 			Verify struct{ OK bool }
 		}
-		if code := e.admin.do("GET", "/api/receipts/"+r["id"].(string), nil, &detail); code != 200 || !detail.Verify.OK || detail.Claims.Reason == "" {
-			t.Errorf("the interrupted turn's receipt: %d %+v", code, detail)
+		if code := e.admin.do("GET", "/api/receipts/"+r["id"].(string), nil, &detail); code != 200 || !detail.Verify.OK ||
+			detail.Claims.Reason != receipts.ReasonNodeStopped {
+			t.Errorf("the interrupted turn's receipt: %d %+v, want the reason %q", code, detail, receipts.ReasonNodeStopped)
 		}
 		s.stop()
 		if n := s.verifyReceipts(); n != before+1 {

@@ -206,6 +206,8 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	if err = n.head.Check(ctx, n.ledger); err != nil {
 		return nil, err
 	}
+	// From here on, no receipt is handed out before receipts.head holds it (T14).
+	n.db.SetHeadMark(n.head.Mark)
 	if err = n.recover(ctx); err != nil {
 		return nil, err
 	}
@@ -247,7 +249,6 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	}
 	n.every(bgCtx, 2*time.Second, n.sweep)
 	n.every(bgCtx, 2*time.Second, n.watchPolicy)
-	n.every(bgCtx, 5*time.Second, n.keepHead)
 	n.every(bgCtx, n.opts.pruneEvery(), n.pruneTasks)
 	n.every(bgCtx, 5*time.Minute, n.checkCodex)
 
@@ -362,8 +363,8 @@ func (n *Node) Stop(ctx context.Context) error {
 	n.bg.Wait()
 	n.runner.Wait()
 	if n.ledger != nil {
-		// Drain the last receipts, then record the head they reached.
-		errs = append(errs, n.ledger.Close(), n.head.Save(context.Background(), n.ledger))
+		// Drain the last receipts (each commit has marked receipts.head).
+		errs = append(errs, n.ledger.Close())
 		n.ledger = nil
 	}
 	errs = append(errs, n.close())
@@ -383,6 +384,9 @@ func (n *Node) close() error {
 	}
 	if n.db != nil {
 		errs = append(errs, n.db.Close())
+	}
+	if n.head != nil {
+		errs = append(errs, n.head.Close()) // after the store: its last commits mark it
 	}
 	if n.lock != nil {
 		n.lock.Close()

@@ -90,7 +90,7 @@ func (l *Ledger) Append(ctx context.Context, t Turn) (*Receipt, error) {
 	if err := checkTurnEnd(t); err != nil {
 		return nil, fmt.Errorf("receipt for turn %s: %w", t.ID, err)
 	}
-	recs, err := l.append(ctx, []Turn{t})
+	recs, err := l.append(ctx, []Turn{t}, true)
 	if errors.Is(err, store.ErrTurnNotRunning) {
 		// T9: the turn already ended, so its receipt is committed; hand it back.
 		if existing, _ := l.db.ReceiptsForTurns(ctx, []string{t.ID}); len(existing) == 1 {
@@ -136,8 +136,12 @@ func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand, owner st
 	// the answer's writer both wait, and a lock between them (sync.OnceValue) woke the writer
 	// only once the turn had been woken and had run.
 	counted := sync.OnceFunc(done)
+	var note sync.Once
 	durable = func() error {
 		err := committed()
+		if err != nil {
+			note.Do(func() { l.unrecorded(t, err) })
+		}
 		counted()
 		if err != nil {
 			return fmt.Errorf("receipt for turn %s: %w", t.ID, err)
@@ -148,8 +152,9 @@ func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand, owner st
 }
 
 // append signs turns as the next receipts of the chain, in order, and commits
-// them together: all or none.
-func (l *Ledger) append(ctx context.Context, turns []Turn) ([]*Receipt, error) {
+// them together: all or none. note: a turn's receipt that is not committed is noted on it
+// (unrecorded).
+func (l *Ledger) append(ctx context.Context, turns []Turn, note bool) ([]*Receipt, error) {
 	done, err := l.enter()
 	if err != nil {
 		return nil, err
@@ -158,13 +163,36 @@ func (l *Ledger) append(ctx context.Context, turns []Turn) ([]*Receipt, error) {
 	var recs []*Receipt
 	err = l.db.AppendReceipts(ctx, l.signer(turns, &recs))
 	if err != nil {
+		if note {
+			for _, t := range turns {
+				l.unrecorded(t, err)
+			}
+		}
 		return nil, err
 	}
 	return recs, nil
 }
 
+// unrecorded notes on turn t, still running, why its receipt was not committed (err), so that
+// the failed receipt the next start gives it says so rather than that the node stopped
+// (Recover). Not when err says the turn is not running as t describes it (its receipt may be
+// stored), the node is stopping (it did stop), or the receipt was committed but not marked.
+// Call it while the append is counted in (enter): Close waits for the note.
+func (l *Ledger) unrecorded(t Turn, err error) {
+	var turnErr *store.TurnError
+	if errors.As(err, &turnErr) || errors.Is(err, ErrClosed) || errors.Is(err, store.ErrClosed) || errors.Is(err, store.ErrHeadMark) {
+		return
+	}
+	why := ReasonUnrecorded + store.Why(err)
+	if err := l.db.NoteUnrecorded(context.Background(), t.ID, why); err != nil {
+		slog.Error("receipts: could not note why a turn's receipt was not committed; the next start will say the node stopped",
+			"turn", t.ID, "why", why, "err", err)
+	}
+}
+
 // Recover ends every turn still running — the node stopped in the middle of
-// it — with a failed receipt (ReasonNodeStopped, exit -1), so that after a
+// it, or could not commit its receipt — with a failed receipt (ReasonNodeStopped, or
+// the reason noted on it, exit -1), so that after a
 // crash no turn stays running and the chain stays whole (T8). Call it at
 // start-up before serving turns. It returns how many turns it ended.
 func (l *Ledger) Recover(ctx context.Context) (int, error) {
@@ -177,15 +205,24 @@ func (l *Ledger) Recover(ctx context.Context) (int, error) {
 	for i, o := range open {
 		turns[i] = Turn{ID: o.ID, TaskID: o.TaskID, ContextID: o.ContextID, Brand: o.Brand, BrandScope: o.BrandScope,
 			GrantID: o.GrantID, Agent: domain.Agent{Issuer: o.AgentIss, Subject: o.AgentSub}, PolicyHash: o.PolicyHash,
-			Status: domain.TurnFailed, Reason: ReasonNodeStopped, ExitCode: -1,
+			Status: domain.TurnFailed, Reason: interrupted(o), ExitCode: -1,
 			StartedAt: o.StartedAt, EndedAt: later(now, o.StartedAt)}
 	}
 	// One write: the chain takes them oldest first, and all or none.
-	if _, err := l.append(ctx, turns); err != nil {
+	if _, err := l.append(ctx, turns, false); err != nil {
 		return 0, fmt.Errorf("end %d interrupted turns: %w", len(turns), err)
 	}
-	slog.Warn("receipts: ended turns the node was running when it stopped", "count", len(turns))
+	slog.Warn("receipts: ended the turns left running when the node stopped (or whose receipt it could not commit)", "count", len(turns))
 	return len(turns), nil
+}
+
+// interrupted is the reason of the failed receipt Recover gives turn o: why its receipt was
+// not committed, when that was noted, else that the node stopped.
+func interrupted(o store.Turn) string {
+	if o.Reason != "" {
+		return o.Reason
+	}
+	return ReasonNodeStopped
 }
 
 func later(a, b time.Time) time.Time {
@@ -205,7 +242,7 @@ func (l *Ledger) Head(ctx context.Context) (store.Checkpoint, error) { return l.
 func (l *Ledger) Confirm(ctx context.Context, c store.Checkpoint) error {
 	r, err := l.db.ReceiptAt(ctx, c.Seq)
 	if errors.Is(err, store.ErrReceiptNotFound) {
-		return fmt.Errorf("receipt %d is missing: the receipt store was truncated or rolled back", c.Seq)
+		return fmt.Errorf("receipt %d is missing: the receipt store was truncated, rolled back or lost its last writes", c.Seq)
 	}
 	if err != nil {
 		return err

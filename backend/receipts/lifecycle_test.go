@@ -163,6 +163,16 @@ func TestKilledMidTurn(t *testing.T) {
 			WHERE t.status != 'running' AND r.seq IS NULL`).Scan(&orphans); err != nil || orphans != 0 {
 			t.Errorf("%d ended turns without a receipt (%v)", orphans, err)
 		}
+		// A crash, not a commit that failed: the failed receipts say the node stopped.
+		failed, _, err := e.l.List(ctx, store.ReceiptFilter{Status: domain.TurnFailed, Limit: store.MaxReceiptPage})
+		if err != nil || len(failed) != n {
+			t.Errorf("%d failed receipts (%v), want the %d Recover signed", len(failed), err, n)
+		}
+		for _, r := range failed {
+			if r.Claims.Reason != ReasonNodeStopped {
+				t.Errorf("the failed receipt of %s says %q, want %q", r.Claims.Turn, r.Claims.Reason, ReasonNodeStopped)
+			}
+		}
 		rep := e.verify(VerifyOptions{Issuer: testIssuer})
 		if !rep.OK || rep.Count < len(done)+1 {
 			t.Errorf("after recovery: %+v %v", rep, rep.Problem)

@@ -42,6 +42,11 @@ const Typ = "pact-receipt+jwt"
 // node was running when it stopped.
 const ReasonNodeStopped = "the node stopped while the turn was running"
 
+// ReasonUnrecorded begins the reason of the failed receipt Recover gives a turn whose
+// receipt the node could not commit while it ran; why follows ("the disk was full
+// (SQLITE_FULL)").
+const ReasonUnrecorded = "the node could not commit this turn's receipt: "
+
 // timeLayout is RFC 3339 with milliseconds; receipts carry UTC times.
 const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 

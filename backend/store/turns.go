@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
+	"unicode"
 
 	"gorm.io/gorm"
 
@@ -122,4 +124,62 @@ func (db *DB) GetTurn(ctx context.Context, id string) (*Turn, error) {
 	}
 	t := rows[0].record()
 	return &t, nil
+}
+
+// NoteUnrecorded keeps on a turn still running why its receipt could not be committed (why,
+// one line): the turn's reason, which its receipt overwrites. The failed receipt the next
+// start gives the turn says it, not that the node stopped (receipts.Ledger.Recover). The
+// update rewrites a row already in the file: it fits where the failed commit found no room
+// for a new one, as when the disk filled up.
+func (db *DB) NoteUnrecorded(ctx context.Context, turnID, why string) error {
+	err := db.writeOutsideGrants(ctx, func(tx *gorm.DB) error {
+		_, err := exec(tx, `UPDATE turns SET reason = ? WHERE id = ? AND status = ?`, why, turnID, TurnRunning)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("note why the receipt of turn %s was not committed: %w", turnID, err)
+	}
+	return nil
+}
+
+// sqliteProblems name SQLite's primary result codes that say what went wrong with the file
+// or the disk under it, for a person.
+var sqliteProblems = map[int]string{
+	5:  "pact.sqlite was locked by another process (SQLITE_BUSY)",
+	8:  "pact.sqlite could not be written (SQLITE_READONLY)",
+	10: "the disk failed a read or a write (SQLITE_IOERR)",
+	11: "pact.sqlite is damaged (SQLITE_CORRUPT)",
+	13: "the disk was full (SQLITE_FULL)",
+	14: "pact.sqlite could not be opened (SQLITE_CANTOPEN)",
+}
+
+// absPath is an absolute path in an error's text: where the owner keeps files is none of a
+// receipt's readers' business.
+var absPath = regexp.MustCompile(`(^|[\s"'(])/[^\s"'):]+`)
+
+// Why says in one line why a write failed: what SQLite's result code means when the error
+// carries one ("the disk was full (SQLITE_FULL)"), else the error's text, with absolute paths
+// and control characters taken out, cut at 200 characters.
+func Why(err error) string {
+	var coded interface{ Code() int }
+	if errors.As(err, &coded) {
+		if why, ok := sqliteProblems[coded.Code()&0xff]; ok {
+			return why
+		}
+	}
+	text := absPath.ReplaceAllString(strings.Join(strings.Fields(err.Error()), " "), "${1}[path]")
+	var b strings.Builder
+	n := 0
+	for _, r := range text {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+			continue
+		}
+		if n == 200 {
+			b.WriteString("…")
+			break
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return b.String()
 }
