@@ -76,7 +76,8 @@ type Node struct {
 	dataDir string
 	lock    *os.File
 	ring    *keys.Ring // the signing key and the keys it replaced
-	key     *keys.Key  // ring.Current
+	history keys.History
+	key     *keys.Key // ring.Current
 	db      *store.DB
 	token   string
 	consent *consent.Service
@@ -144,6 +145,10 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 		return nil, err
 	}
 	n.key = n.ring.Current
+	// The JWKS carries each retired key's rotation statement, so they must check out (T13).
+	if n.history, err = n.ring.VerifyRotations(n.dataDir); err != nil {
+		return nil, fmt.Errorf("key rotations in %s: %w", n.dataDir, err)
+	}
 	if n.token, err = admin.LoadOrCreateToken(n.path(fileToken)); err != nil {
 		return nil, err
 	}
@@ -199,7 +204,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	})
 	n.ledger = receipts.NewLedger(n.db, n.key, publicURL, time.Now)
 	n.owner = owner.New(owner.Config{
-		Consent: n.consent, Ledger: n.ledger, Keys: n.ring.Set(), Node: ownerNode{n},
+		Consent: n.consent, Ledger: n.ledger, Keys: n.history, Node: ownerNode{n},
 		Listen: n.addrs.Gateway, PublicURL: publicURL, AdminURL: "https://" + n.addrs.Admin,
 	})
 	n.head = &receipts.HeadFile{Path: n.path(fileHead)}

@@ -90,7 +90,7 @@ func (n *Node) startGateway(p *policy.Policy, publicURL, consentURL string) erro
 		Tasks:     n.db,
 		Ledger:    n.ledger,
 		Runner:    n.turns,
-		Keys:      n.ring.Set(),
+		Keys:      n.history,
 		OnReceipt: n.owner.ReceiptAdded,
 		Logger:    n.log,
 

@@ -37,7 +37,7 @@ type Node interface {
 type Config struct {
 	Consent *consent.Service
 	Ledger  *receipts.Ledger
-	Keys    keys.Set // verifies a receipt shown on its own: every key the node signed with
+	Keys    keys.History // verifies a receipt shown on its own: every key the node signed with, bounded by its rotation
 	Node    Node
 	// Listen and PublicURL are the gateway's, AdminURL the admin listener's, as bound.
 	Listen, PublicURL, AdminURL string

@@ -21,7 +21,7 @@ func exportLines(t *testing.T, src Source) []string {
 
 func verifyLines(t *testing.T, lines []string, opts VerifyOptions) *Report {
 	t.Helper()
-	rep, err := Verify(context.Background(), ReadJSONL(strings.NewReader(strings.Join(lines, "\n")+"\n")), testKey(1).Set(), opts)
+	rep, err := Verify(context.Background(), ReadJSONL(strings.NewReader(strings.Join(lines, "\n")+"\n")), only(testKey(1).Set()), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -124,7 +124,7 @@ func chainSeeds(chain []store.Receipt) []fuzzseed.Seed {
 func FuzzReceiptsVerify(f *testing.F) {
 	chain := fuzzChain(4)
 	fuzzseed.Write(f, chainSeeds(chain))
-	set := testKey(1).Set()
+	set := only(testKey(1).Set())
 	head := &store.Checkpoint{Seq: chain[len(chain)-1].Seq, Hash: chain[len(chain)-1].Hash}
 	if rep, err := Verify(context.Background(), sliceSource(chain), set, VerifyOptions{Issuer: testIssuer, Expect: head}); err != nil || !rep.OK {
 		f.Fatalf("the fixture chain does not verify: %v %v", err, rep.Problem)
