@@ -249,3 +249,54 @@ func retiredKeyForgeries(t *testing.T, e *env, stolen, jwks string, set keys.His
 		}
 	})
 }
+
+// TestVerifyForgedExportCLI: `aether receipts verify --in` refuses an export whose lines show
+// what Go's decoding would not read (T12), and names the line.
+func TestVerifyForgedExportCLI(t *testing.T) {
+	e := newEnv(t)
+	alice := e.agent("alice")
+	alice.setDelegation(e.delegate(t, alice, "review"))
+	c := alice.client("review", a2a.TransportProtocolJSONRPC)
+	for range 3 {
+		alice.send(c, "", "turn")
+	}
+	e.stop()
+	export := filepath.Join(t.TempDir(), "receipts.jsonl")
+	var out, errb bytes.Buffer
+	if code := cli.Main([]string{"receipts", "export", "--data-dir", e.dataDir, "--out", export}, cli.Env{Stdout: &out, Stderr: &errb}); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errb.String())
+	}
+	data, err := os.ReadFile(export)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifyIn := func(t *testing.T, content string) (int, string) {
+		path := filepath.Join(t.TempDir(), "edited.jsonl")
+		os.WriteFile(path, []byte(content), 0o600)
+		var out, errb bytes.Buffer
+		code := cli.Main([]string{"receipts", "verify", "--in", path, "--data-dir", e.dataDir}, cli.Env{Stdout: &out, Stderr: &errb})
+		return code, out.String() + errb.String()
+	}
+	if code, out := verifyIn(t, string(data)); code != 0 || !strings.Contains(out, "OK: 3 receipt(s)") {
+		t.Fatalf("the export as written: exit %d\n%s", code, out)
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	for _, tc := range []struct{ name, old, new, why string }{
+		{"T12 the status shown failed, then STATUS completed", `"status":"completed",`, `"status":"failed","STATUS":"completed",`, `member "STATUS"`},
+		{"T12 a case variant Go reads as the name", `"status":"completed",`, `"status":"failed","ſtatus":"completed",`, `member "ſtatus"`},
+		{"T12 an unknown member in the claims", `"status":"completed",`, `"status":"completed","refunded":true,`, `member "refunded"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(lines[1], tc.old) {
+				t.Fatalf("line 2 has no %s: %s", tc.old, lines[1])
+			}
+			edited := append([]string{}, lines...)
+			edited[1] = strings.Replace(lines[1], tc.old, tc.new, 1)
+			code, out := verifyIn(t, strings.Join(edited, ""))
+			if code != 1 || !strings.Contains(out, "FAILED after 1 good receipt(s): receipt 2 (r_") ||
+				!strings.Contains(out, "line 2: the claims shown differ from the signed claims") || !strings.Contains(out, tc.why) {
+				t.Fatalf("exit %d:\n%s", code, out)
+			}
+		})
+	}
+}

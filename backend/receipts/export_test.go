@@ -28,16 +28,21 @@ func verifyLines(t *testing.T, lines []string, opts VerifyOptions) *Report {
 	return rep
 }
 
-// editLine rewrites one field of an export line's JSON.
-func editLine(t *testing.T, line string, edit func(m map[string]any)) string {
+// editLine rewrites members of an export line's JSON, leaving the others' bytes as they are.
+func editLine(t *testing.T, line string, edit func(m map[string]json.RawMessage)) string {
 	t.Helper()
-	var m map[string]any
+	var m map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(line), &m); err != nil {
 		t.Fatal(err)
 	}
 	edit(m)
 	b, _ := json.Marshal(m)
 	return string(b)
+}
+
+func rawString(s string) json.RawMessage {
+	b, _ := json.Marshal(s)
+	return b
 }
 
 func TestExport(t *testing.T) {
@@ -80,17 +85,42 @@ func TestExport(t *testing.T) {
 		return out
 	}
 	t.Run("T1 edited claims shown in the export", func(t *testing.T) {
-		l := editLine(t, lines[9], func(m map[string]any) { m["claims"].(map[string]any)["ans"] = HashBytes([]byte("other")) })
+		l := editLine(t, lines[9], func(m map[string]json.RawMessage) {
+			m["claims"] = bytes.Replace(m["claims"], []byte(`"ans":"`), []byte(`"ans":"0`), 1)
+		})
 		wantProblem(t, verifyLines(t, edited(9, l), VerifyOptions{}), 10, r10.ID, "claims shown differ")
 	})
 	t.Run("T1 edited JWS in the export", func(t *testing.T) {
-		l := editLine(t, lines[9], func(m map[string]any) { m["jws"] = r10.JWS[:len(r10.JWS)-4] + "AAAA" })
+		l := editLine(t, lines[9], func(m map[string]json.RawMessage) { m["jws"] = rawString(r10.JWS[:len(r10.JWS)-4] + "AAAA") })
 		wantProblem(t, verifyLines(t, edited(9, l), VerifyOptions{}), 10, r10.ID, "does not verify")
 	})
 	t.Run("T1 edited hash in the export", func(t *testing.T) {
-		l := editLine(t, lines[9], func(m map[string]any) { m["hash"] = strings.Repeat("0", 64) })
+		l := editLine(t, lines[9], func(m map[string]json.RawMessage) { m["hash"] = rawString(strings.Repeat("0", 64)) })
 		wantProblem(t, verifyLines(t, edited(9, l), VerifyOptions{}), 10, r10.ID, "stored hash")
 	})
+	// Edits that Go's decoding would not see: it keeps the last of repeated members, matches
+	// names without case and drops unknown ones; jq, Python or a person read them otherwise.
+	forged := func(old, new string) string {
+		if !strings.Contains(lines[9], old) {
+			t.Fatalf("line 10 has no %s", old)
+		}
+		return strings.Replace(lines[9], old, new, 1)
+	}
+	for _, c := range []struct{ name, line, why string }{
+		{"T12 forged export: the status shown failed, then STATUS completed",
+			forged(`"status":"completed",`, `"status":"failed","STATUS":"completed",`), `member "STATUS" is not one of`},
+		{"T12 forged export: a case variant Go reads as the name (ſ for s)",
+			forged(`"status":"completed",`, `"status":"failed","ſtatus":"completed",`), `member "ſtatus" is not one of`},
+		{"T12 forged export: a claim the receipt does not have",
+			forged(`"status":"completed",`, `"status":"completed","refunded":true,`), `member "refunded" is not one of`},
+		{"T12 forged export: a member of the line repeated in another case",
+			forged(`"hash":"`, `"HASH":"`+strings.Repeat("0", 64)+`","hash":"`), `member "HASH" is not one of`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			wantProblem(t, verifyLines(t, edited(9, c.line), VerifyOptions{}), 10, r10.ID, "line 10: ")
+			wantProblem(t, verifyLines(t, edited(9, c.line), VerifyOptions{}), 10, r10.ID, c.why)
+		})
+	}
 	t.Run("T2 two lines swapped", func(t *testing.T) {
 		swapped := append([]string{}, lines...)
 		swapped[9], swapped[10] = swapped[10], swapped[9]
