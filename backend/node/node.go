@@ -60,6 +60,16 @@ type Options struct {
 	OnConsentLink func(userCode string)
 	// PruneEvery is how often expired and retired tasks are deleted; 0 means every 30 s.
 	PruneEvery time.Duration
+	// Listen opens the node's listeners; nil is net.Listen. Tests wrap it to see what
+	// reaches the node.
+	Listen func(network, address string) (net.Listener, error)
+}
+
+func (o Options) listen(address string) (net.Listener, error) {
+	if o.Listen != nil {
+		return o.Listen("tcp", address)
+	}
+	return net.Listen("tcp", address)
 }
 
 func (o Options) pruneEvery() time.Duration {
@@ -171,11 +181,11 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	}
 
 	// Listeners first: the consent URL and the node API address are only known once bound.
-	adminLn, err := listenLoopback(o.AdminPort, "admin")
+	adminLn, err := o.listenLoopback(o.AdminPort, "admin")
 	if err != nil {
 		return nil, err
 	}
-	apiLn, err := listenLoopback(o.Port, "node API")
+	apiLn, err := o.listenLoopback(o.Port, "node API")
 	if err != nil {
 		adminLn.Close()
 		return nil, err
@@ -184,7 +194,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	if gwAddr == "" {
 		gwAddr = "127.0.0.1:8080"
 	}
-	gwLn, err := net.Listen("tcp", gwAddr)
+	gwLn, err := o.listen(gwAddr)
 	if err != nil {
 		adminLn.Close()
 		apiLn.Close()
@@ -290,8 +300,8 @@ func (n *Node) Admin() *admin.Server { return n.admin }
 // Owner is the owner's service: the desktop's tray and notifications act through it.
 func (n *Node) Owner() *owner.Service { return n.owner }
 
-func listenLoopback(port int, what string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+func (o Options) listenLoopback(port int, what string) (net.Listener, error) {
+	ln, err := o.listen(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
 		return nil, fmt.Errorf("%s: listen on 127.0.0.1:%d: %w", what, port, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,6 +84,7 @@ func (n *Node) startGateway(p *policy.Policy, publicURL, consentURL string) erro
 		Identity: identity.New(identity.Config{
 			Audience:                  p.Pact.Audience,
 			AllowInsecureLocalIssuers: p.Pact.AllowInsecureLocalIssuers,
+			OwnListeners:              n.ownListeners(),
 			NodeIssuer:                publicURL,
 			Logger:                    n.log,
 		}),
@@ -103,6 +105,18 @@ func (n *Node) startGateway(p *policy.Policy, publicURL, consentURL string) erro
 	}
 	n.gw.Store(gw)
 	return nil
+}
+
+// ownListeners are the addresses the node's listeners are bound to: no issuer fetch goes there
+// (docs/threats.md J31).
+func (n *Node) ownListeners() []netip.AddrPort {
+	out := make([]netip.AddrPort, 0, len(n.lns))
+	for _, ln := range n.lns {
+		if a, ok := ln.Addr().(*net.TCPAddr); ok {
+			out = append(out, a.AddrPort())
+		}
+	}
+	return out
 }
 
 // serveGateway answers on the gateway listener; with no valid policy it says
