@@ -102,6 +102,22 @@ func TestRotationBounds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Statements other than those Rotate writes: version 1, from before last_seq; broken ones.
+func TestRotationStatementVersions(t *testing.T) {
+	dir := t.TempDir()
+	r0, _ := LoadRing(dir)
+	at := time.Now().Truncate(time.Second)
+	if _, _, err := Rotate(dir, at, 41); err != nil {
+		t.Fatal(err)
+	}
+	r1, _ := LoadRing(dir)
+	h, err := r1.VerifyRotations(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := r0.Current.ID()
 	t.Run("T13 a version 1 statement bounds by time only", func(t *testing.T) {
 		v1, _ := r0.Current.Sign(RotationType, rotationClaims{Old: old, New: r1.Current.ID(), NewJWK: r1.Current.Set().JWKS().Keys[0],
 			RegisteredClaims: jwt.RegisteredClaims{IssuedAt: jwt.NewNumericDate(at)}})
