@@ -152,6 +152,9 @@ func TestKeyRotation(t *testing.T) {
 	if code := cli.Main([]string{"keys", "rotate", "--data-dir", e.dataDir}, cli.Env{Stdout: &out, Stderr: &errb}); code != 0 {
 		t.Fatalf("keys rotate: exit %d: %s", code, errb.String())
 	}
+	if !strings.Contains(out.String(), "bounded to the receipts up to seq 1") {
+		t.Errorf("keys rotate says:\n%s", out.String())
+	}
 	e.start()
 	set := nodeJWKS(t, e)
 	if len(set.Set) != 2 || len(set.Retired) != 1 {

@@ -82,17 +82,17 @@ var ErrLocked = errors.New("another Aether node is already running on this data 
 // takes the data dir's lock). Receipts signed before keep verifying: the old
 // key stays in the JWKS, and it signed a statement naming its successor and the
 // last receipt it signed, so that nothing it signs later verifies (T13).
-func RotateKey(dataDir string) (oldKID, newKID string, err error) {
+func RotateKey(dataDir string) (oldKID, newKID string, lastSeq int64, err error) {
 	lock, err := lockDataDir(filepath.Join(dataDir, fileLock))
 	if err != nil {
-		return "", "", err
+		return "", "", 0, err
 	}
 	defer lock.Close()
-	lastSeq, err := chainHead(dataDir)
-	if err != nil {
-		return "", "", fmt.Errorf("the last receipt the old key signed: %w", err)
+	if lastSeq, err = chainHead(dataDir); err != nil {
+		return "", "", 0, fmt.Errorf("the last receipt the old key signed: %w", err)
 	}
-	return keys.Rotate(dataDir, time.Now(), lastSeq)
+	oldKID, newKID, err = keys.Rotate(dataDir, time.Now(), lastSeq)
+	return oldKID, newKID, lastSeq, err
 }
 
 // chainHead is the seq of the last receipt in dataDir's pact.sqlite, 0 without one.
