@@ -28,8 +28,7 @@ type exportLine struct {
 // an export read back with ReadJSONL).
 func Export(ctx context.Context, src Source, w io.Writer) error {
 	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	enc.SetEscapeHTML(false)
+	enc := lineEncoder(bw)
 	for r, err := range src {
 		if err != nil {
 			return fmt.Errorf("export receipts: %w", err)
@@ -47,6 +46,13 @@ func Export(ctx context.Context, src Source, w io.Writer) error {
 		return fmt.Errorf("export receipts: %w", err)
 	}
 	return nil
+}
+
+// lineEncoder writes export lines: ReadJSONL checks a line against what it writes.
+func lineEncoder(w io.Writer) *json.Encoder {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc
 }
 
 // shownClaims is what an export shows as the claims of a receipt: its JWS payload verbatim
@@ -92,6 +98,8 @@ func ReadJSONL(r io.Reader) Source {
 	}
 }
 
+// readLine reads line n, b, which must be byte for byte the line Export writes for the values
+// it holds (T12).
 func readLine(n int, b []byte) (store.Receipt, error) {
 	var l exportLine
 	if err := json.Unmarshal(b, &l); err != nil {
@@ -100,15 +108,11 @@ func readLine(n int, b []byte) (store.Receipt, error) {
 	bad := func(why string) (store.Receipt, error) {
 		return store.Receipt{}, &Problem{Seq: l.Seq, ID: l.ID, Reason: fmt.Sprintf("line %d: %s", n, why)}
 	}
-	if err := jcs.Exact(b, &exportLine{}); err != nil {
-		return bad("not a line as `aether receipts export` writes it: " + err.Error())
-	}
-	if !bytes.Equal(l.Claims, shownClaims(l.JWS)) {
-		why := "the claims shown differ from the signed claims: an export shows the JWS payload byte for byte"
-		if err := jcs.Exact(l.Claims, &Claims{}); err != nil {
-			why += " (" + err.Error() + ")"
-		}
-		return bad(why)
+	var want bytes.Buffer
+	exported := l
+	exported.Claims = shownClaims(l.JWS)
+	if err := lineEncoder(&want).Encode(exported); err != nil || !bytes.Equal(b, bytes.TrimSuffix(want.Bytes(), []byte("\n"))) {
+		return bad(lineDiffers(b, l))
 	}
 	// An unreadable payload is left to the signature check.
 	var signed Claims
@@ -121,4 +125,21 @@ func readLine(n int, b []byte) (store.Receipt, error) {
 		TaskID: signed.Task, ContextID: signed.Ctx, Brand: signed.Brand, Scope: signed.Scope, GrantID: signed.Grant,
 		AgentIss: signed.Agent.Issuer, AgentSub: signed.Agent.Subject, Status: signed.Status, Reason: signed.Reason,
 		ExitCode: signed.Exit, StartedAt: started, EndedAt: ended, JWS: l.JWS}, nil
+}
+
+// lineDiffers says how the line b, read as l, differs from the line Export writes for it: a
+// member repeated, in another case, unknown or missing (named), claims that are not the JWS
+// payload, or only white space, member order or escapes.
+func lineDiffers(b []byte, l exportLine) string {
+	if err := jcs.Exact(b, &exportLine{}); err != nil {
+		return "not a line as `aether receipts export` writes it: " + err.Error()
+	}
+	if !bytes.Equal(l.Claims, shownClaims(l.JWS)) {
+		why := "the claims shown differ from the signed claims: an export shows the JWS payload byte for byte"
+		if err := jcs.Exact(l.Claims, &Claims{}); err != nil {
+			why += " (" + err.Error() + ")"
+		}
+		return why
+	}
+	return "not byte for byte the line `aether receipts export` writes for what it says (white space, member order or escapes changed)"
 }
