@@ -85,9 +85,9 @@ type Node struct {
 	log     *slog.Logger
 	dataDir string
 	lock    *os.File
-	ring    *keys.Ring // the signing key and the keys it replaced
-	history keys.History
-	key     *keys.Key // ring.Current
+	ring    *keys.Ring   // the signing key and the keys it replaced
+	history keys.History // the ring for verifiers: each retired key bounded by its rotation (T13)
+	key     *keys.Key    // ring.Current
 	db      *store.DB
 	token   string
 	consent *consent.Service
