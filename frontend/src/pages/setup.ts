@@ -206,8 +206,8 @@ function checkView(c: ModelCheck | null | undefined): HTMLElement | null {
 
 function modelCard(reload: () => void) {
   const state = h("span", null);
-  const summary = h("p", { class: "muted" });
-  const keySet = h("p", { class: "key-set", hidden: true });
+  const summary = h("p", { class: "hint" });
+  const keySet = h("span", { class: "key-set", hidden: true });
   const key = h("input", { class: "input mono", id: "model-key", type: "password", autocomplete: "off", spellcheck: "false", placeholder: "sk-…" });
   const keyBtn = h("button", { type: "submit", class: "btn btn-primary btn-sm" }, "Save key");
   const removeBtn = h("button", { type: "button", class: "btn btn-danger-outline btn-sm", hidden: true }, "Remove key");
@@ -215,7 +215,7 @@ function modelCard(reload: () => void) {
   const keyForm = h(
     "form",
     { class: "field key-form", novalidate: true },
-    h("label", { for: "model-key" }, "API key"),
+    h("label", { for: "model-key" }, "API key ", keySet),
     h("div", { class: "inline-form" }, key, keyBtn, removeBtn),
     h(
       "p",
@@ -243,12 +243,11 @@ function modelCard(reload: () => void) {
     "section",
     { class: "card", id: "model" },
     h("div", { class: "card-head" }, h("h2", null, "Model"), state),
-    summary,
-    keySet,
     keyForm,
     h("details", { class: "more" }, h("summary", null, "Use another server"), upForm),
     h("div", { class: "form-actions check-actions" }, checkBtn, h("span", { class: "muted small" }, "Runs one tiny confined turn.")),
     checkOut,
+    summary,
   );
   const fail = (where: HTMLElement, e: unknown) => {
     where.hidden = false;
@@ -322,7 +321,7 @@ function modelCard(reload: () => void) {
       );
       summary.textContent = cred?.problem ? clean(cred.problem) : clean(cred?.summary);
       keySet.hidden = !m?.keySet;
-      keySet.textContent = m?.keySet ? "A key is set. Type a new one to replace it." : "";
+      keySet.textContent = m?.keySet ? "· a key is set (type a new one to replace it)" : "";
       removeBtn.hidden = !m?.keySet;
       if (!filled && m && document.activeElement !== base && document.activeElement !== modelName) {
         base.value = m.baseUrl ?? "";
