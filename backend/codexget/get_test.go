@@ -253,3 +253,26 @@ func TestRealRegistry(t *testing.T) {
 		}
 	}
 }
+
+// TestGetOffline: no registry, or one without the package, says so and what to do, leaves
+// nothing, and a later try can succeed.
+func TestGetOffline(t *testing.T) {
+	data := goodPackage(t)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close() // nothing listens there any more
+	g := &Getter{Dir: filepath.Join(t.TempDir(), "codex-bin"), Registry: closed.URL, Platform: pinFor(data)}
+	_, err := g.Get(context.Background(), nil)
+	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "cannot be reached") || !strings.Contains(err.Error(), "try again") {
+		t.Fatalf("offline: %v", err)
+	}
+	nothingRunnable(t, g)
+	missing := &Getter{Dir: g.Dir, Registry: registry(t, http.NotFound), Platform: pinFor(data)}
+	if _, err := missing.Get(context.Background(), nil); !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("no package: %v", err)
+	}
+	nothingRunnable(t, missing)
+	retry := &Getter{Dir: g.Dir, Registry: registry(t, serveBytes(data)), Platform: pinFor(data)}
+	if _, err := retry.Get(context.Background(), nil); err != nil {
+		t.Fatalf("the try after: %v", err)
+	}
+}
