@@ -48,7 +48,7 @@ function checklistView(steps: SetupStep[]): HTMLElement {
           { class: "setup-step" + (s.done ? " done" : ""), "data-step": s.id },
           h("span", { class: "setup-mark", "aria-hidden": "true" }, s.done ? "✓" : "○"),
           h("span", { class: "setup-title" }, STEP_TITLES[s.id] ?? clean(s.id)),
-          h("span", { class: "setup-text muted" }, clean(s.text)),
+          h("span", { class: "setup-text muted", title: clean(s.text) }, clean(s.text)),
           !s.done && s.link && STEP_ACTIONS[s.id] ? h("a", { href: s.link, class: "link-quiet setup-link" }, STEP_ACTIONS[s.id] + " →") : null,
         ),
       ),
@@ -210,13 +210,13 @@ function modelCard(reload: () => void) {
   const keySet = h("span", { class: "key-set", hidden: true });
   const key = h("input", { class: "input mono", id: "model-key", type: "password", autocomplete: "off", spellcheck: "false", placeholder: "sk-…" });
   const keyBtn = h("button", { type: "submit", class: "btn btn-primary btn-sm" }, "Save key");
-  const removeBtn = h("button", { type: "button", class: "btn btn-danger-outline btn-sm", hidden: true }, "Remove key");
+  const removeBtn = h("button", { type: "button", class: "btn btn-danger-outline btn-xs", hidden: true }, "Remove key");
   const keyError = h("p", { class: "field-error", role: "alert", hidden: true });
   const keyForm = h(
     "form",
     { class: "field key-form", novalidate: true },
-    h("label", { for: "model-key" }, "API key ", keySet),
-    h("div", { class: "inline-form" }, key, keyBtn, removeBtn),
+    h("div", { class: "label-row" }, h("label", { for: "model-key" }, "API key ", keySet), removeBtn),
+    h("div", { class: "inline-form" }, key, keyBtn),
     h(
       "p",
       { class: "field-hint" },
@@ -244,8 +244,8 @@ function modelCard(reload: () => void) {
     { class: "card", id: "model" },
     h("div", { class: "card-head" }, h("h2", null, "Model"), state),
     keyForm,
+    h("div", { class: "check-actions" }, checkBtn, h("span", { class: "muted small" }, "Runs one tiny confined turn.")),
     h("details", { class: "more" }, h("summary", null, "Use another server"), upForm),
-    h("div", { class: "form-actions check-actions" }, checkBtn, h("span", { class: "muted small" }, "Runs one tiny confined turn.")),
     checkOut,
     summary,
   );
@@ -321,7 +321,7 @@ function modelCard(reload: () => void) {
       );
       summary.textContent = cred?.problem ? clean(cred.problem) : clean(cred?.summary);
       keySet.hidden = !m?.keySet;
-      keySet.textContent = m?.keySet ? "· a key is set (type a new one to replace it)" : "";
+      keySet.textContent = m?.keySet ? "· a key is set" : "";
       removeBtn.hidden = !m?.keySet;
       if (!filled && m && document.activeElement !== base && document.activeElement !== modelName) {
         base.value = m.baseUrl ?? "";
