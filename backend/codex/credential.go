@@ -47,8 +47,10 @@ func (r *Runner) credential() (Credential, string) {
 	if c, key, ok := upstreamCredential(up); ok {
 		return c, key
 	}
-	for _, kv := range r.extraEnv() {
-		if k, v, _ := strings.Cut(kv, "="); k == "CODEX_API_KEY" && v != "" {
+	// The last CODEX_API_KEY in Runner.Env, as a later entry overrides an earlier one there.
+	env := r.extraEnv()
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, _ := strings.Cut(env[i], "="); k == "CODEX_API_KEY" && v != "" {
 			return Credential{Kind: CredentialAPIKeyEnv,
 				Summary: "API key from CODEX_API_KEY: codex alone has it; the commands it runs do not"}, v
 		}
