@@ -299,7 +299,8 @@ if [ -n "${CODEX_TGZ:-}" ]; then
 	api PUT /api/model "{\"key\":\"$KEY\",\"baseUrl\":\"$(cat "$WORK/model.addr")\",\"model\":\"mock-model\"}" >"$WORK/model-put.json"
 	check "2b: a key and a server set (the answer says keySet, never the key)" bash -c "jq -e '.keySet' '$WORK/model-put.json' >/dev/null && ! grep -qF '$KEY' '$WORK/model-put.json'"
 	api POST /api/model/check >"$WORK/check.json"
-	check "2b: Check against the mock server: OK" jq -e '.ok' "$WORK/check.json"
+	check_ok() { jq -e '.ok' "$WORK/check.json" >/dev/null; }
+	check "2b: Check against the mock server: OK" check_ok
 	[ "$(jq -r .ok "$WORK/check.json")" = true ] || echo "# Check said: $(jq -r .error "$WORK/check.json")"
 	mkdir -p "$HOME/project"
 	echo "# A small project" >"$HOME/project/README.md"
