@@ -230,6 +230,36 @@ func (f *fakeBackend) Runtime() owner.Runtime {
 	return owner.Runtime{Goroutines: 7, HeapBytes: 1 << 20}
 }
 
+func (f *fakeBackend) GetCodex() (owner.CodexDownload, error) {
+	f.note("GetCodex")
+	return owner.CodexDownload{State: owner.DownloadRunning}, nil
+}
+
+func (f *fakeBackend) CodexDownload() (owner.CodexDownload, error) {
+	f.note("CodexDownload")
+	return owner.CodexDownload{State: owner.DownloadIdle}, nil
+}
+
+func (f *fakeBackend) UseCodex(path string) (owner.ModelStatus, error) {
+	f.note("UseCodex")
+	return owner.ModelStatus{CodexPath: path}, nil
+}
+
+func (f *fakeBackend) Model() (owner.ModelStatus, error) {
+	f.note("Model")
+	return owner.ModelStatus{}, nil
+}
+
+func (f *fakeBackend) SetModel(req owner.ModelRequest) (owner.ModelStatus, error) {
+	f.note("SetModel")
+	return owner.ModelStatus{KeySet: req.Key != nil}, nil
+}
+
+func (f *fakeBackend) CheckModel(ctx context.Context) (owner.ModelCheck, error) {
+	f.note("CheckModel")
+	return owner.ModelCheck{OK: true}, nil
+}
+
 func (f *fakeBackend) Events(ctx context.Context) <-chan owner.Event {
 	f.note("Events")
 	out := make(chan owner.Event)

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aether/aether/backend/codexget"
 	"github.com/aether/aether/backend/node"
 	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/version"
@@ -24,7 +25,8 @@ func serve(args []string, env Env) int {
 	fs.IntVar(&o.Port, "port", 0, "node API port on 127.0.0.1 (0 picks a free one)")
 	fs.IntVar(&o.AdminPort, "admin-port", 3000, "admin UI port on 127.0.0.1 (HTTPS)")
 	fs.StringVar(&o.PactListen, "pact-listen", "127.0.0.1:8080", "gateway address (plain HTTP; put a TLS proxy serving publicUrl in front)")
-	fs.StringVar(&o.CodexPath, "codex", "", "codex binary (default: codex on PATH)")
+	fs.StringVar(&o.CodexPath, "codex", "", "codex binary (default: the one named or got on the Status page, else codex on PATH)")
+	fs.StringVar(&o.CodexRegistry, "codex-registry", os.Getenv("AETHER_CODEX_REGISTRY"), "where Get Codex downloads the pinned Codex from (default: "+codexget.DefaultRegistry+")")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -41,6 +41,9 @@ type Options struct {
 	PactListen string // gateway address, e.g. 127.0.0.1:8080
 	CodexPath  string // codex binary; "" = codex on PATH
 	CodexHome  string // CODEX_HOME for codex; "" = $CODEX_HOME, else ~/.codex
+	// CodexRegistry is where Get Codex downloads the pinned package; "" = npm's registry
+	// (tests and the package test point it at a loopback stand-in).
+	CodexRegistry string
 	// CodexArgs and CodexEnv are passed to every codex run (tests point codex at a local model).
 	CodexArgs []string
 	CodexEnv  []string
@@ -94,6 +97,7 @@ type Node struct {
 	ledger  *receipts.Ledger
 	head    *receipts.HeadFile // receipts.head
 	runner  *codex.Runner
+	setup   *codexSetup // Get Codex and the model settings (the Status page)
 	turns   gateway.Runner
 	owner   *owner.Service
 	admin   *admin.Server
@@ -110,6 +114,7 @@ type Node struct {
 	servers  []*http.Server
 	lns      []net.Listener
 	addrs    Addresses
+	bgCtx    context.Context // ends when the node stops
 	stop     context.CancelFunc
 	bg       sync.WaitGroup
 	health   codex.Health
@@ -131,6 +136,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 		o.Logger = slog.Default()
 	}
 	n = &Node{opts: o, log: o.Logger}
+	n.bgCtx, n.stop = context.WithCancel(context.Background())
 	started := n // the named result is nil by the time a failure is returned
 	defer func() {
 		if err != nil {
@@ -173,7 +179,8 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	if err != nil && !o.Desktop {
 		return nil, err
 	}
-	n.runner = &codex.Runner{Path: o.CodexPath, Home: o.CodexHome, StateDir: n.path(dirCodex),
+	n.setup = newCodexSetup(n, o.CodexRegistry)
+	n.runner = &codex.Runner{Path: o.CodexPath, Find: n.setup.find, Upstream: n.setup.upstream, Home: o.CodexHome, StateDir: n.path(dirCodex),
 		ExtraArgs: o.CodexArgs, Env: append([]string{"CODEX_API_KEY"}, o.CodexEnv...), TestMounts: o.CodexTestMounts, Logger: n.log}
 	n.turns = n.runner
 	if o.Runner != nil {
@@ -215,7 +222,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	n.ledger = receipts.NewLedger(n.db, n.key, publicURL, time.Now)
 	n.owner = owner.New(owner.Config{
 		Consent: n.consent, Ledger: n.ledger, Keys: n.history, Node: ownerNode{n},
-		Listen: n.addrs.Gateway, PublicURL: publicURL, AdminURL: "https://" + n.addrs.Admin,
+		Listen: n.addrs.Gateway, PublicURL: publicURL, AdminURL: "https://" + n.addrs.Admin, Setup: n.setup,
 	})
 	n.head = &receipts.HeadFile{Path: n.path(fileHead)}
 	if err = n.head.Check(ctx, n.ledger); err != nil {
@@ -253,8 +260,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	if err = n.writeAddresses(); err != nil {
 		return nil, err
 	}
-	bgCtx, cancel := context.WithCancel(context.Background())
-	n.stop = cancel
+	bgCtx := n.bgCtx
 	for _, job := range []func(context.Context){n.consent.EndWaitingTasks, n.owner.Forward} {
 		n.bg.Add(1)
 		go func() {
@@ -387,6 +393,7 @@ func (n *Node) Stop(ctx context.Context) error {
 }
 
 func (n *Node) close() error {
+	n.stop() // a failed start's context too
 	var errs []error
 	for _, srv := range n.servers {
 		srv.Close() // after Shutdown this is a no-op; after a failed start it stops serving

@@ -41,6 +41,8 @@ type Config struct {
 	Node    Node
 	// Listen and PublicURL are the gateway's, AdminURL the admin listener's, as bound.
 	Listen, PublicURL, AdminURL string
+	// Setup gets Codex and keeps its model settings; nil where the node has none.
+	Setup CodexSetup
 }
 
 // Service carries out the owner's actions. It is safe for concurrent use.

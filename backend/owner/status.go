@@ -19,6 +19,14 @@ func (s *Service) Status(ctx context.Context) (Status, error) {
 		Brands:  s.brandDTOs(s.cfg.Node.Served()),
 	}
 	st.Codex, st.Confinement = s.cfg.Node.Health()
+	if s.cfg.Setup != nil {
+		st.Download = s.cfg.Setup.CodexDownload()
+		var err error
+		if st.Model, err = s.cfg.Setup.Model(); err != nil {
+			return st, err
+		}
+	}
+	st.Setup = setupSteps(st)
 	pending, err := s.cfg.Consent.Pending(ctx)
 	if err != nil {
 		return st, err
