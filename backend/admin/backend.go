@@ -27,6 +27,8 @@ type Backend interface {
 	Events(ctx context.Context) <-chan owner.Event
 	SetPaused(paused bool) error
 	Runtime() owner.Runtime
+	SetFunnel(ctx context.Context, on bool) (owner.Reachability, error)
+	UseFunnelURL(ctx context.Context) (owner.Reachability, error)
 }
 
 var _ Backend = (*owner.Service)(nil)

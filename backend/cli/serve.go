@@ -25,6 +25,7 @@ func serve(args []string, env Env) int {
 	fs.IntVar(&o.AdminPort, "admin-port", 3000, "admin UI port on 127.0.0.1 (HTTPS)")
 	fs.StringVar(&o.PactListen, "pact-listen", "127.0.0.1:8080", "gateway address (plain HTTP; put a TLS proxy serving publicUrl in front)")
 	fs.StringVar(&o.CodexPath, "codex", "", "codex binary (default: codex on PATH)")
+	fs.BoolVar(&o.Funnel, "funnel", false, "publish the gateway on the internet with Tailscale Funnel (also pact.funnel in policy.json; docs/deploy.md)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -51,6 +52,7 @@ func serve(args []string, env Env) int {
 	}
 	fmt.Fprintf(env.Stdout, "Aether node %s is running.\n  gateway:   http://%s (publicUrl %s)\n  admin UI:  %s\n  data dir:  %s\n  policy:    %s\nPress Ctrl+C to stop.\n",
 		version.String(), n.Addresses().Gateway, n.Addresses().PublicURL, signInLine(n, env), n.DataDir(), n.PolicyPath())
+	go followReach(ctx, n, env)
 	<-ctx.Done()
 	stop()
 	fmt.Fprintln(env.Stdout, "Stopping…")

@@ -46,7 +46,7 @@ func (s *Service) mint(g *store.Grant, now time.Time) (*Token, error) {
 	}
 	claims := delegationClaims{
 		RegisteredClaims: jwt.RegisteredClaims{
-			Issuer:    s.cfg.PublicURL,
+			Issuer:    s.PublicURL(),
 			Subject:   g.AgentSub,
 			Audience:  jwt.ClaimStrings{s.Audience(g.Brand)},
 			ID:        randomToken(16),
@@ -100,12 +100,15 @@ func (s *Service) checkDelegation(ctx context.Context, token string, agent domai
 	if err != nil {
 		return nil, refuse(ReasonInvalid, "the delegation token does not verify: "+err.Error())
 	}
+	if c.Issuer != s.PublicURL() { // verified under a publicUrl the node has since left
+		return nil, refuse(ReasonInvalid, "the delegation token was issued under another publicUrl of this node; ask again")
+	}
 	if c.Subject != agent.Subject || c.AgentIss != agent.Issuer {
 		return nil, refuse(ReasonWrongAgent, "the delegation token belongs to another agent")
 	}
 	if !slices.Contains(c.Audience, s.Audience(brandID)) {
 		for _, a := range c.Audience {
-			if strings.HasPrefix(a, s.cfg.PublicURL+"/a2a/") {
+			if strings.HasPrefix(a, s.PublicURL()+"/a2a/") {
 				return nil, refuse(ReasonWrongBrand, "the delegation token is for another brand")
 			}
 		}
@@ -151,7 +154,7 @@ func (s *Service) verifyToken(token string) (delegationClaims, error) {
 	}
 	var c delegationClaims
 	err := s.key.Set().Verify(token, DelegationTokenType, &c,
-		jwt.WithIssuer(s.cfg.PublicURL), jwt.WithExpirationRequired(), jwt.WithIssuedAt(),
+		jwt.WithIssuer(s.PublicURL()), jwt.WithExpirationRequired(), jwt.WithIssuedAt(),
 		jwt.WithLeeway(leeway), jwt.WithTimeFunc(s.now))
 	if err != nil {
 		return delegationClaims{}, err

@@ -169,6 +169,7 @@ type Status struct {
 	Pending      int              `json:"pending"`
 	Policy       PolicyStatus     `json:"policy"`
 	LastReceipts []ReceiptSummary `json:"lastReceipts"`
+	Reachability Reachability     `json:"reachability"`
 }
 
 // Runtime is the answer of GET /v1/runtime: the node process's own counters, so that a soak

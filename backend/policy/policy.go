@@ -127,8 +127,10 @@ type Pact struct {
 	TrustedProxies []string `json:"trustedProxies,omitempty"`
 	// TaskRetentionDays is how long a finished task is kept after its last change, in days
 	// (1–3650; 0, absent, means DefaultTaskRetentionDays). Receipts are never deleted.
-	TaskRetentionDays int     `json:"taskRetentionDays,omitempty"`
-	Brands            []Brand `json:"brands"`
+	TaskRetentionDays int `json:"taskRetentionDays,omitempty"`
+	// Funnel publishes the gateway on the internet with Tailscale Funnel (docs/deploy.md).
+	Funnel bool    `json:"funnel,omitempty"`
+	Brands []Brand `json:"brands"`
 }
 
 // DefaultTaskRetentionDays is the task retention of a policy that sets none.
