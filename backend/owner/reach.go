@@ -48,7 +48,7 @@ func (s *Service) Reachability() Reachability {
 	if r.Mode == "" {
 		r.Mode, r.State = ReachOff, ReachStateOff
 		if isOwnHTTPS(publicURL) {
-			r.Mode = ReachProxy
+			r.Mode, r.URL = ReachProxy, strings.TrimRight(publicURL, "/")
 		}
 	}
 	r.InUse = r.URL != "" && strings.TrimRight(publicURL, "/") == r.URL

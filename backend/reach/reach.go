@@ -150,7 +150,9 @@ func (p *Publisher) set(st Status) {
 	case Published:
 		log.Info("reachable from the internet (Tailscale Funnel)", "url", st.URL, "device", st.Device)
 	case LoggingIn:
-		log.Info("Tailscale Funnel: sign in to your tailnet to publish the gateway", "login", st.LoginURL, "reason", st.Reason)
+		// Never the link: whoever opens it first puts this device in their tailnet. The
+		// window and the terminal of `node serve` show it (docs/deploy.md).
+		log.Info("Tailscale Funnel: sign in to your tailnet to publish the gateway (the link is on the Status page)", "reason", st.Reason)
 	case Failed:
 		log.Warn("not reachable from the internet (Tailscale Funnel)", "reason", st.Reason, "fix", st.Fix)
 	}

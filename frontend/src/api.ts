@@ -107,6 +107,19 @@ export interface Status {
   pending: number;
   policy: { path: string; error: PolicyError | null };
   lastReceipts: ReceiptSummary[];
+  reachability: Reachability;
+}
+
+/** Reachability is how agents elsewhere reach the gateway (owner.Reachability). */
+export interface Reachability {
+  mode: "off" | "funnel" | "proxy";
+  state: "off" | "starting" | "logging_in" | "published" | "failed";
+  url: string;
+  device: string;
+  reason: string;
+  fix: string;
+  loginUrl: string;
+  inUse: boolean;
 }
 
 export interface ReceiptDetail {
@@ -257,6 +270,8 @@ export const api = {
   brands: () => request<BrandsAnswer>("GET", "/api/brands"),
   putBrand: (b: Brand) => request<{ brands: Brand[] }>("PUT", `/api/brands/${enc(b.id)}`, b),
   deleteBrand: (id: string) => request<{ brands: Brand[] }>("DELETE", `/api/brands/${enc(id)}`),
+  setFunnel: (on: boolean) => request<Reachability>("POST", "/api/reachability/funnel", { on }),
+  useFunnelUrl: () => request<Reachability>("POST", "/api/reachability/use"),
 };
 
 export function errorMessage(e: unknown): string {

@@ -3,6 +3,7 @@ import { h, replace, banner, badge, clean, untrusted, copyText, timeCell } from 
 import { on } from "../events";
 import type { PageDef } from "../router";
 import { setPending } from "../pending";
+import { reachabilityCard } from "./reachability";
 import { receiptStatusBadge, accessModeBadge, pageHeader, loading, receiptAgentCell } from "./common";
 
 export function policyErrorBanner(err: PolicyError, path?: string): HTMLElement {
@@ -216,7 +217,7 @@ export const statusPage: PageDef = {
           replace(
             body,
             s.policy?.error ? policyErrorBanner(s.policy.error, s.policy.path) : null,
-            h("div", { class: "grid" }, gatewayCard(s), confinementCard(s), codexCard(s), pendingCard(s.pending), brandsCard(s.brands ?? []), receiptsCard(s)),
+            h("div", { class: "grid" }, gatewayCard(s), reachabilityCard(s, load), confinementCard(s), codexCard(s), pendingCard(s.pending), brandsCard(s.brands ?? []), receiptsCard(s)),
           );
         },
         (e) => {
@@ -225,7 +226,7 @@ export const statusPage: PageDef = {
         },
       );
     load();
-    const offs = [on("consent", load), on("receipt", load), on("policy", load), on("poll", load), on("resync", load)];
+    const offs = [on("consent", load), on("receipt", load), on("policy", load), on("reachability", load), on("poll", load), on("resync", load)];
     return {
       destroy() {
         alive = false;
