@@ -187,6 +187,7 @@ func (a *App) startNode(ui fs.FS, brandsIfEmpty bool) {
 		AdminPort:     a.cfg.adminPort,
 		PactListen:    a.cfg.pactListen,
 		CodexPath:     a.cfg.codex,
+		Reach:         node.ReachOptions{ControlURL: a.cfg.controlURL},
 		UI:            ui,
 		Logger:        a.log,
 		Desktop:       true,

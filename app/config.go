@@ -16,6 +16,7 @@ import (
 //	AETHER_PACT_LISTEN  gateway address (default 127.0.0.1:8080, as `node serve`)
 //	AETHER_CODEX        codex binary (default: codex on PATH)
 //	AETHER_START_HIDDEN "1": start in the tray without showing the window (the login item sets it)
+//	AETHER_FUNNEL_CONTROL_URL  the Tailscale control server for Funnel (default Tailscale's; the GUI test's own)
 type config struct {
 	dataDir    string
 	policyPath string
@@ -23,6 +24,7 @@ type config struct {
 	pactListen string
 	codex      string
 	hidden     bool
+	controlURL string // Tailscale control server for Funnel; "" = Tailscale's
 }
 
 func configFromEnv() (config, error) {
@@ -33,6 +35,7 @@ func configFromEnv() (config, error) {
 		pactListen: "127.0.0.1:8080",
 		codex:      os.Getenv("AETHER_CODEX"),
 		hidden:     os.Getenv("AETHER_START_HIDDEN") == "1",
+		controlURL: os.Getenv("AETHER_FUNNEL_CONTROL_URL"),
 	}
 	if v := os.Getenv("AETHER_ADMIN_PORT"); v != "" {
 		p, err := strconv.Atoi(v)

@@ -71,7 +71,7 @@ func TestFunnel(t *testing.T) {
 		t.Errorf("after the switch the Funnel URL is not in use: %+v", r)
 	}
 
-	t.Run("old grant carried", func(t *testing.T) {
+	t.Run("N3 a token made under the old publicUrl", func(t *testing.T) {
 		moveTokens(t, oldDir, oldURL, funnelURL) // the agent tries its old token at the new address
 		res, err := agentpkg.Run(ctx, agentpkg.Options{Card: funnelURL, Brand: "review", Message: "again", Dir: oldDir, HTTPClient: hc,
 			OnUserCode: func(code, _ string) { t.Errorf("the owner was asked again (%s)", code) }})
@@ -115,7 +115,7 @@ func TestFunnel(t *testing.T) {
 		}
 	})
 
-	t.Run("T-R2 the client address is the one the ingress reported", func(t *testing.T) {
+	t.Run("N2 the client address is the one the ingress reported", func(t *testing.T) {
 		in.from("203.0.113.44:5555")
 		req, _ := http.NewRequest("POST", funnelURL+"/a2a/review", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}`))
 		req.Header.Set("Content-Type", "application/json")
@@ -158,7 +158,7 @@ func moveTokens(t *testing.T, dir, from, to string) {
 	}
 }
 
-// TestFunnelServesOnlyTheGateway: T-R1, every admin UI and node API route asked through the
+// TestFunnelServesOnlyTheGateway: N1, every admin UI and node API route asked through the
 // Funnel listener gets 404 from the gateway; none is served there.
 func TestFunnelServesOnlyTheGateway(t *testing.T) {
 	tn := newTailnet(t, nil, false)
@@ -178,7 +178,7 @@ func TestFunnelServesOnlyTheGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Run("T-R1 admin and node API through the Funnel", func(t *testing.T) {
+	t.Run("N1 admin and node API through the Funnel", func(t *testing.T) {
 		for _, route := range routes {
 			for _, method := range []string{"GET", "POST"} {
 				req, _ := http.NewRequest(method, funnelURL+route, strings.NewReader("{}"))
