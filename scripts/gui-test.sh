@@ -562,8 +562,9 @@ check "Reachability: off at first (GET /v1/status)" wait_for 10 reach_is off off
 check "tray: Not reachable from the internet" wait_for 10 in_menu "Not reachable from the internet"
 sleep 2.5
 shot 09-reach-off
-# The card's "Tailscale Funnel" button (where 09-reach-off.png shows it).
-xdotool mousemove --window "$(window)" 10 10 click 1
+# The card's "Tailscale Funnel" button (where 09-reach-off.png shows it, on the whole screen).
+xdotool windowactivate --sync "$(window)" 2>/dev/null || xdotool windowfocus --sync "$(window)" 2>/dev/null
+xdotool mousemove 804 255 click 1
 check "Reachability: Tailscale Funnel pressed → logging in, with a login link" wait_for 30 reach_is funnel logging_in
 LOGIN=$(node_api /v1/status | jq -r .reachability.loginUrl)
 funnel_saved() { jq -e '.pact.funnel == true' "$DATA/policy.json" >/dev/null; }

@@ -14,6 +14,7 @@ import (
 
 	agentpkg "github.com/aether/aether/backend/agent"
 	"github.com/aether/aether/backend/codex/codextest"
+	"github.com/aether/aether/backend/node"
 	ownerpkg "github.com/aether/aether/backend/owner"
 )
 
@@ -239,7 +240,10 @@ func TestFunnelRefused(t *testing.T) {
 // then publishes.
 func TestFunnelLogin(t *testing.T) {
 	tn := newTailnet(t, nil, true)
-	e := newEnv(t, withFunnel(tn))
+	e := newEnv(t, withFunnel(tn), withNode(func(o *node.Options) { o.Funnel = false })) // pact.funnel, as the window sets it
+	if _, err := e.n.Owner().SetFunnel(t.Context(), true); err != nil {
+		t.Fatal(err)
+	}
 	r := waitReach(t, e, "logging in", func(r ownerpkg.Reachability) bool { return r.LoginURL != "" })
 	if r.State != "logging_in" || !strings.HasPrefix(r.LoginURL, tn.url+"/auth/") {
 		t.Fatalf("before the login: %+v", r)
@@ -251,4 +255,58 @@ func TestFunnelLogin(t *testing.T) {
 	if r.URL != funnelURL || r.LoginURL != "" {
 		t.Errorf("after the login: %+v", r)
 	}
+}
+
+// TestFunnelControlUnreachable: with the control server down the card says so and what to do,
+// and the local gateway answers.
+func TestFunnelControlUnreachable(t *testing.T) {
+	tn := newTailnet(t, nil, false)
+	tn.control.HTTPTestServer.Close()
+	e := newEnv(t, withNode(func(o *node.Options) {
+		o.Funnel = true
+		o.Reach = node.ReachOptions{ControlURL: tn.url, Ephemeral: true, ConnectTimeout: time.Second}
+	}))
+	r := waitReach(t, e, "failed", func(r ownerpkg.Reachability) bool { return r.State == "failed" })
+	if !strings.Contains(r.Reason, "cannot reach the Tailscale control server") || !strings.Contains(r.Fix, "internet connection") {
+		t.Errorf("control server down: %+v", r)
+	}
+	resp, err := http.Get(e.publicURL + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the local gateway with the control server down: %v %v", err, resp)
+	}
+	resp.Body.Close()
+}
+
+// TestFunnelLoggedOut: a device logged out of the tailnet (from the admin console) says so and
+// what to do; turning Funnel off and on shows a new login link, and it publishes again.
+func TestFunnelLoggedOut(t *testing.T) {
+	tn := newTailnet(t, nil, true)
+	e := newEnv(t, withFunnel(tn), withNode(func(o *node.Options) { o.Funnel = false })) // pact.funnel, as the window sets it
+	if _, err := e.n.Owner().SetFunnel(t.Context(), true); err != nil {
+		t.Fatal(err)
+	}
+	r := waitReach(t, e, "logging in", func(r ownerpkg.Reachability) bool { return r.LoginURL != "" })
+	tn.control.CompleteAuth(r.LoginURL)
+	waitReach(t, e, "published", func(r ownerpkg.Reachability) bool { return r.State == ownerpkg.ReachStatePublished })
+	lc, err := e.n.FunnelTailnet().Tailnet().LocalClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lc.Logout(t.Context()); err != nil {
+		t.Fatalf("log the device out: %v", err)
+	}
+	r = waitReach(t, e, "logged out", func(r ownerpkg.Reachability) bool { return r.State == "failed" })
+	if !strings.Contains(r.Reason, "logged out") || !strings.Contains(r.Fix, "off and on") {
+		t.Errorf("after the logout: %+v", r)
+	}
+	for _, on := range []bool{false, true} { // what the card's buttons do
+		if _, err := e.n.Owner().SetFunnel(t.Context(), on); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = waitReach(t, e, "logging in again", func(r ownerpkg.Reachability) bool { return r.LoginURL != "" })
+	if !tn.control.CompleteAuth(r.LoginURL) {
+		t.Fatalf("the control server does not know the login URL %s", r.LoginURL)
+	}
+	waitReach(t, e, "published again", func(r ownerpkg.Reachability) bool { return r.State == ownerpkg.ReachStatePublished })
 }

@@ -33,8 +33,9 @@
 // and inside the managed sections; exact duplicate keys are errors at any depth, also inside
 // other sections.
 //
-// Every brand field is required except "instructions". "allowInsecureLocalIssuers" defaults to
-// false, "brands" and "scopes" to empty, "taskRetentionDays" (how many days a finished task is
+// Every brand field is required except "instructions". "allowInsecureLocalIssuers" and
+// "funnel" (publish with Tailscale Funnel, docs/deploy.md) default to false, "brands" and
+// "scopes" to empty, "taskRetentionDays" (how many days a finished task is
 // kept; receipts are kept for ever) to 30. A policy without a "pact" section is valid and offers
 // nothing (Policy.Pact is nil).
 //

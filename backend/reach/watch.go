@@ -53,6 +53,8 @@ func (p *Publisher) run(ctx context.Context) {
 			}
 			if login != "" {
 				p.loggingIn(login)
+			} else if p.wasRunning() {
+				p.fail(loggedOut, signInAgain)
 			}
 		case ipn.NeedsMachineAuth:
 			p.fail("an admin of your tailnet has to approve this device", "approve it on the Machines page of the Tailscale admin console")
@@ -63,6 +65,10 @@ func (p *Publisher) run(ctx context.Context) {
 			p.publish(ctx, lc)
 		case ipn.Stopped:
 			p.setRunning(false)
+			if p.wasRunning() { // a logout from the tailnet stops the backend
+				p.fail(loggedOut, signInAgain)
+				continue
+			}
 			p.fail("Tailscale is stopped on this device", "turn Funnel off and on again")
 		}
 	}
@@ -75,6 +81,20 @@ func (p *Publisher) setRunning(up bool) {
 		p.wasUp = true
 	}
 	p.mu.Unlock()
+}
+
+// A logout (or an expired key) while running: tsnet asks for a login link only when it starts,
+// so turning Funnel off and on starts it again and shows a new link.
+const (
+	loggedOut   = "this device was logged out of your tailnet (or its key expired)"
+	signInAgain = "turn Funnel off and on again, then sign in with the new link"
+)
+
+// wasRunning: the device ran before in this run, so a NeedsLogin is a logout or an expired key.
+func (p *Publisher) wasRunning() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.wasUp
 }
 
 // loggingIn shows where to sign in; after the device has run once this is a logout.
