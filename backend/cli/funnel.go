@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/aether/aether/backend/node"
 	"github.com/aether/aether/backend/owner"
@@ -46,8 +45,10 @@ func reachLine(r owner.Reachability) string {
 		return "reachable at " + r.URL
 	case r.State == owner.ReachStatePublished:
 		return "published at " + r.URL + " (not the publicUrl yet)"
+	case r.LoginURL != "" && r.Reason != "":
+		return r.Reason + ": sign in again at " + r.LoginURL
 	case r.LoginURL != "":
-		return strings.TrimSpace(r.Reason+" — sign in at "+r.LoginURL) + ""
+		return "sign in to your tailnet at " + r.LoginURL
 	case r.State == "failed":
 		return "not reachable from the internet: " + r.Reason + " — " + r.Fix
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -116,16 +117,16 @@ func (n *Node) FunnelTailnet() *reach.Publisher { return n.funnel.pub.Load() }
 // policy that changes them gets a new verifier (applyPublicURL).
 type identities struct {
 	v   atomic.Pointer[identity.Verifier]
-	key atomic.Pointer[[2]string] // audience, publicUrl of v
+	key atomic.Pointer[[3]string] // audience, publicUrl and allowInsecureLocalIssuers of v
 }
 
 func (ids *identities) Verify(ctx context.Context, raw, clientIP string) (identity.Identity, error) {
 	return ids.v.Load().Verify(ctx, raw, clientIP)
 }
 
-// set builds a verifier for p unless the current one is for the same audience and publicUrl.
+// set builds a verifier for p unless the current one was built for the same settings.
 func (ids *identities) set(p *policy.Policy, n *Node) {
-	k := [2]string{p.Pact.Audience, p.Pact.PublicURL}
+	k := [3]string{p.Pact.Audience, p.Pact.PublicURL, strconv.FormatBool(p.Pact.AllowInsecureLocalIssuers)}
 	if old := ids.key.Load(); old != nil && *old == k && ids.v.Load() != nil {
 		return
 	}

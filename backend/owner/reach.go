@@ -77,8 +77,9 @@ func (s *Service) SetFunnel(ctx context.Context, on bool) (Reachability, error) 
 }
 
 // UseFunnelURL makes the published Funnel address the node's publicUrl and audience, once
-// the owner confirmed it. Grants made under the old publicUrl are bound to it and stop
-// working; their agents are asked again (docs/deploy.md, "Switching publicUrl").
+// the owner confirmed it. Delegation tokens made under the old publicUrl stop working; the
+// grants stay, and their agents get new tokens at the new address without asking the owner
+// (docs/deploy.md, "Switching publicUrl").
 func (s *Service) UseFunnelURL(ctx context.Context) (Reachability, error) {
 	s.save.Lock()
 	defer s.save.Unlock()
