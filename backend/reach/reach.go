@@ -68,11 +68,10 @@ type Publisher struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu      sync.Mutex
-	st      Status
-	http    *http.Server // the Funnel listener's server, once listening
-	wasUp   bool         // Running once: a later NeedsLogin is a logout
-	running bool
+	mu    sync.Mutex
+	st    Status
+	http  *http.Server // the Funnel listener's server, once listening
+	wasUp bool         // Running once: a later NeedsLogin is a logout
 }
 
 // Start joins the tailnet in the background and publishes once it is up; Status follows it.

@@ -47,7 +47,6 @@ func (p *Publisher) run(ctx context.Context) {
 		}
 		switch *n.State {
 		case ipn.NeedsLogin:
-			p.setRunning(false)
 			if st, err := lc.StatusWithoutPeers(ctx); err == nil && st.AuthURL != "" {
 				login = st.AuthURL
 			}
@@ -61,25 +60,22 @@ func (p *Publisher) run(ctx context.Context) {
 		case ipn.Running:
 			stuck.Stop()
 			login = ""
-			p.setRunning(true)
+			p.ran()
 			p.publish(ctx, lc)
 		case ipn.Stopped:
-			p.setRunning(false)
 			if p.wasRunning() { // a logout from the tailnet stops the backend
 				p.fail(loggedOut, signInAgain)
-				continue
+			} else {
+				p.fail("Tailscale is stopped on this device", "turn Funnel off and on again")
 			}
-			p.fail("Tailscale is stopped on this device", "turn Funnel off and on again")
 		}
 	}
 }
 
-func (p *Publisher) setRunning(up bool) {
+// ran notes that the device is on the tailnet: a later NeedsLogin or Stopped is a logout.
+func (p *Publisher) ran() {
 	p.mu.Lock()
-	p.running = up
-	if up {
-		p.wasUp = true
-	}
+	p.wasUp = true
 	p.mu.Unlock()
 }
 
@@ -99,13 +95,9 @@ func (p *Publisher) wasRunning() bool {
 
 // loggingIn shows where to sign in; after the device has run once this is a logout.
 func (p *Publisher) loggingIn(url string) {
-	p.mu.Lock()
-	wasUp := p.wasUp
-	p.mu.Unlock()
 	st := Status{State: LoggingIn, LoginURL: url, Fix: "open the link and sign in to your tailnet"}
-	if wasUp {
-		st.Reason = "this device was logged out of your tailnet (or its key expired)"
-		st.Fix = "open the link and sign in again"
+	if p.wasRunning() {
+		st.Reason, st.Fix = loggedOut, "open the link and sign in again"
 	}
 	p.set(st)
 }
