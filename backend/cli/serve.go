@@ -33,6 +33,8 @@ func serve(args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "aether node serve: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	// Another Tailscale control server for Funnel (tests use their own on loopback; docs/deploy.md).
+	o.Reach.ControlURL = os.Getenv("AETHER_FUNNEL_CONTROL_URL")
 	o.Logger = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
