@@ -95,6 +95,7 @@ func (s *Service) UseFunnelURL(ctx context.Context) (Reachability, error) {
 	if _, err := s.write(p, -1); err != nil {
 		return Reachability{}, err
 	}
+	s.ReachabilityChanged() // now in use: the tray and the window follow
 	return s.Reachability(), nil
 }
 
