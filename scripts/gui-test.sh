@@ -4,7 +4,9 @@
 # a stand-in tray host (app/guitest/sni). It builds the app, starts it with a temporary
 # HOME and an example policy, and checks the window, the tray menu, notifications with
 # Allow and Deny, the grant and the delegated turn, hide on close, the second launch,
-# consent links, the Brands page and a clean quit. Screenshots go to test-results/gui/.
+# consent links, the Brands page, a clean quit, and the Status page's Reachability card
+# (Tailscale Funnel) through off, logging in and published against a loopback control server
+# (app/guitest/tailnet). Screenshots go to test-results/gui/.
 #
 # Prints one line per check (PASS/FAIL), "# " lines for information, and ends with
 # "N passed, N failed"; exits non-zero when a check failed.
