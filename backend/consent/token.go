@@ -100,9 +100,6 @@ func (s *Service) checkDelegation(ctx context.Context, token string, agent domai
 	if err != nil {
 		return nil, refuse(ReasonInvalid, "the delegation token does not verify: "+err.Error())
 	}
-	if c.Issuer != s.PublicURL() { // verified under a publicUrl the node has since left
-		return nil, refuse(ReasonInvalid, "the delegation token was issued under another publicUrl of this node; ask again")
-	}
 	if c.Subject != agent.Subject || c.AgentIss != agent.Issuer {
 		return nil, refuse(ReasonWrongAgent, "the delegation token belongs to another agent")
 	}
