@@ -17,6 +17,7 @@ import (
 //	AETHER_CODEX        codex binary (default: the one named or got on the Status page, else codex on PATH)
 //	AETHER_CODEX_REGISTRY  where Get Codex downloads from (default: npm's registry; tests use a stand-in)
 //	AETHER_START_HIDDEN "1": start in the tray without showing the window (the login item sets it)
+//	AETHER_FUNNEL_CONTROL_URL  the Tailscale control server for Funnel (default Tailscale's; the GUI test's own)
 type config struct {
 	dataDir    string
 	policyPath string
@@ -25,6 +26,7 @@ type config struct {
 	codex      string
 	registry   string
 	hidden     bool
+	controlURL string // Tailscale control server for Funnel; "" = Tailscale's
 }
 
 func configFromEnv() (config, error) {
@@ -36,6 +38,7 @@ func configFromEnv() (config, error) {
 		codex:      os.Getenv("AETHER_CODEX"),
 		registry:   os.Getenv("AETHER_CODEX_REGISTRY"),
 		hidden:     os.Getenv("AETHER_START_HIDDEN") == "1",
+		controlURL: os.Getenv("AETHER_FUNNEL_CONTROL_URL"),
 	}
 	if v := os.Getenv("AETHER_ADMIN_PORT"); v != "" {
 		p, err := strconv.Atoi(v)

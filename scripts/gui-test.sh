@@ -4,7 +4,9 @@
 # a stand-in tray host (app/guitest/sni). It builds the app, starts it with a temporary
 # HOME and an example policy, and checks the window, the tray menu, notifications with
 # Allow and Deny, the grant and the delegated turn, hide on close, the second launch,
-# consent links, the Brands page and a clean quit. Screenshots go to test-results/gui/.
+# consent links, the Brands page, a clean quit, and the Status page's Reachability card
+# (Tailscale Funnel) through off, logging in and published against a loopback control server
+# (app/guitest/tailnet). Screenshots go to test-results/gui/.
 #
 # Run F is a new owner's first run with no Codex anywhere and no key: Get Codex with its
 # progress bar, the key form (the key never in the page, the log or the screenshots' text),
@@ -38,6 +40,7 @@ if [ "${1:-}" != "--inside" ]; then
 			go build -tags "$TAGS" -o "$WORK/bin/aether" . &&
 			go build -o "$WORK/bin/agent" ./app/guitest/agent &&
 			go build -o "$WORK/bin/sni" ./app/guitest/sni &&
+			go test -c -o "$WORK/bin/tailnet" ./app/guitest/tailnet &&
 			go build -tags desktop -o "$WORK/bin/wmclose" ./app/guitest/wmclose &&
 			go build -o "$WORK/bin/codex" ./backend/codex/testdata/fakecodex &&
 			go build -o "$WORK/bin/registry" ./app/guitest/registry &&
@@ -556,6 +559,65 @@ else
 	fail "started hidden: SIGTERM exits 0" "still running"
 fi
 APP_PID=
+
+# ---- run R: the Reachability card, off → logging in → published -------------------------
+# Tailscale's test control server and relay on loopback (app/guitest/tailnet) stand in for
+# Tailscale's; the public Funnel ingress itself is not part of this test (docs/deploy.md).
+echo "# run R: the Reachability card with a loopback tailnet"
+mkdir -p "$WORK/tailnet"
+AETHER_GUI_TAILNET=$WORK/tailnet bg "$WORK/tailnet.log" "$BIN/tailnet" -test.run TestServe -test.timeout 0
+wait_for 30 test -s "$WORK/tailnet/helper.addr"
+bg "$WORK/sni-r.log" "$BIN/sni" watch
+wait_for 10 grep -q watching "$WORK/sni-r.log"
+rm -f "$WORK/xdg-open.args" "$WORK/xdg-open.page"
+AETHER_FUNNEL_CONTROL_URL=$(cat "$WORK/tailnet/control.url") "$BIN/aether" >"$WORK/app-r.log" 2>&1 &
+APP_PID=$!
+wait_for 30 test -s "$DATA/node.json"
+check "run R: window shown" wait_for 30 visible
+reach_is() { node_api /v1/status | jq -e --arg m "$1" --arg s "$2" '.reachability.mode == $m and .reachability.state == $s' >/dev/null; }
+check "Reachability: off at first (GET /v1/status)" wait_for 10 reach_is off off
+check "tray: Not reachable from the internet" wait_for 10 in_menu "Not reachable from the internet"
+sleep 2.5
+shot 09-reach-off
+# The card's "Tailscale Funnel" button (where 09-reach-off.png shows it, on the whole screen).
+xdotool windowactivate --sync "$(window)" 2>/dev/null || xdotool windowfocus --sync "$(window)" 2>/dev/null
+# The checklist's "Set up reachability" link brings the card to the top of the page (its
+# Reachable row, where 09-first-run-checklist.png shows it); its Funnel button is then below
+# the card's title.
+xdotool mousemove 1180 347 click 1
+sleep 1
+shot 09b-reach-card
+xdotool mousemove 804 140 click 1
+check "Reachability: Tailscale Funnel pressed → logging in, with a login link" wait_for 30 reach_is funnel logging_in
+LOGIN=$(node_api /v1/status | jq -r .reachability.loginUrl)
+funnel_saved() { jq -e '.pact.funnel == true' "$DATA/policy.json" >/dev/null; }
+check "…pact.funnel is saved in policy.json" funnel_saved
+login_opened() { grep -q '^file://' "$WORK/xdg-open.args" && grep -qF "$LOGIN" "$WORK/xdg-open.page"; }
+check "…the login link opens in the browser (through a page only this user reads)" wait_for 10 login_opened
+check "tray: Not reachable from the internet: sign in to Tailscale" wait_for 10 in_menu "Not reachable from the internet: sign in to Tailscale"
+sleep 1.5
+shot 10-reach-logging-in
+curl -sf "http://$(cat "$WORK/tailnet/helper.addr")/complete?url=$LOGIN" >/dev/null
+check "Reachability: signed in → published" wait_for 60 reach_is funnel published
+PUBLISHED=$(node_api /v1/status | jq -r .reachability.url)
+echo "# published at $PUBLISHED"
+check "tray: Published at $PUBLISHED (not in use yet)" wait_for 10 in_menu "Published at $PUBLISHED (not in use yet)"
+sleep 1.5
+shot 11-reach-published
+node_post() { curl -sf -X POST -H "Authorization: Bearer $(cat "$DATA/admin.token")" "http://$(jq -r .api "$DATA/node.json")$1"; }
+node_post /v1/reachability/use >/dev/null
+in_use() { jq -e --arg u "$PUBLISHED" '.pact.publicUrl == $u and .pact.audience == $u' "$DATA/policy.json" >/dev/null; }
+check "Use this address: publicUrl and audience are $PUBLISHED in policy.json" wait_for 10 in_use
+check "tray: Reachable at $PUBLISHED" wait_for 10 in_menu "Reachable at $PUBLISHED"
+check "the local gateway still answers" healthz
+sleep 1.5
+shot 12-reach-in-use
+kill -TERM "$APP_PID"
+if app_exit 30; then
+	check "run R: SIGTERM exits 0" test "$APP_RC" = 0
+else
+	fail "run R: SIGTERM exits 0" "still running"
+fi
 
 # ---- run F: a new owner, all from the window ---------------------------------------------
 echo "# run F: first run with no codex anywhere (not on PATH, none in the data dir) and no key"

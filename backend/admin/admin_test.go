@@ -225,6 +225,16 @@ func (f *fakeBackend) SetPaused(paused bool) error {
 	return nil
 }
 
+func (f *fakeBackend) SetFunnel(ctx context.Context, on bool) (owner.Reachability, error) {
+	f.note("SetFunnel")
+	return owner.Reachability{Mode: owner.ReachFunnel, State: "starting"}, nil
+}
+
+func (f *fakeBackend) UseFunnelURL(ctx context.Context) (owner.Reachability, error) {
+	f.note("UseFunnelURL")
+	return owner.Reachability{}, fmt.Errorf("%w: not published", owner.ErrInvalid)
+}
+
 func (f *fakeBackend) Runtime() owner.Runtime {
 	f.note("Runtime")
 	return owner.Runtime{Goroutines: 7, HeapBytes: 1 << 20}

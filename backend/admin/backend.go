@@ -34,6 +34,8 @@ type Backend interface {
 	Model() (owner.ModelStatus, error)
 	SetModel(req owner.ModelRequest) (owner.ModelStatus, error)
 	CheckModel(ctx context.Context) (owner.ModelCheck, error)
+	SetFunnel(ctx context.Context, on bool) (owner.Reachability, error)
+	UseFunnelURL(ctx context.Context) (owner.Reachability, error)
 }
 
 var _ Backend = (*owner.Service)(nil)

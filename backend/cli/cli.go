@@ -35,6 +35,7 @@ Usage:
   aether keys rotate [--data-dir D]   (with the node stopped)
   aether status [--data-dir D]
   aether grants list|revoke ID [--data-dir D]
+  aether funnel on|off|use [--data-dir D]   publish with Tailscale Funnel; use: make its address the publicUrl
   aether admin new-token [--data-dir D]   a new admin token; ends every admin session
   aether admin link [--data-dir D]        a one-time sign-in link to the admin UI
   aether agent --card URL ... a reference personal agent that walks the whole flow
@@ -91,6 +92,8 @@ func Main(args []string, env Env) int {
 		return status(rest, env)
 	case "grants":
 		return grants(rest, env)
+	case "funnel":
+		return funnelVerb(rest, env)
 	case "admin":
 		return adminVerb(rest, env)
 	case "agent":

@@ -31,6 +31,7 @@ const (
 	fileHead      = "receipts.head" // the receipt chain's head, kept outside pact.sqlite
 	dirCodex      = "codex"         // codex state per conversation, and each turn's scratch
 	dirCodexBin   = "codex-bin"     // the pinned Codex, got from the window (backend/codexget)
+	dirTailscale  = "tailscale"     // Tailscale Funnel's node state (backend/reach), mode 0700
 )
 
 // DefaultDataDir is the per-user data folder of the OS: $XDG_DATA_HOME/aether/node

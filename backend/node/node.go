@@ -63,6 +63,10 @@ type Options struct {
 	OnConsentLink func(userCode string)
 	// PruneEvery is how often expired and retired tasks are deleted; 0 means every 30 s.
 	PruneEvery time.Duration
+	// Funnel publishes the gateway with Tailscale Funnel whatever pact.funnel says
+	// (`node serve --funnel`); Reach configures it.
+	Funnel bool
+	Reach  ReachOptions
 	// Listen opens the node's listeners; nil is net.Listen. Tests wrap it to see what
 	// reaches the node.
 	Listen func(network, address string) (net.Listener, error)
@@ -104,6 +108,9 @@ type Node struct {
 	// gw is nil until a policy first loads. Its routes are the one served policy: consent and
 	// the owner read the brands from there (served).
 	gw atomic.Pointer[gateway.Gateway]
+	// ids checks identities for the served publicUrl and audience; funnel publishes the gateway.
+	ids    identities
+	funnel funnel
 
 	applyMu    sync.Mutex // one policy applied at a time
 	mu         sync.Mutex // the policy file's state
@@ -273,6 +280,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	n.every(bgCtx, n.opts.pruneEvery(), n.pruneTasks)
 	n.every(bgCtx, 5*time.Minute, n.checkCodex)
 
+	n.syncFunnel(pol)
 	n.log.Info("gateway listening", "addr", n.addrs.Gateway, "publicUrl", publicURL)
 	n.log.Info("admin UI listening", "addr", "https://"+n.addrs.Admin)
 	n.log.Info("node API listening", "addr", "http://"+n.addrs.API)
@@ -294,7 +302,11 @@ func (n *Node) PolicyPath() string {
 }
 
 // Addresses are the bound listeners.
-func (n *Node) Addresses() Addresses { return n.addrs }
+func (n *Node) Addresses() Addresses {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.addrs
+}
 
 // SignInURL mints a one-time admin sign-in link (admin.Server.SignInLink): it works once,
 // within five minutes. Show it to the owner; never log it.
@@ -327,7 +339,7 @@ func (n *Node) serve(srv *http.Server, ln net.Listener, useTLS bool) {
 }
 
 func (n *Node) writeAddresses() error {
-	data, err := json.MarshalIndent(n.addrs, "", "  ")
+	data, err := json.MarshalIndent(n.Addresses(), "", "  ")
 	if err != nil {
 		return err
 	}
@@ -375,6 +387,11 @@ func (n *Node) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("stop running turns: %w", err))
 		}
 	}
+	n.funnel.mu.Lock()
+	if err := n.stopFunnel(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("stop Tailscale Funnel: %w", err))
+	}
+	n.funnel.mu.Unlock()
 	for _, s := range n.servers {
 		if err := s.Shutdown(ctx); err != nil {
 			errs = append(errs, err)

@@ -14,7 +14,6 @@ import (
 	"github.com/aether/aether/backend/consent"
 	"github.com/aether/aether/backend/fsutil"
 	"github.com/aether/aether/backend/gateway"
-	"github.com/aether/aether/backend/identity"
 	"github.com/aether/aether/backend/policy"
 )
 
@@ -79,22 +78,17 @@ func (n *Node) startGateway(p *policy.Policy, publicURL, consentURL string) erro
 	n.mu.Lock()
 	modTime := n.polModTime
 	n.mu.Unlock()
+	n.applyPublicURL(p)
 	gw, err := gateway.New(gateway.Config{
 		ConsentURL: consentURL,
-		Identity: identity.New(identity.Config{
-			Audience:                  p.Pact.Audience,
-			AllowInsecureLocalIssuers: p.Pact.AllowInsecureLocalIssuers,
-			OwnListeners:              n.ownListeners(),
-			NodeIssuer:                publicURL,
-			Logger:                    n.log,
-		}),
-		Consent:   n.consent,
-		Tasks:     n.db,
-		Ledger:    n.ledger,
-		Runner:    n.turns,
-		Keys:      n.history,
-		OnReceipt: n.owner.ReceiptAdded,
-		Logger:    n.log,
+		Identity:   &n.ids,
+		Consent:    n.consent,
+		Tasks:      n.db,
+		Ledger:     n.ledger,
+		Runner:     n.turns,
+		Keys:       n.history,
+		OnReceipt:  n.owner.ReceiptAdded,
+		Logger:     n.log,
 
 		Signer: n.ring.Current,
 		// The policy file's mtime: unchanged cards keep their Last-Modified across restarts.
@@ -151,9 +145,7 @@ func (n *Node) applyPolicy(p *policy.Policy) error {
 			return err
 		}
 	} else {
-		if old := gw.Policy(); old.Pact.PublicURL != p.Pact.PublicURL {
-			n.log.Warn("publicUrl changed: restart the node for tokens and receipts to use the new one", "old", old.Pact.PublicURL, "new", p.Pact.PublicURL)
-		}
+		n.applyPublicURL(p)
 		if err := gw.Reload(p); err != nil {
 			return err
 		}
@@ -161,6 +153,7 @@ func (n *Node) applyPolicy(p *policy.Policy) error {
 	n.mu.Lock()
 	n.polErr = nil
 	n.mu.Unlock()
+	n.syncFunnel(p)
 	return nil
 }
 

@@ -187,7 +187,7 @@ func setupSteps(st Status) []SetupStep {
 	if !brand.Done {
 		brand.Text = "no brand yet: offer something to agents"
 	}
-	reach := SetupStep{ID: StepReachable, Link: "#gateway"}
+	reach := SetupStep{ID: StepReachable, Link: "#reachability"}
 	reach.Done, reach.Text = Reachable(st.Gateway.PublicURL)
 	ready := SetupStep{ID: StepReady, Done: codex.Done && m.Done && brand.Done && reach.Done && st.Gateway.Running}
 	ready.Text = "Ready for agents"

@@ -13,10 +13,12 @@ func (s *Service) Status(ctx context.Context) (Status, error) {
 	running, paused := s.cfg.Node.Gateway()
 	path, perr := s.cfg.Node.PolicyFile()
 	st := Status{
-		Gateway: GatewayStatus{Listen: s.cfg.Listen, PublicURL: s.cfg.PublicURL, Running: running, Paused: paused},
+		Gateway: GatewayStatus{Listen: s.cfg.Listen, PublicURL: s.PublicURL(), Running: running, Paused: paused},
 		Admin:   AdminStatus{URL: s.cfg.AdminURL},
 		Policy:  PolicyStatus{Path: path, Error: policyErrorDTO(perr)},
 		Brands:  s.brandDTOs(s.cfg.Node.Served()),
+
+		Reachability: s.Reachability(),
 	}
 	st.Codex, st.Confinement = s.cfg.Node.Health()
 	if s.cfg.Setup != nil {

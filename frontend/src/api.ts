@@ -110,6 +110,7 @@ export interface Status {
   model: ModelStatus;
   download: CodexDownload;
   setup: SetupStep[];
+  reachability: Reachability;
 }
 
 /** One line of the first-run checklist (codex, model, brand, reachable, ready). */
@@ -152,6 +153,18 @@ export interface ModelRequest {
   removeKey?: boolean;
   baseUrl?: string;
   model?: string;
+}
+
+/** Reachability is how agents elsewhere reach the gateway (owner.Reachability). */
+export interface Reachability {
+  mode: "off" | "funnel" | "proxy";
+  state: "off" | "starting" | "logging_in" | "published" | "failed";
+  url: string;
+  device: string;
+  reason: string;
+  fix: string;
+  loginUrl: string;
+  inUse: boolean;
 }
 
 export interface ReceiptDetail {
@@ -307,6 +320,8 @@ export const api = {
   useCodex: (path: string) => request<ModelStatus>("PUT", "/api/codex/path", { path }),
   setModel: (req: ModelRequest) => request<ModelStatus>("PUT", "/api/model", req),
   checkModel: () => request<ModelCheck>("POST", "/api/model/check"),
+  setFunnel: (on: boolean) => request<Reachability>("POST", "/api/reachability/funnel", { on }),
+  useFunnelUrl: () => request<Reachability>("POST", "/api/reachability/use"),
 };
 
 export function errorMessage(e: unknown): string {

@@ -26,7 +26,7 @@ const STEP_ACTIONS: Record<string, string> = {
   codex: "Get Codex",
   model: "Set a key",
   brand: "Add a brand",
-  reachable: "See the gateway",
+  reachable: "Set up reachability",
 };
 
 function mb(n: number): string {

@@ -3,6 +3,7 @@ import { h, replace, banner, badge, clean, untrusted, copyText, timeCell } from 
 import { on } from "../events";
 import type { PageDef } from "../router";
 import { setPending } from "../pending";
+import { reachabilityCard } from "./reachability";
 import { receiptStatusBadge, accessModeBadge, pageHeader, loading, receiptAgentCell } from "./common";
 import { setupSection } from "./setup";
 
@@ -164,7 +165,7 @@ export const statusPage: PageDef = {
           replace(top, s.policy?.error ? policyErrorBanner(s.policy.error, s.policy.path) : null);
           replace(
             rest,
-            h("div", { class: "grid" }, gatewayCard(s), confinementCard(s), pendingCard(s.pending), brandsCard(s.brands ?? []), receiptsCard(s)),
+            h("div", { class: "grid" }, gatewayCard(s), reachabilityCard(s, load), confinementCard(s), pendingCard(s.pending), brandsCard(s.brands ?? []), receiptsCard(s)),
           );
         },
         (e) => {
@@ -173,7 +174,7 @@ export const statusPage: PageDef = {
         },
       );
     load();
-    const offs = [on("consent", load), on("receipt", load), on("policy", load), on("poll", load), on("resync", load)];
+    const offs = [on("consent", load), on("receipt", load), on("policy", load), on("reachability", load), on("poll", load), on("resync", load)];
     return {
       destroy() {
         alive = false;
