@@ -93,15 +93,15 @@ export HOME=$WORK/home XDG_CONFIG_HOME=$WORK/home/.config XDG_DATA_HOME=$WORK/ho
 export XDG_CACHE_HOME=$WORK/home/.cache XDG_RUNTIME_DIR=$WORK/run
 mkdir -p "$HOME" "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
 DATA=$XDG_DATA_HOME/aether/node
-mkdir -p "$DATA/workspace" && chmod 700 "$DATA"
-echo "# bench" >"$DATA/workspace/README.md"
+mkdir -p "$DATA" "$HOME/project" && chmod 700 "$DATA" # the workspace is never inside the data dir (W24)
+echo "# bench" >"$HOME/project/README.md"
 PORT=$((20000 + RANDOM % 12000)) # below the ephemeral range
 GW=http://127.0.0.1:$PORT
 export AETHER_ADMIN_PORT=0 AETHER_PACT_LISTEN=127.0.0.1:$PORT AETHER_CODEX=$BIN/codex
 cat >"$DATA/policy.json" <<EOF
 {"pact": {"publicUrl": "$GW", "audience": "$GW", "allowInsecureLocalIssuers": true, "brands": [{
   "id": "review", "name": "Code review", "description": "Reviews code.", "capability": "review",
-  "workspace": "workspace", "accessMode": "read_only",
+  "workspace": "$HOME/project", "accessMode": "read_only",
   "scope": {"id": "review:read_only", "description": "Review code (read only)"}}]}}
 EOF
 

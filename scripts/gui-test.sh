@@ -210,9 +210,10 @@ export AETHER_ADMIN_PORT=0 AETHER_PACT_LISTEN=127.0.0.1:$GW_PORT AETHER_CODEX=$B
 # The node hands codex an API key from its environment and starts no turn without one.
 export CODEX_API_KEY=gui-test-key
 
-mkdir -p "$DATA/workspace"
+# The brand's workspace is a project in the owner's home: never inside the data dir (W24).
+mkdir -p "$DATA" "$HOME/project"
 chmod 700 "$DATA"
-echo "# A small project" >"$DATA/workspace/README.md"
+echo "# A small project" >"$HOME/project/README.md"
 cat >"$DATA/policy.json" <<EOF
 {
   "pact": {
@@ -221,7 +222,7 @@ cat >"$DATA/policy.json" <<EOF
     "allowInsecureLocalIssuers": true,
     "brands": [{
       "id": "review", "name": "Code review", "description": "Reviews code in my workspace.",
-      "capability": "review", "workspace": "workspace", "accessMode": "read_only",
+      "capability": "review", "workspace": "$HOME/project", "accessMode": "read_only",
       "scope": { "id": "review:read_only", "description": "Review code (read only)" }
     }]
   }
