@@ -103,6 +103,13 @@ func (l *Ledger) Append(ctx context.Context, t Turn) (*Receipt, error) {
 	return recs[0], nil
 }
 
+// NewTask is a task created in a receipt's own commit (AppendCreatingTask): its owner, and
+// Build, which makes it from the receipt.
+type NewTask struct {
+	Owner string
+	Build func(*Receipt) (*a2a.Task, error)
+}
+
 // AppendCreatingTask is Append for a turn whose task is stored only now, finished: the
 // task build makes from the receipt (the task that carries it) is created, owner's on brand,
 // in the receipt's own commit, one commit fewer a turn (docs/wire.md, "Plain send"). build
