@@ -237,11 +237,11 @@ func (db *DB) signal() {
 }
 
 // writeAhead is writeChain for a caller that makes its answer while the commit is made: it
-// returns once fn has run in the group commit's transaction, with durable, which returns
-// once that transaction is committed, or why it was not. What fn wrote is not shown to
-// readers before, and the caller must not show it to anyone either until durable returns
-// nil. An error from fn itself comes back at once, with nothing written.
-func (db *DB) writeAhead(ctx context.Context, fn func(tx *gorm.DB, ch *chain) error) (durable func() error, err error) {
+// returns once fn has run in the group commit's transaction, with the Pending commit. What fn
+// wrote is not shown to readers before the commit, and the caller must not show it to anyone
+// either until Pending.Durable returns nil. An error from fn itself comes back at once, with
+// nothing written; what names the write in Durable's error.
+func (db *DB) writeAhead(ctx context.Context, what string, fn func(tx *gorm.DB, ch *chain) error) (*Pending, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -253,10 +253,23 @@ func (db *DB) writeAhead(ctx context.Context, fn func(tx *gorm.DB, ch *chain) er
 	if req.ranErr != nil {
 		return nil, req.ranErr
 	}
-	return func() error {
-		<-req.done
-		return req.err
-	}, nil
+	return &Pending{req: req, what: what}, nil
+}
+
+// Pending is a write that has run in a group commit still under way (writeAhead).
+type Pending struct {
+	req  *writeReq
+	what string
+}
+
+// Durable returns once the commit is durable (nil), or why it is not; any number of
+// goroutines may wait on it, each on the commit itself.
+func (p *Pending) Durable() error {
+	<-p.req.done
+	if p.req.err != nil {
+		return fmt.Errorf("%s: %w", p.what, p.req.err)
+	}
+	return nil
 }
 
 // Flush returns once every write queued before it, and every use counted, is committed.

@@ -112,9 +112,9 @@ func insertTask(tx *gorm.DB, now time.Time, owner, brand string, task *a2a.Task,
 //
 // It returns once the receipts and the task are written in the commit under way, before that
 // commit is durable (writeAhead): the caller makes its answer meanwhile, and shows nothing
-// of it until durable has returned nil.
-func (db *DB) AppendReceiptsCreatingTask(ctx context.Context, sign Signer, brand, owner string, task func() (*a2a.Task, error)) (durable func() error, err error) {
-	committed, err := db.writeAhead(ctx, func(tx *gorm.DB, ch *chain) error {
+// of it until Pending.Durable has returned nil.
+func (db *DB) AppendReceiptsCreatingTask(ctx context.Context, sign Signer, brand, owner string, task func() (*a2a.Task, error)) (*Pending, error) {
+	pending, err := db.writeAhead(ctx, "append receipts", func(tx *gorm.DB, ch *chain) error {
 		tail, err := appendReceipts(tx, ch, sign)
 		if err != nil {
 			return err
@@ -136,12 +136,7 @@ func (db *DB) AppendReceiptsCreatingTask(ctx context.Context, sign Signer, brand
 	if err != nil {
 		return nil, fmt.Errorf("append receipts: %w", err)
 	}
-	return func() error {
-		if err := committed(); err != nil {
-			return fmt.Errorf("append receipts: %w", err)
-		}
-		return nil
-	}, nil
+	return pending, nil
 }
 
 // Update implements taskstore.Store: PrevVersion must be the stored version

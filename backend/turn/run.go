@@ -78,9 +78,9 @@ func (s *Service) receipt(ctx context.Context, r *running, req Request, end rece
 	fin := &Finished{Outcome: out, ByAgent: errors.Is(context.Cause(r.ctx), errCanceledByAgent)}
 	if req.Keep != nil && !fin.ByAgent {
 		if task := req.Keep(out); task != nil {
-			rec, durable, err := s.cfg.Ledger.AppendCreatingTask(ctx, end, req.Brand.ID, task.Owner, task.Build)
+			rec, pending, err := s.cfg.Ledger.AppendCreatingTask(ctx, end, req.Brand.ID, task.Owner, task.Build)
 			if err == nil {
-				fin.Receipt, fin.Kept, fin.durable = rec, true, durable
+				fin.Receipt, fin.Kept, fin.pending = rec, true, pending
 				return fin, nil
 			}
 			s.cfg.Logger.Warn("receipt and task not committed together; appending the receipt alone", "task", req.TaskID, "err", err)

@@ -100,15 +100,15 @@ type Finished struct {
 	Receipt *receipts.Receipt
 	Kept    bool // Request.Keep's task went into the receipt's commit
 	ByAgent bool // Cancel ended it at the agent's request: the cancel shows the receipt
-	durable func() error
+	pending interface{ Durable() error } // the receipt's commit, when still under way (Kept)
 }
 
 // Durable returns once the receipt (and a kept task) is durable, or why it is not.
 func (f *Finished) Durable() error {
-	if f.durable == nil {
+	if f.pending == nil {
 		return nil
 	}
-	return f.durable()
+	return f.pending.Durable()
 }
 
 // Refusal is a turn refused, or failed, with a text for the agent.
@@ -159,11 +159,11 @@ func (s *Service) Run(ctx context.Context, req Request, w Watcher) (*Finished, e
 		return nil, ErrRunning
 	}
 	fin, err := s.run(ctx, r, req, w)
-	if fin == nil || fin.durable == nil {
+	if fin == nil || fin.pending == nil {
 		s.end(r, req, fin, nil)
 		return fin, err
 	}
-	go func() { s.end(r, req, fin, fin.durable()) }()
+	go func() { s.end(r, req, fin, fin.Durable()) }()
 	return fin, err
 }
 
