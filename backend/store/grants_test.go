@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"gorm.io/gorm"
+
 	"github.com/aether/aether/backend/domain"
 )
 
@@ -299,6 +302,46 @@ func TestGrantMemory(t *testing.T) {
 		}
 		if n := uses(); n != 7 {
 			t.Fatalf("uses = %d after another write: the grant was not read again", n)
+		}
+	})
+
+	t.Run("G13 what a write writes decides, not how it was queued", func(t *testing.T) {
+		db, _ := openTemp(t)
+		approveFlow(t, db, testFlow("f1", "BBBBBBBB", "alice"), testGrant("g1", "alice"))
+		uses := func() int64 {
+			t.Helper()
+			g, err := db.GrantByID(ctx, "g1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return g.Uses
+		}
+		uses()
+		// Queued as a turn's plain-send write is (ahead of its commit, beside the chain), but
+		// it changes the grant: the next read must see the change.
+		p, err := db.submit(ctx, writeOpts{ahead: true}, func(tx *gorm.DB, _ *chain) error {
+			_, err := exec(tx, `UPDATE grants SET uses = 9 WHERE id = 'g1'`)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Durable(); err != nil {
+			t.Fatal(err)
+		}
+		if n := uses(); n != 9 {
+			t.Fatalf("uses = %d after a write that changed the grant: the memory outlived it", n)
+		}
+		// A plain write of a task alone leaves the memory alone.
+		if err := db.w.Exec(`UPDATE grants SET uses = 11 WHERE id = 'g1'`).Error; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.TaskStore("review", ownerOf).Create(as(t, "alice"), &a2a.Task{ID: "task-g13", ContextID: "c",
+			Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted}}); err != nil {
+			t.Fatal(err)
+		}
+		if n := uses(); n != 9 {
+			t.Fatalf("uses = %d after a task's write: it need not forget", n)
 		}
 	})
 }

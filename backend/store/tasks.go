@@ -84,7 +84,7 @@ func (v *taskView) Create(ctx context.Context, task *a2a.Task) (taskstore.TaskVe
 	if err != nil {
 		return taskstore.TaskVersionMissing, err
 	}
-	err = v.db.writeOutsideGrants(ctx, func(tx *gorm.DB) error { return insertTask(tx, v.db.Now(), owner, v.brand, task, data) })
+	err = v.db.write(ctx, func(tx *gorm.DB) error { return insertTask(tx, v.db.Now(), owner, v.brand, task, data) })
 	if err != nil {
 		return taskstore.TaskVersionMissing, fmt.Errorf("create task %s: %w", task.ID, err)
 	}
@@ -111,10 +111,10 @@ func insertTask(tx *gorm.DB, now time.Time, owner, brand string, task *a2a.Task,
 // either fails.
 //
 // It returns once the receipts and the task are written in the commit under way, before that
-// commit is durable (writeAhead): the caller makes its answer meanwhile, and shows nothing
+// commit is durable (writeOpts.ahead): the caller makes its answer meanwhile, and shows nothing
 // of it until Pending.Durable has returned nil.
 func (db *DB) AppendReceiptsCreatingTask(ctx context.Context, sign Signer, brand, owner string, task func() (*a2a.Task, error)) (*Pending, error) {
-	pending, err := db.writeAhead(ctx, "append receipts", func(tx *gorm.DB, ch *chain) error {
+	pending, err := db.submit(ctx, writeOpts{ahead: true, what: "append receipts"}, func(tx *gorm.DB, ch *chain) error {
 		tail, err := appendReceipts(tx, ch, sign)
 		if err != nil {
 			return err
@@ -155,7 +155,7 @@ func (v *taskView) Update(ctx context.Context, req *taskstore.UpdateRequest) (ta
 		return taskstore.TaskVersionMissing, err
 	}
 	var version int64
-	err = v.db.writeOutsideGrants(ctx, func(tx *gorm.DB) error {
+	err = v.db.write(ctx, func(tx *gorm.DB) error {
 		// One statement on the common path: the version check is in the WHERE clause,
 		// and only a miss reads the row to say why.
 		var rows []taskRow

@@ -98,8 +98,8 @@ type Outcome struct {
 type Finished struct {
 	Outcome
 	Receipt *receipts.Receipt
-	Kept    bool // Request.Keep's task went into the receipt's commit
-	ByAgent bool // Cancel ended it at the agent's request: the cancel shows the receipt
+	Kept    bool                         // Request.Keep's task went into the receipt's commit
+	ByAgent bool                         // Cancel ended it at the agent's request: the cancel shows the receipt
 	pending interface{ Durable() error } // the receipt's commit, when still under way (Kept)
 }
 
