@@ -204,6 +204,23 @@ func (v *taskView) Get(ctx context.Context, id a2a.TaskID) (*taskstore.StoredTas
 	return &taskstore.StoredTask{Task: task, Version: taskstore.TaskVersion(rows[0].Version), User: owner}, nil
 }
 
+// listFilter is the WHERE clause of owner's tasks on brand that req asks for, and its arguments.
+func listFilter(owner, brand string, req *a2a.ListTasksRequest) (string, []any) {
+	where := []string{"owner = ?", "brand = ?"}
+	args := []any{owner, brand}
+	if req.ContextID != "" {
+		where, args = append(where, "context_id = ?"), append(args, req.ContextID)
+	}
+	if req.Status != a2a.TaskStateUnspecified {
+		where, args = append(where, "state = ?"), append(args, string(req.Status))
+	}
+	if req.StatusTimestampAfter != nil {
+		// As in the SDK: a task without a status timestamp is kept, and so is one stamped exactly at the cutoff.
+		where, args = append(where, "(status_ns IS NULL OR status_ns >= ?)"), append(args, unixNano(*req.StatusTimestampAfter))
+	}
+	return strings.Join(where, " AND "), args
+}
+
 // List implements taskstore.Store: the caller's tasks on this brand, most
 // recently updated first, keyset-paginated on (updated_at, id).
 func (v *taskView) List(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.ListTasksResponse, error) {
@@ -221,19 +238,7 @@ func (v *taskView) List(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.Li
 		return nil, fmt.Errorf("page size must be between 1 and 100 inclusive, got %d: %w", pageSize, a2a.ErrInvalidParams)
 	}
 
-	where := []string{"owner = ?", "brand = ?"}
-	args := []any{owner, v.brand}
-	if req.ContextID != "" {
-		where, args = append(where, "context_id = ?"), append(args, req.ContextID)
-	}
-	if req.Status != a2a.TaskStateUnspecified {
-		where, args = append(where, "state = ?"), append(args, string(req.Status))
-	}
-	if req.StatusTimestampAfter != nil {
-		// As in the SDK: a task without a status timestamp is kept, and so is one stamped exactly at the cutoff.
-		where, args = append(where, "(status_ns IS NULL OR status_ns >= ?)"), append(args, unixNano(*req.StatusTimestampAfter))
-	}
-	filter := strings.Join(where, " AND ")
+	filter, args := listFilter(owner, v.brand, req)
 	page, pageArgs := filter, args
 	if req.PageToken != "" {
 		at, id, err := decodePageToken(req.PageToken)
