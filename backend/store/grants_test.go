@@ -206,6 +206,23 @@ func TestSignerSeesRevocation(t *testing.T) {
 	}
 }
 
+// remembered is a store with grant g1, and a read of its uses through GrantByID, done once: g1
+// is remembered.
+func remembered(t *testing.T) (*DB, func() int64) {
+	db, _ := openTemp(t)
+	approveFlow(t, db, testFlow("f1", "BBBBBBBB", "alice"), testGrant("g1", "alice"))
+	uses := func() int64 {
+		t.Helper()
+		g, err := db.GrantByID(context.Background(), "g1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.Uses
+	}
+	uses()
+	return db, uses
+}
+
 // G13: the grants GrantByID remembers (grantMemory) never outlive a write that may change
 // them, so the delegation check of every call sees the grant as the store has it.
 func TestGrantMemory(t *testing.T) {
@@ -269,17 +286,7 @@ func TestGrantMemory(t *testing.T) {
 	})
 
 	t.Run("G13 every write but a turn's own records forgets what it remembers", func(t *testing.T) {
-		db, _ := openTemp(t)
-		approveFlow(t, db, testFlow("f1", "BBBBBBBB", "alice"), testGrant("g1", "alice"))
-		uses := func() int64 {
-			t.Helper()
-			g, err := db.GrantByID(ctx, "g1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			return g.Uses
-		}
-		uses()
+		db, uses := remembered(t)
 		// A change behind the store's back (no other process writes the file while the node
 		// runs: the data dir's lock) shows what is remembered.
 		if err := db.w.Exec(`UPDATE grants SET uses = 7 WHERE id = 'g1'`).Error; err != nil {
@@ -306,17 +313,7 @@ func TestGrantMemory(t *testing.T) {
 	})
 
 	t.Run("G13 what a write writes decides, not how it was queued", func(t *testing.T) {
-		db, _ := openTemp(t)
-		approveFlow(t, db, testFlow("f1", "BBBBBBBB", "alice"), testGrant("g1", "alice"))
-		uses := func() int64 {
-			t.Helper()
-			g, err := db.GrantByID(ctx, "g1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			return g.Uses
-		}
-		uses()
+		db, uses := remembered(t)
 		// Queued as a turn's plain-send write is (ahead of its commit, beside the chain), but
 		// it changes the grant: the next read must see the change.
 		p, err := db.submit(ctx, writeOpts{ahead: true}, func(tx *gorm.DB, _ *chain) error {
