@@ -172,7 +172,7 @@ func (s *Service) admit(ctx context.Context, grantID, brandID string) error {
 // outcome is how the turn ended, from why its context ended and what Codex returned.
 func outcome(runCtx context.Context, res codex.Result) Outcome {
 	out := Outcome{Status: domain.TurnFailed, Answer: res.Answer, ThreadID: res.ThreadID,
-		Usage: receipts.Usage{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens, OutputTokens: res.Usage.OutputTokens}}
+		Usage: domain.Usage{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens, OutputTokens: res.Usage.OutputTokens}}
 	cause := context.Cause(runCtx)
 	switch {
 	case errors.Is(cause, errShutdown):

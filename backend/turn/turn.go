@@ -90,7 +90,7 @@ type Outcome struct {
 	Reason   string
 	Answer   string // Codex's answer; shown only when Status is completed
 	ThreadID string
-	Usage    receipts.Usage
+	Usage    domain.Usage
 }
 
 // Finished is a turn's end: its outcome and receipt. Nothing of them may be shown before
