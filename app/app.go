@@ -187,6 +187,8 @@ func (a *App) startNode(ui fs.FS, brandsIfEmpty bool) {
 		AdminPort:     a.cfg.adminPort,
 		PactListen:    a.cfg.pactListen,
 		CodexPath:     a.cfg.codex,
+		CodexRegistry: a.cfg.registry,
+		Reach:         node.ReachOptions{ControlURL: a.cfg.controlURL},
 		UI:            ui,
 		Logger:        a.log,
 		Desktop:       true,
@@ -438,7 +440,7 @@ func (a *App) refresh() {
 		a.log.Warn("list pending requests", "err", err)
 	}
 	st := n.Owner().DesktopState()
-	ts := trayState{pending: pending, paused: st.Paused, running: st.Running}
+	ts := trayState{pending: pending, paused: st.Paused, running: st.Running, reach: reachLine(n.Owner().Reachability())}
 	if a.login != nil {
 		ts.autostartOK, ts.autostart = true, a.login.enabled()
 	}
@@ -456,7 +458,12 @@ func (a *App) watchConsent(events <-chan owner.Event) {
 		}
 	}
 	cancel()
+	var login string
 	for ev := range events {
+		if r, ok := ev.Data.(owner.Reachability); ok {
+			login = a.reachChanged(r, login)
+			continue
+		}
 		ce, ok := ev.Data.(owner.ConsentEvent)
 		if !ok {
 			continue
@@ -475,6 +482,20 @@ func (a *App) watchConsent(events <-chan owner.Event) {
 		}
 		a.refresh()
 	}
+}
+
+// reachChanged updates the tray's reachability line and opens a new Tailscale login link in the
+// browser once (opened is the last one opened); it returns the link opened last.
+func (a *App) reachChanged(r owner.Reachability, opened string) string {
+	a.refresh()
+	if r.LoginURL == "" || r.LoginURL == opened {
+		return opened
+	}
+	// Through a page only this user can read: the link is not for other local users' eyes (ps).
+	if err := openSignedIn(r.LoginURL); err != nil {
+		a.log.Warn("could not open the Tailscale login link: it is on the Status page", "err", err)
+	}
+	return r.LoginURL
 }
 
 // decide is a notification's Allow or Deny: the same decision as the Consent page's

@@ -30,6 +30,23 @@ type trayState struct {
 	autostart bool
 	// autostartOK is false where there is no login item to offer.
 	autostartOK bool
+	reach       string // reachLine: whether agents on the internet reach the gateway
+}
+
+// reachLine is the tray's reachability line (docs/deploy.md).
+func reachLine(r owner.Reachability) string {
+	switch {
+	case r.Mode == owner.ReachFunnel && r.State == owner.ReachStatePublished && r.InUse,
+		r.Mode == owner.ReachProxy && r.URL != "":
+		return "Reachable at " + r.URL
+	case r.Mode == owner.ReachProxy:
+		return "Reachable through your own proxy"
+	case r.Mode == owner.ReachFunnel && r.State == owner.ReachStatePublished:
+		return "Published at " + r.URL + " (not in use yet)"
+	case r.Mode == owner.ReachFunnel && r.State == "logging_in":
+		return "Not reachable from the internet: sign in to Tailscale"
+	}
+	return "Not reachable from the internet"
 }
 
 // trayActions are what the tray's items do.

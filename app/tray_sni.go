@@ -10,6 +10,8 @@ import (
 
 	"fyne.io/systray"
 	"github.com/godbus/dbus/v5"
+
+	"github.com/aether/aether/backend/owner"
 )
 
 // sniTray is a StatusNotifierItem with a com.canonical.dbusmenu menu (fyne.io/systray). It
@@ -32,8 +34,8 @@ type sniTray struct {
 }
 
 type sniItems struct {
-	open, header, more, pause, browser, login, quit *systray.MenuItem
-	requests                                        [maxTrayRequests]*systray.MenuItem
+	open, reach, header, more, pause, browser, login, quit *systray.MenuItem
+	requests                                               [maxTrayRequests]*systray.MenuItem
 }
 
 func newTray(act trayActions, log *slog.Logger) tray {
@@ -87,6 +89,8 @@ func (t *sniTray) shown() bool {
 func (t *sniTray) build() {
 	it := sniItems{}
 	it.open = systray.AddMenuItem("Open", "Show the Aether window")
+	it.reach = systray.AddMenuItem(reachLine(owner.Reachability{}), "Whether agents on the internet reach this node")
+	it.reach.Disable()
 	systray.AddSeparator()
 	it.header = systray.AddMenuItem(pendingHeader(0), "Requests from agents waiting for your decision")
 	it.header.Disable()
@@ -155,6 +159,9 @@ func (t *sniTray) apply() {
 	}
 	systray.SetTooltip(trayTooltip(st))
 	it.header.SetTitle(pendingHeader(len(st.pending)))
+	if st.reach != "" {
+		it.reach.SetTitle(st.reach)
+	}
 	for i, item := range it.requests {
 		if i < len(st.pending) {
 			t.codes[i] = st.pending[i].UserCode

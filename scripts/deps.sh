@@ -23,7 +23,9 @@ package=(dpkg-dev imagemagick desktop-file-utils)
 test=(
 	# the desktop GUI tests (scripts/gui-test.sh, scripts/package-test.sh)
 	xvfb xauth dunst x11-apps x11-utils xdotool libx11-dev dbus dbus-x11 libglib2.0-bin
-	curl jq procps fonts-dejavu-core systemd make
+	curl jq procps fonts-dejavu-core systemd make openssl
+	# reads the screenshots' text (the key must never show: scripts/gui-test.sh)
+	tesseract-ocr
 	# the admin UI in a browser (backend/e2e/browser_test.go)
 	chromium
 	# the documented TLS proxy (backend/e2e/proxy_test.go)

@@ -4,13 +4,19 @@
 # a stand-in tray host (app/guitest/sni). It builds the app, starts it with a temporary
 # HOME and an example policy, and checks the window, the tray menu, notifications with
 # Allow and Deny, the grant and the delegated turn, hide on close, the second launch,
-# consent links, the Brands page and a clean quit. Screenshots go to test-results/gui/.
+# consent links, the Brands page, a clean quit, and the Status page's Reachability card
+# (Tailscale Funnel) through off, logging in and published against a loopback control server
+# (app/guitest/tailnet). Screenshots go to test-results/gui/.
+#
+# Run F is a new owner's first run with no Codex anywhere and no key: Get Codex with its
+# progress bar, the key form (the key never in the page, the log or the screenshots' text),
+# Check's error and OK against a mock model server, and the checklist to "Ready for agents".
 #
 # Prints one line per check (PASS/FAIL), "# " lines for information, and ends with
 # "N passed, N failed"; exits non-zero when a check failed.
 #
 # Needs (Debian 12): golang, libgtk-3-dev libwebkit2gtk-4.1-dev pkg-config xvfb xauth dunst
-# imagemagick x11-utils xdotool dbus dbus-x11 libx11-dev curl jq.
+# imagemagick x11-utils xdotool dbus dbus-x11 libx11-dev curl jq openssl tesseract-ocr.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,13 +40,26 @@ if [ "${1:-}" != "--inside" ]; then
 			go build -tags "$TAGS" -o "$WORK/bin/aether" . &&
 			go build -o "$WORK/bin/agent" ./app/guitest/agent &&
 			go build -o "$WORK/bin/sni" ./app/guitest/sni &&
+			go test -c -o "$WORK/bin/tailnet" ./app/guitest/tailnet &&
 			go build -tags desktop -o "$WORK/bin/wmclose" ./app/guitest/wmclose &&
-			go build -o "$WORK/bin/codex" ./backend/codex/testdata/fakecodex
+			go build -o "$WORK/bin/codex" ./backend/codex/testdata/fakecodex &&
+			go build -o "$WORK/bin/registry" ./app/guitest/registry &&
+			go build -o "$WORK/bin/mockmodel" ./app/guitest/mockmodel
 	) || {
 		echo "FAIL build"
 		echo "0 passed, 1 failed"
 		exit 1
 	}
+	# Run F's Get Codex downloads the real pinned package from a loopback stand-in of npm's
+	# registry: fetched once into .cache/registry.
+	# shellcheck source=lib/codex-tarball.sh
+	. "$ROOT/scripts/lib/codex-tarball.sh"
+	if ! CODEX_TGZ=$(codex_tarball "$WORK/bin/aether"); then
+		echo "FAIL the pinned Codex package could not be fetched from npm's registry into .cache/registry"
+		echo "0 passed, 1 failed"
+		exit 1
+	fi
+	export CODEX_TGZ
 	if ! start_xvfb "$WORK"; then
 		echo "FAIL Xvfb did not start: $(tail -3 "$WORK/xvfb.log")"
 		echo "0 passed, 1 failed"
@@ -539,6 +558,206 @@ if app_exit 30; then
 else
 	fail "started hidden: SIGTERM exits 0" "still running"
 fi
+APP_PID=
+
+# ---- run R: the Reachability card, off → logging in → published -------------------------
+# Tailscale's test control server and relay on loopback (app/guitest/tailnet) stand in for
+# Tailscale's; the public Funnel ingress itself is not part of this test (docs/deploy.md).
+echo "# run R: the Reachability card with a loopback tailnet"
+mkdir -p "$WORK/tailnet"
+AETHER_GUI_TAILNET=$WORK/tailnet bg "$WORK/tailnet.log" "$BIN/tailnet" -test.run TestServe -test.timeout 0
+wait_for 30 test -s "$WORK/tailnet/helper.addr"
+bg "$WORK/sni-r.log" "$BIN/sni" watch
+wait_for 10 grep -q watching "$WORK/sni-r.log"
+rm -f "$WORK/xdg-open.args" "$WORK/xdg-open.page"
+AETHER_FUNNEL_CONTROL_URL=$(cat "$WORK/tailnet/control.url") "$BIN/aether" >"$WORK/app-r.log" 2>&1 &
+APP_PID=$!
+wait_for 30 test -s "$DATA/node.json"
+check "run R: window shown" wait_for 30 visible
+reach_is() { node_api /v1/status | jq -e --arg m "$1" --arg s "$2" '.reachability.mode == $m and .reachability.state == $s' >/dev/null; }
+check "Reachability: off at first (GET /v1/status)" wait_for 10 reach_is off off
+check "tray: Not reachable from the internet" wait_for 10 in_menu "Not reachable from the internet"
+sleep 2.5
+shot 09-reach-off
+# The card's "Tailscale Funnel" button (where 09-reach-off.png shows it, on the whole screen).
+xdotool windowactivate --sync "$(window)" 2>/dev/null || xdotool windowfocus --sync "$(window)" 2>/dev/null
+# The checklist's "Set up reachability" link brings the card to the top of the page (its
+# Reachable row, where 09-first-run-checklist.png shows it); its Funnel button is then below
+# the card's title.
+xdotool mousemove 1180 347 click 1
+sleep 1
+shot 09b-reach-card
+xdotool mousemove 804 140 click 1
+check "Reachability: Tailscale Funnel pressed → logging in, with a login link" wait_for 30 reach_is funnel logging_in
+LOGIN=$(node_api /v1/status | jq -r .reachability.loginUrl)
+funnel_saved() { jq -e '.pact.funnel == true' "$DATA/policy.json" >/dev/null; }
+check "…pact.funnel is saved in policy.json" funnel_saved
+login_opened() { grep -q '^file://' "$WORK/xdg-open.args" && grep -qF "$LOGIN" "$WORK/xdg-open.page"; }
+check "…the login link opens in the browser (through a page only this user reads)" wait_for 10 login_opened
+check "tray: Not reachable from the internet: sign in to Tailscale" wait_for 10 in_menu "Not reachable from the internet: sign in to Tailscale"
+sleep 1.5
+shot 10-reach-logging-in
+curl -sf "http://$(cat "$WORK/tailnet/helper.addr")/complete?url=$LOGIN" >/dev/null
+check "Reachability: signed in → published" wait_for 60 reach_is funnel published
+PUBLISHED=$(node_api /v1/status | jq -r .reachability.url)
+echo "# published at $PUBLISHED"
+check "tray: Published at $PUBLISHED (not in use yet)" wait_for 10 in_menu "Published at $PUBLISHED (not in use yet)"
+sleep 1.5
+shot 11-reach-published
+node_post() { curl -sf -X POST -H "Authorization: Bearer $(cat "$DATA/admin.token")" "http://$(jq -r .api "$DATA/node.json")$1"; }
+node_post /v1/reachability/use >/dev/null
+in_use() { jq -e --arg u "$PUBLISHED" '.pact.publicUrl == $u and .pact.audience == $u' "$DATA/policy.json" >/dev/null; }
+check "Use this address: publicUrl and audience are $PUBLISHED in policy.json" wait_for 10 in_use
+check "tray: Reachable at $PUBLISHED" wait_for 10 in_menu "Reachable at $PUBLISHED"
+check "the local gateway still answers" healthz
+sleep 1.5
+shot 12-reach-in-use
+kill -TERM "$APP_PID"
+if app_exit 30; then
+	check "run R: SIGTERM exits 0" test "$APP_RC" = 0
+else
+	fail "run R: SIGTERM exits 0" "still running"
+fi
+
+# ---- run F: a new owner, all from the window ---------------------------------------------
+echo "# run F: first run with no codex anywhere (not on PATH, none in the data dir) and no key"
+unset AETHER_CODEX CODEX_API_KEY
+export XDG_DATA_HOME=$WORK/home3/.local/share
+DATA=$XDG_DATA_HOME/aether/node
+GW_PORT=$(free_port)
+export AETHER_PACT_LISTEN=127.0.0.1:$GW_PORT
+no_codex() { ! command -v codex >/dev/null && ! test -e "$DATA/codex-bin"; }
+check "F: no codex on the app's PATH or in its data dir" no_codex
+bg "$WORK/registry.log" "$BIN/registry" -tarball "$CODEX_TGZ" -rate 15000000 -addr-file "$WORK/registry.addr"
+bg "$WORK/model-ok.log" "$BIN/mockmodel" -addr-file "$WORK/model-ok.addr"
+bg "$WORK/model-refuse.log" "$BIN/mockmodel" -refuse -addr-file "$WORK/model-refuse.addr"
+wait_for 10 test -s "$WORK/registry.addr" && wait_for 10 test -s "$WORK/model-ok.addr" && wait_for 10 test -s "$WORK/model-refuse.addr"
+export AETHER_CODEX_REGISTRY
+AETHER_CODEX_REGISTRY=$(cat "$WORK/registry.addr")
+KEY=sk-gui-$(openssl rand -hex 12)
+"$BIN/aether" >"$WORK/app-f.log" 2>&1 &
+APP_PID=$!
+wait_for 30 test -s "$DATA/node.json"
+check "F: the window shows" wait_for 30 visible
+ADMIN=$(jq -r .admin "$DATA/node.json")
+JAR=$WORK/cookies-f
+curl -sk -c "$JAR" -o /dev/null --data-urlencode "token=$(cat "$DATA/admin.token")" "https://$ADMIN/login"
+CSRF=$(curl -sk -b "$JAR" "https://$ADMIN/api/session" | jq -r .csrfToken)
+status() { curl -sk -b "$JAR" "https://$ADMIN/api/status"; }
+steps_done() { status | jq -c '[.setup[] | select(.done) | .id]'; }
+step_done() { status | jq -e --arg s "$1" '.setup[] | select(.id == $s) | .done' >/dev/null; }
+W=$(window)
+at() { xdotool mousemove --window "$W" "$1" "$2" click 1; } # at X Y: a click in the window
+sleep 2
+at 80 115 # the sidebar's Status (where 01-window.png shows it)
+sleep 2
+shot 09-first-run-checklist
+check "F: the checklist starts with nothing done (09-first-run-checklist.png)" test "$(steps_done)" = "[]"
+
+# Where things are in the window is where 09-first-run-checklist.png shows them: the checklist's
+# rows are one line each, so the cards below it do not move as its texts change.
+at 621 677 # Get Codex
+downloading() { status | jq -e '.download.state == "downloading" and .download.done > 0 and .download.done < .download.total' >/dev/null; }
+check "F: Get Codex downloads the pinned package (state downloading, bytes counted)" wait_for 20 downloading
+sleep 1.5
+shot 10-get-codex-progress
+# the bar's strip under the button: a filled part and an empty one
+bar_drawn() { [ "$(/usr/bin/convert "$SHOTS/10-get-codex-progress.png" -crop 300x4+420+756 -format %k info: 2>/dev/null)" -ge 2 ]; }
+check "F: …with its progress bar in the window (10-get-codex-progress.png)" bar_drawn
+installed() { status | jq -e '.download.state == "installed" and .codex.found and .codex.versionOk' >/dev/null; }
+check "F: Codex installed and checked: $(basename "$CODEX_TGZ") from the stand-in, the pinned sha512" wait_for 120 installed
+check "F: …at <data dir>/codex-bin/<version>/bin/codex" test -x "$DATA/codex-bin/$(status | jq -r .download.version)/bin/codex"
+check "F: the checklist's Codex step is done" wait_for 10 step_done codex
+sleep 1.5
+shot 11-codex-ready
+
+# The key: typed into the window's field and saved with Enter.
+at 878 476 # the API key field
+xdotool type --delay 15 "$KEY"
+xdotool key Return
+key_set() { status | jq -e '.model.keySet' >/dev/null; }
+check "F: the key form saved the key (keySet)" wait_for 10 key_set
+sleep 1.5
+shot 12-key-set
+check "F: model.key holds it, mode 0600" bash -c "[ \"\$(stat -c %a '$DATA/model.key')\" = 600 ] && grep -qxF '$KEY' '$DATA/model.key'"
+no_key_anywhere() {
+	! grep -qF "$KEY" "$WORK/app-f.log" && ! status | grep -qF "$KEY" &&
+		! curl -sk -b "$JAR" "https://$ADMIN/api/model" | grep -qF "$KEY"
+}
+check "F: the key is in no answer of the API (what the page shows) and not in the app's log" no_key_anywhere
+# ocr NAME: the window's text in a screenshot (the window's place, scaled up for tesseract)
+ocr() {
+	/usr/bin/convert "$SHOTS/$1.png" -crop 1180x800+110+50 +repage -resize 200% "$WORK/ocr.png" &&
+		tesseract "$WORK/ocr.png" - 2>/dev/null | tr -s ' \n' ' '
+}
+ocr_ok() { local t; t=$(ocr 12-key-set); grep -qi 'a key is set' <<<"$t" && ! grep -qF "${KEY:7}" <<<"$t"; }
+check "F: the screenshot's text says a key is set, and holds no part of the key (tesseract, 12-key-set.png)" ocr_ok
+
+# Use another server: the refusing one first; Check shows its error.
+at 808 648 # "Use another server"
+sleep 0.5
+server_url() { # server_url ADDR-FILE: the base URL field (under its label) takes the address, Enter saves it
+	at 927 712 # its base URL field
+	xdotool key ctrl+a
+	xdotool type --delay 5 "$(cat "$WORK/$1.addr")"
+	xdotool key Return
+}
+server_set() { status | jq -e --arg u "$(cat "$WORK/$1.addr")" '.model.baseUrl == $u' >/dev/null; }
+server_url model-refuse
+check "F: the server form saved the refusing server" wait_for 10 server_set model-refuse
+press_check() { at 773 606; } # the Check button
+press_check
+check_done() { status | jq -e '.model.check != null' >/dev/null; }
+check "F: Check ran" wait_for 90 check_done
+sleep 1.5
+shot 13-check-error
+check "F: Check shows the exact error: 401 Unauthorized (13-check-error.png)" bash -c "curl -sk -b '$JAR' https://$ADMIN/api/model | jq -e '.check.ok == false and (.check.error | contains(\"401 Unauthorized\"))' >/dev/null"
+ocr_error() { ocr 13-check-error | grep -q 'the last check failed: the model refused the key'; }
+check "F: …and the window shows it: the checklist's model step says the check failed (tesseract)" ocr_error
+server_url model-ok
+check "F: the server form saved the answering server" wait_for 10 server_set model-ok
+press_check
+check_ok() { status | jq -e '.model.check.ok == true' >/dev/null; }
+check "F: Check shows OK against it (14-check-ok.png)" wait_for 90 check_ok
+sleep 1.5
+shot 14-check-ok
+ocr_checked() { ocr 14-check-ok | grep -q 'checked: the model answered'; }
+check "F: …and the window says the model answered (tesseract)" ocr_checked
+key_reached() { grep -q "bearer-sha256=$(printf %s "$KEY" | sha256sum | cut -d' ' -f1)" "$WORK/model-ok.log"; }
+check "F: the server got the key as its bearer token (its SHA-256 in the mock's log)" wait_for 5 key_reached
+check "F: the checklist's model step is done" step_done model
+
+# A brand, as the Brands page saves it; then the public URL, which the node takes at start.
+mkdir -p "$HOME/project3" && echo "# project" >"$HOME/project3/README.md"
+status_put=$(curl -sk -b "$JAR" -o /dev/null -w '%{http_code}' -X PUT "https://$ADMIN/api/brands/review" \
+	-H "Origin: https://$ADMIN" -H "X-CSRF-Token: $CSRF" -H 'Content-Type: application/json' \
+	--data "{\"id\":\"review\",\"name\":\"Review\",\"description\":\"Reviews my project.\",\"capability\":\"review\",\"workspace\":\"$HOME/project3\",\"accessMode\":\"read_only\",\"scope\":{\"id\":\"review:read\",\"description\":\"Review (read only)\"}}")
+check "F: a brand saved (PUT /api/brands/review)" test "$status_put" = 200
+check "F: the checklist's brand step is done" wait_for 10 step_done brand
+not_ready() { ! step_done ready; }
+check "F: not ready yet: the public URL is this machine's" not_ready
+xdotool windowactivate --sync "$W" 2>/dev/null || xdotool windowfocus --sync "$W" 2>/dev/null
+xdotool key --clearmodifiers ctrl+q
+app_exit 30 || kill -TERM "$APP_PID"
+jq '.pact.publicUrl = "https://aether-gui.example" | .pact.audience = "https://aether-gui.example"' "$DATA/policy.json" >"$DATA/policy.new" && mv "$DATA/policy.new" "$DATA/policy.json"
+"$BIN/aether" >"$WORK/app-f2.log" 2>&1 &
+APP_PID=$!
+wait_for 30 test -s "$DATA/node.json"
+wait_for 30 visible
+ADMIN=$(jq -r .admin "$DATA/node.json")
+curl -sk -c "$JAR" -o /dev/null --data-urlencode "token=$(cat "$DATA/admin.token")" "https://$ADMIN/login"
+W=$(window)
+sleep 2
+at 80 115
+sleep 2
+shot 15-ready-for-agents
+all_done() { [ "$(steps_done)" = '["codex","model","brand","reachable","ready"]' ]; }
+check "F: after a restart with an https public URL: every step done, Ready for agents (15-ready-for-agents.png)" wait_for 20 all_done
+ocr_ready() { ocr 15-ready-for-agents | grep -q 'Ready for agents'; }
+check "F: …and the window says Ready for agents (tesseract)" ocr_ready
+check "F: the key is still in no log" bash -c "! grep -qF '$KEY' '$WORK/app-f.log' '$WORK/app-f2.log'"
+kill -TERM "$APP_PID"
+app_exit 30
 APP_PID=
 
 finish

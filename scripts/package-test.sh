@@ -12,6 +12,11 @@
 #    entry (gio launch) shows its window, registers its tray item with its menu, writes its
 #    starter policy in the default data dir, reports its version on /api/status, and an
 #    aether: consent link opened with `gio open` reaches it on that request. Tray Quit ends it.
+# 2b. A new owner from the window, with no Node.js, npm or codex reachable (a PATH without them,
+#    none in the data dir): Get Codex (the real pinned package, from a loopback stand-in of npm's
+#    registry), a key and a server (a mock Responses server), Check, a brand, and an agent's
+#    delegated turn approved by the owner, run by the Codex the app got, with a verified receipt.
+#    The test drives the admin API the window's pages call; scripts/gui-test.sh clicks them.
 # 3. The user unit's command (`aether node serve`, no flags) serves the policy in the default
 #    data dir of another user home and says where both are. It binds ports 3000 and 8080.
 # 4. `apt-get purge aether`: the files are gone, and both data dirs are exactly as they were.
@@ -87,8 +92,9 @@ if [ "${1:-}" != "--inside" ]; then
 	export VERSION
 	echo "# $DEB: aether $VERSION, $(du -h "$DEB" | cut -f1)"
 	mkdir -p "$WORK/bin" "$WORK/apt"
-	(cd "$ROOT" && go build -o "$WORK/bin/sni" ./app/guitest/sni) || {
-		fail "build the stand-in tray host"
+	(cd "$ROOT" && go build -o "$WORK/bin/sni" ./app/guitest/sni && go build -o "$WORK/bin/agent" ./app/guitest/agent &&
+		go build -o "$WORK/bin/registry" ./app/guitest/registry && go build -o "$WORK/bin/mockmodel" ./app/guitest/mockmodel) || {
+		fail "build the test helpers (tray host, agent, registry and model stand-ins)"
 		summary
 		exit 1
 	}
@@ -135,6 +141,15 @@ if [ "${1:-}" != "--inside" ]; then
 	EXEC_START=$(sed -n 's/^ExecStart=//p' "$UNIT")
 	export EXEC_START
 	check "the unit runs \`aether node serve\` with no flags" test "$EXEC_START" = "/usr/bin/aether node serve"
+	# The real pinned Codex package, as the installed aether pins it, for the registry stand-in.
+	# shellcheck source=lib/codex-tarball.sh
+	. "$ROOT/scripts/lib/codex-tarball.sh"
+	if CODEX_TGZ=$(codex_tarball /usr/bin/aether); then
+		pass "the pinned Codex package ($(basename "$CODEX_TGZ")) matches \`aether codex pin\`"
+	else
+		fail "the pinned Codex package could not be fetched from npm's registry into .cache/registry"
+	fi
+	export CODEX_TGZ
 
 	# ---- 2, 3. the installed app on a virtual display -------------------------------------
 	if start_xvfb "$WORK"; then
@@ -240,6 +255,72 @@ shot 02-status-page
 app_gone() { ! kill -0 "$APP_PID" 2>/dev/null; }
 check "tray Quit ends the app" wait_for 30 app_gone
 check "…cleanly (node.json removed, 'Aether stopped' logged)" bash -c "! test -e '$DATA/node.json' && grep -q 'Aether stopped' '$WORK/app.log'"
+
+# ---- 2b. a new owner from the window: no Node.js, npm or codex reachable -------------------
+# A PATH of links to the system's programs, without node, npm, npx, corepack or codex.
+NOPATH=$WORK/path-without-node
+mkdir -p "$NOPATH"
+for d in /usr/local/bin /usr/bin /bin /usr/sbin /sbin; do
+	for f in "$d"/*; do
+		case $(basename "$f") in node | nodejs | npm | npx | corepack | codex) continue ;; esac
+		[ -e "$NOPATH/$(basename "$f")" ] || ln -s "$f" "$NOPATH/$(basename "$f")"
+	done
+done
+unreachable() { ! PATH=$NOPATH command -v node && ! PATH=$NOPATH command -v npm && ! PATH=$NOPATH command -v codex && ! [ -e "$DATA/codex-bin" ]; }
+check "2b: no node, npm or codex on the app's PATH, no codex in its data dir" unreachable
+if [ -n "${CODEX_TGZ:-}" ]; then
+	bg "$WORK/registry.log" "$WORK/bin/registry" -tarball "$CODEX_TGZ" -addr-file "$WORK/registry.addr"
+	bg "$WORK/model.log" "$WORK/bin/mockmodel" -answer "The README says: A small project." -addr-file "$WORK/model.addr"
+	wait_for 10 test -s "$WORK/registry.addr"
+	wait_for 10 test -s "$WORK/model.addr"
+	GW_PORT=$(free_port)
+	GW=http://127.0.0.1:$GW_PORT
+	# The agent on this machine speaks from a loopback issuer: the policy admits it (as a test's).
+	jq --arg u "$GW" '.pact.publicUrl = $u | .pact.audience = $u | .pact.allowInsecureLocalIssuers = true' "$DATA/policy.json" >"$DATA/policy.new" && mv "$DATA/policy.new" "$DATA/policy.json"
+	PATH=$NOPATH AETHER_PACT_LISTEN=127.0.0.1:$GW_PORT AETHER_CODEX_REGISTRY=$(cat "$WORK/registry.addr") \
+		gio launch /usr/share/applications/aether.desktop >"$WORK/app2.log" 2>&1
+	wait_for 60 test -s "$DATA/node.json"
+	APP_PID=$(jq -r .pid "$DATA/node.json" 2>/dev/null)
+	ADMIN=$(jq -r .admin "$DATA/node.json")
+	curl -sk -c "$JAR" -o /dev/null --data-urlencode "token=$(cat "$DATA/admin.token")" "https://$ADMIN/login"
+	CSRF=$(curl -sk -b "$JAR" "https://$ADMIN/api/session" | jq -r .csrfToken)
+	api() { # api METHOD PATH [BODY [CURL OPTIONS]]: as the window's pages call it
+		local method=$1 path=$2 body=${3:-}
+		shift $(($# < 3 ? $# : 3))
+		curl -sk -b "$JAR" -X "$method" -H "Origin: https://$ADMIN" -H "X-CSRF-Token: $CSRF" -H 'Content-Type: application/json' ${body:+--data "$body"} "$@" "https://$ADMIN$path"
+	}
+	app_env_clean() { ! tr '\0' '\n' <"/proc/$APP_PID/environ" | grep -E '^PATH=' | grep -qF /usr/bin; }
+	check "2b: the app runs with that PATH" app_env_clean
+	api POST /api/codex/download >/dev/null
+	installed() { api GET /api/status | jq -e '.download.state == "installed" and .codex.found and .codex.versionOk' >/dev/null; }
+	check "2b: Get Codex installs the pinned Codex, checked against the pin" wait_for 180 installed
+	check "2b: …in the data dir (codex-bin/<version>/bin/codex)" bash -c "test -x '$DATA'/codex-bin/*/bin/codex"
+	KEY=sk-pkg-$(openssl rand -hex 12)
+	api PUT /api/model "{\"key\":\"$KEY\",\"baseUrl\":\"$(cat "$WORK/model.addr")\",\"model\":\"mock-model\"}" >"$WORK/model-put.json"
+	check "2b: a key and a server set (the answer says keySet, never the key)" bash -c "jq -e '.keySet' '$WORK/model-put.json' >/dev/null && ! grep -qF '$KEY' '$WORK/model-put.json'"
+	api POST /api/model/check >"$WORK/check.json"
+	check_ok() { jq -e '.ok' "$WORK/check.json" >/dev/null; }
+	check "2b: Check against the mock server: OK" check_ok
+	[ "$(jq -r .ok "$WORK/check.json")" = true ] || echo "# Check said: $(jq -r .error "$WORK/check.json")"
+	mkdir -p "$HOME/project"
+	echo "# A small project" >"$HOME/project/README.md"
+	code=$(api PUT /api/brands/review "{\"id\":\"review\",\"name\":\"Code review\",\"description\":\"Reviews my project.\",\"capability\":\"review\",\"workspace\":\"$HOME/project\",\"accessMode\":\"read_only\",\"scope\":{\"id\":\"review:read_only\",\"description\":\"Review (read only)\"}}" -o /dev/null -w '%{http_code}')
+	check "2b: a brand saved" test "$code" = 200
+	bg "$WORK/agent.log" "$WORK/bin/agent" -gateway "$GW" -sub alice
+	said() { grep -q "^$1" "$WORK/agent.log"; }
+	wait_for 30 said USER_CODE
+	UC=$(awk '/^USER_CODE/{print $2}' "$WORK/agent.log")
+	RID=$(api GET /api/consent | jq -r --arg c "$UC" '.requests[] | select(.userCode == $c) | .id')
+	api POST "/api/consent/$RID/decision" "{\"userCode\":\"$UC\",\"decision\":\"allow\",\"duration\":\"1d\"}" >/dev/null
+	check "2b: the owner allowed the agent's request ($UC)" wait_for 20 said GRANTED
+	check "2b: the delegated turn ran the Codex the app got and came back with a verified receipt" wait_for 120 said "RECEIPT id=.* verified"
+	grep -E '^(TURN|RECEIPT|FAIL)' "$WORK/agent.log" | sed 's/^/# agent: /'
+	key_sent() { grep -q "bearer-sha256=$(printf %s "$KEY" | sha256sum | cut -d' ' -f1)" "$WORK/model.log"; }
+	check "2b: the model server got the key (its SHA-256 in the mock's log)" key_sent
+	check "2b: the key is in no log of the app" bash -c "! grep -qF '$KEY' '$WORK/app2.log'"
+	"$WORK/bin/sni" click Quit
+	check "2b: tray Quit ends the app" wait_for 30 app_gone
+fi
 snapshot "$DATA" >"$WORK/desktop-data.txt"
 
 # ---- the user unit's command on a server owner's home -------------------------------------

@@ -225,9 +225,49 @@ func (f *fakeBackend) SetPaused(paused bool) error {
 	return nil
 }
 
+func (f *fakeBackend) SetFunnel(ctx context.Context, on bool) (owner.Reachability, error) {
+	f.note("SetFunnel")
+	return owner.Reachability{Mode: owner.ReachFunnel, State: "starting"}, nil
+}
+
+func (f *fakeBackend) UseFunnelURL(ctx context.Context) (owner.Reachability, error) {
+	f.note("UseFunnelURL")
+	return owner.Reachability{}, fmt.Errorf("%w: not published", owner.ErrInvalid)
+}
+
 func (f *fakeBackend) Runtime() owner.Runtime {
 	f.note("Runtime")
 	return owner.Runtime{Goroutines: 7, HeapBytes: 1 << 20}
+}
+
+func (f *fakeBackend) GetCodex() (owner.CodexDownload, error) {
+	f.note("GetCodex")
+	return owner.CodexDownload{State: owner.DownloadRunning}, nil
+}
+
+func (f *fakeBackend) CodexDownload() (owner.CodexDownload, error) {
+	f.note("CodexDownload")
+	return owner.CodexDownload{State: owner.DownloadIdle}, nil
+}
+
+func (f *fakeBackend) UseCodex(path string) (owner.ModelStatus, error) {
+	f.note("UseCodex")
+	return owner.ModelStatus{CodexPath: path}, nil
+}
+
+func (f *fakeBackend) Model() (owner.ModelStatus, error) {
+	f.note("Model")
+	return owner.ModelStatus{}, nil
+}
+
+func (f *fakeBackend) SetModel(req owner.ModelRequest) (owner.ModelStatus, error) {
+	f.note("SetModel")
+	return owner.ModelStatus{KeySet: req.Key != nil}, nil
+}
+
+func (f *fakeBackend) CheckModel(ctx context.Context) (owner.ModelCheck, error) {
+	f.note("CheckModel")
+	return owner.ModelCheck{OK: true}, nil
 }
 
 func (f *fakeBackend) Events(ctx context.Context) <-chan owner.Event {

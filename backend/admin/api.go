@@ -43,6 +43,12 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("/api/brands", get(s.getBrands))
 	mux.HandleFunc("/api/brands/{id}", methods(map[string]http.HandlerFunc{"PUT": s.putBrand, "DELETE": s.deleteBrand}))
 	mux.HandleFunc("/api/events", get(s.getEvents))
+	mux.HandleFunc("/api/codex/download", methods(map[string]http.HandlerFunc{"GET": s.getCodexDownload, "POST": s.postCodexDownload}))
+	mux.HandleFunc("/api/codex/path", methods(map[string]http.HandlerFunc{"PUT": s.putCodexPath}))
+	mux.HandleFunc("/api/model", methods(map[string]http.HandlerFunc{"GET": s.getModel, "PUT": s.putModel}))
+	mux.HandleFunc("/api/model/check", post(s.postModelCheck))
+	mux.HandleFunc("/api/reachability/funnel", post(s.postFunnel))
+	mux.HandleFunc("/api/reachability/use", post(s.postUseFunnelURL))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, errorBody{Error: "no such API: " + r.URL.Path})
 	})
@@ -400,4 +406,38 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// FunnelRequest is the body of POST /api/reachability/funnel.
+type FunnelRequest struct {
+	On *bool `json:"on"`
+}
+
+// postFunnel turns publishing with Tailscale Funnel on or off (pact.funnel).
+func (s *Server) postFunnel(w http.ResponseWriter, r *http.Request) {
+	var req FunnelRequest
+	if !s.decode(w, r, &req) {
+		return
+	}
+	if req.On == nil {
+		writeError(w, http.StatusBadRequest, errorBody{Error: `"on" (true or false) is required`})
+		return
+	}
+	res, err := s.b.SetFunnel(r.Context(), *req.On)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// postUseFunnelURL makes the published Funnel address the publicUrl, the owner having
+// confirmed it.
+func (s *Server) postUseFunnelURL(w http.ResponseWriter, r *http.Request) {
+	res, err := s.b.UseFunnelURL(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }

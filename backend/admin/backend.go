@@ -27,6 +27,15 @@ type Backend interface {
 	Events(ctx context.Context) <-chan owner.Event
 	SetPaused(paused bool) error
 	Runtime() owner.Runtime
+	// Codex and its model (docs/admin-api.md): never the key, only whether one is set.
+	GetCodex() (owner.CodexDownload, error)
+	CodexDownload() (owner.CodexDownload, error)
+	UseCodex(path string) (owner.ModelStatus, error)
+	Model() (owner.ModelStatus, error)
+	SetModel(req owner.ModelRequest) (owner.ModelStatus, error)
+	CheckModel(ctx context.Context) (owner.ModelCheck, error)
+	SetFunnel(ctx context.Context, on bool) (owner.Reachability, error)
+	UseFunnelURL(ctx context.Context) (owner.Reachability, error)
 }
 
 var _ Backend = (*owner.Service)(nil)

@@ -276,6 +276,12 @@ var apiRoutes = []struct{ method, path string }{
 	{"PUT", "/api/brands/docs"},
 	{"DELETE", "/api/brands/docs"},
 	{"GET", "/api/events"},
+	{"GET", "/api/codex/download"},
+	{"POST", "/api/codex/download"},
+	{"PUT", "/api/codex/path"},
+	{"GET", "/api/model"},
+	{"PUT", "/api/model"},
+	{"POST", "/api/model/check"},
 	{"GET", "/api/no-such-thing"},
 }
 

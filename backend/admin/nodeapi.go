@@ -21,6 +21,8 @@ func (s *Server) NodeHandler() http.Handler {
 	mux.HandleFunc("/v1/gateway/resume", post(s.setPaused(false)))
 	mux.HandleFunc("/v1/admin/token", post(s.postRotateToken))
 	mux.HandleFunc("/v1/admin/sign-in-link", post(s.postSignInLink))
+	mux.HandleFunc("/v1/reachability/funnel", post(s.postFunnel))
+	mux.HandleFunc("/v1/reachability/use", post(s.postUseFunnelURL))
 	mux.HandleFunc("/v1/runtime", get(func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.b.Runtime()) }))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, errorBody{Error: "no such API: " + r.URL.Path})

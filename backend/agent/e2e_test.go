@@ -110,7 +110,7 @@ func startNode(t *testing.T) *testNode {
 	gw, err := gateway.New(gateway.Config{
 		ConsentURL: consentURL,
 		Identity:   identity.New(identity.Config{Audience: pub, NodeIssuer: pub, AllowInsecureLocalIssuers: true, Logger: quiet}),
-		Consent:    cs, Tasks: db, Ledger: ledger, Runner: runner, Keys: key.Set(), Signer: key, Logger: quiet,
+		Consent:    cs, Tasks: db, Ledger: ledger, Runner: runner, Keys: keys.History{Set: key.Set()}, Signer: key, Logger: quiet,
 	}, pol)
 	if err != nil {
 		t.Fatal(err)

@@ -12,17 +12,18 @@ import (
 	"github.com/aether/aether/backend/receipts"
 )
 
-// NodeKeys fetches and parses the node JWKS at jwksURL (Card.KeysURL).
-func (c *Client) NodeKeys(ctx context.Context, jwksURL string) (keys.Set, error) {
+// NodeKeys fetches and parses the node JWKS at jwksURL (Card.KeysURL), with the rotation
+// statement of each retired key, which bounds what that key may have signed (T13).
+func (c *Client) NodeKeys(ctx context.Context, jwksURL string) (keys.History, error) {
 	body, err := c.get(ctx, jwksURL, "the node JWKS")
 	if err != nil {
-		return nil, err
+		return keys.History{}, err
 	}
-	set, err := keys.ParseJWKS(body)
+	h, err := keys.ParseHistory(body)
 	if err != nil {
-		return nil, fmt.Errorf("the node JWKS: %w", err)
+		return keys.History{}, fmt.Errorf("the node JWKS: %w", err)
 	}
-	return set, nil
+	return h, nil
 }
 
 // CheckReceiptData checks that a receipt artifact's data part shows exactly
@@ -53,10 +54,10 @@ type ReceiptExpect struct {
 }
 
 // VerifyReceipt checks a receipt JWS with the node keys (receipts.VerifyOne:
-// alg, typ, kid, signature, well-formed claims) and that it is the receipt of
-// the expected turn.
-func VerifyReceipt(jws string, set keys.Set, want ReceiptExpect) (*receipts.Claims, error) {
-	c, err := receipts.VerifyOne(jws, set)
+// alg, typ, kid, signature, well-formed claims, a retired key used before its
+// rotation only) and that it is the receipt of the expected turn.
+func VerifyReceipt(jws string, nodeKeys keys.History, want ReceiptExpect) (*receipts.Claims, error) {
+	c, err := receipts.VerifyOne(jws, nodeKeys)
 	if err != nil {
 		return nil, fmt.Errorf("receipt: %w", err)
 	}

@@ -60,7 +60,7 @@ func expectAll() ReceiptExpect {
 
 func TestVerifyReceipt(t *testing.T) {
 	k := newNodeKey(t)
-	c, err := VerifyReceipt(signedReceipt(t, k, nil), k.Set(), expectAll())
+	c, err := VerifyReceipt(signedReceipt(t, k, nil), keys.History{Set: k.Set()}, expectAll())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestVerifyReceiptRefuses(t *testing.T) {
 			if c.want != nil {
 				c.want(&want)
 			}
-			if _, err := VerifyReceipt(c.jws, c.set, want); err == nil {
+			if _, err := VerifyReceipt(c.jws, keys.History{Set: c.set}, want); err == nil {
 				t.Fatal("accepted")
 			}
 		})
@@ -160,5 +160,56 @@ func TestNodeKeys(t *testing.T) {
 	defer bad.Close()
 	if _, err := (&Client{}).NodeKeys(context.Background(), bad.URL); err == nil {
 		t.Fatal("a JWKS with no Ed25519 key was accepted")
+	}
+}
+
+// The agent bounds a retired key by the rotation statement the node's JWKS carries with it:
+// whoever kept the old node.key cannot make it sign a receipt the agent takes.
+func TestVerifyReceiptRetiredKey(t *testing.T) {
+	dir := t.TempDir()
+	ring, err := keys.LoadRing(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := ring.Current
+	at := time.Now().Add(-time.Hour).Truncate(time.Second)
+	if _, _, err := keys.Rotate(dir, at, 7); err != nil {
+		t.Fatal(err)
+	}
+	if ring, err = keys.LoadRing(dir); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := ring.VerifyRotations(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(hist.JWKS())
+	}))
+	defer srv.Close()
+	nodeKeys, err := (&Client{}).NodeKeys(context.Background(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := func(seq int64, iat time.Time) string {
+		return signedReceipt(t, old, func(c *receipts.Claims) { c.Seq, c.IssuedAt = seq, jwt.NewNumericDate(iat) })
+	}
+	if _, err := VerifyReceipt(signed(7, at.Add(-time.Minute)), nodeKeys, expectAll()); err != nil {
+		t.Fatalf("the old key's last receipt before its rotation: %v", err)
+	}
+	for name, c := range map[string]struct {
+		jws, why string
+	}{
+		"T13 the retired key numbers a receipt after its rotation": {signed(8, at), "seq 8 is after the rotation"},
+		"T13 the retired key dates a receipt after its rotation":   {signed(5, at.Add(time.Minute)), "which a rotation retired at"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := VerifyReceipt(c.jws, keys.History{Set: nodeKeys.Set}, expectAll()); err != nil {
+				t.Fatalf("without the statement the forged receipt is well signed: %v", err)
+			}
+			if _, err := VerifyReceipt(c.jws, nodeKeys, expectAll()); err == nil || !strings.Contains(err.Error(), c.why) {
+				t.Fatalf("got %v, want %q", err, c.why)
+			}
+		})
 	}
 }

@@ -163,7 +163,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	if err := card.VerifySignature(nodeKeys); err != nil {
+	if err := card.VerifySignature(nodeKeys.Set); err != nil {
 		return res, err
 	}
 	say("      card signature verified with the node JWKS at %s", keysURL)

@@ -35,9 +35,12 @@ Usage:
   aether keys rotate [--data-dir D]   (with the node stopped)
   aether status [--data-dir D]
   aether grants list|revoke ID [--data-dir D]
+  aether funnel on|off|use [--data-dir D]   publish with Tailscale Funnel; use: make its address the publicUrl
   aether admin new-token [--data-dir D]   a new admin token; ends every admin session
   aether admin link [--data-dir D]        a one-time sign-in link to the admin UI
   aether agent --card URL ... a reference personal agent that walks the whole flow
+  aether codex pin            the pinned Codex: version, package, tarball URL, sha512, size
+  aether codex get [--dir D]  gets the pinned Codex as the Status page does; prints its path
   aether version | --version
 
 Run "aether <verb> -h" for a verb's flags.
@@ -89,10 +92,14 @@ func Main(args []string, env Env) int {
 		return status(rest, env)
 	case "grants":
 		return grants(rest, env)
+	case "funnel":
+		return funnelVerb(rest, env)
 	case "admin":
 		return adminVerb(rest, env)
 	case "agent":
 		return agent(rest, env)
+	case "codex":
+		return codexVerb(rest, env)
 	case "version", "--version":
 		fmt.Fprintln(env.Stdout, "aether", version.String())
 		return 0

@@ -17,11 +17,11 @@ func keysRotate(args []string, env Env) int {
 		fmt.Fprintln(env.Stderr, "aether keys rotate:", err)
 		return 2
 	}
-	oldKID, newKID, err := node.RotateKey(d)
+	oldKID, newKID, lastSeq, err := node.RotateKey(d)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "aether keys rotate: %v (stop the node first)\n", err)
 		return 1
 	}
-	fmt.Fprintf(env.Stdout, "Rotated the node key: %s → %s.\nThe old key stays in the JWKS so earlier receipts keep verifying; agents refresh their delegation tokens.\n", oldKID, newKID)
+	fmt.Fprintf(env.Stdout, "Rotated the node key: %s → %s.\nThe old key stays in the JWKS so earlier receipts keep verifying, bounded to the receipts up to seq %d: nothing it signs from now on verifies. Agents refresh their delegation tokens.\n", oldKID, newKID, lastSeq)
 	return 0
 }

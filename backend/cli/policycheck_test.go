@@ -13,7 +13,7 @@ import (
 
 // TestPolicyCheckRefusesUnconfinableWorkspaces: `aether policy check` refuses, with the JSON
 // path and exit code 1, a policy whose workspaces a turn could not be confined to
-// (docs/threats.md W10–W12), checking against --data-dir or, without it, the node's default.
+// (docs/threats.md W10–W12, W24), checking against --data-dir or, without it, the node's default.
 func TestPolicyCheckRefusesUnconfinableWorkspaces(t *testing.T) {
 	root := t.TempDir()
 	real, _ := filepath.EvalSymlinks(root)
@@ -28,7 +28,7 @@ func TestPolicyCheckRefusesUnconfinableWorkspaces(t *testing.T) {
 		t.Skipf("the default data dir %s is not under the test's HOME or XDG_DATA_HOME", def)
 	}
 	top := strings.Split(filepath.ToSlash(rel), "/")[0] // xdg on Linux, home on macOS
-	for _, d := range []string{"data", "workspace", "other", "home", rel} {
+	for _, d := range []string{"data", "data/codex", "workspace", "other", "home", rel, filepath.Join(rel, "codex")} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -67,6 +67,10 @@ func TestPolicyCheckRefusesUnconfinableWorkspaces(t *testing.T) {
 			fmt.Sprintf(`%s: pact.brands[0].workspace: "%s" is the node's data dir (node key, admin token, pact.sqlite); a brand must never offer it`, policyPath, filepath.Join(real, "data"))},
 		{"W11 workspace contains the default data dir", []string{brand("review", top, "read_only")}, nil,
 			fmt.Sprintf(`%s: pact.brands[0].workspace: this read_only workspace contains the data dir %s (node key, admin token, pact.sqlite)`, policyPath, filepath.Join(real, rel))},
+		{"W24 read_only workspace is the data dir's codex folder", []string{brand("review", "data/codex", "read_only")}, []string{"--data-dir", dataDir},
+			fmt.Sprintf(`%s: pact.brands[0].workspace: this read_only workspace lies inside the data dir %s, where the node keeps its own files (every agent's Codex sessions and turn scratch in codex/ among them)`, policyPath, filepath.Join(real, "data"))},
+		{"W24 read_only workspace is the default data dir's codex folder", []string{brand("review", filepath.Join(rel, "codex"), "read_only")}, nil,
+			fmt.Sprintf(`%s: pact.brands[0].workspace: this read_only workspace lies inside the data dir %s`, policyPath, filepath.Join(real, rel))},
 		{"W12 read_write overlaps another brand", []string{brand("review", "workspace", "read_only"), brand("fix", "./workspace/", "read_write")}, []string{"--data-dir", dataDir},
 			policyPath + `: pact.brands[1].workspace: this read_write workspace ` + filepath.Join(real, "workspace") + ` is the same folder as the workspace of pact.brands[0] ("review"`},
 	}

@@ -91,29 +91,33 @@ func receiptsVerify(args []string, env Env) int {
 	return 0
 }
 
-// verifyKeys is the key set to verify with: a JWKS file, or the data dir's
-// key ring (the signing key and the keys it replaced), whose rotation
-// statements are checked on the way.
-func verifyKeys(jwksPath, dir string, env Env) (keys.Set, error) {
+// verifyKeys is the keys to verify with: a JWKS file (the node's, whose retired keys carry
+// their rotation statements), or the data dir's key ring (the signing key and the keys it
+// replaced), whose rotation statements are checked on the way. Each statement bounds the key
+// it retired (T13).
+func verifyKeys(jwksPath, dir string, env Env) (keys.History, error) {
+	var h keys.History
 	if jwksPath != "" {
 		data, err := os.ReadFile(jwksPath)
 		if err != nil {
-			return nil, err
+			return keys.History{}, err
 		}
-		return keys.ParseJWKS(data)
+		if h, err = keys.ParseHistory(data); err != nil {
+			return keys.History{}, err
+		}
+	} else {
+		d, err := dataDir(dir)
+		if err != nil {
+			return keys.History{}, err
+		}
+		if h, err = node.VerifyingKeys(d); err != nil {
+			return keys.History{}, err
+		}
 	}
-	d, err := dataDir(dir)
-	if err != nil {
-		return nil, err
+	if n := len(h.Retired); n > 0 {
+		fmt.Fprintf(env.Stdout, "Key ring: %d rotation(s), each signed by the key it retired; no receipt a retired key signed after its rotation verifies.\n", n)
 	}
-	set, n, err := node.VerifyingKeys(d)
-	if err != nil {
-		return nil, err
-	}
-	if n > 0 {
-		fmt.Fprintf(env.Stdout, "Key ring: %d rotation(s), each signed by the key it retired.\n", n)
-	}
-	return set, nil
+	return h, nil
 }
 
 func receiptsExport(args []string, env Env) int {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aether/aether/backend/codexget"
 	"github.com/aether/aether/backend/node"
 	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/version"
@@ -24,7 +25,9 @@ func serve(args []string, env Env) int {
 	fs.IntVar(&o.Port, "port", 0, "node API port on 127.0.0.1 (0 picks a free one)")
 	fs.IntVar(&o.AdminPort, "admin-port", 3000, "admin UI port on 127.0.0.1 (HTTPS)")
 	fs.StringVar(&o.PactListen, "pact-listen", "127.0.0.1:8080", "gateway address (plain HTTP; put a TLS proxy serving publicUrl in front)")
-	fs.StringVar(&o.CodexPath, "codex", "", "codex binary (default: codex on PATH)")
+	fs.StringVar(&o.CodexPath, "codex", "", "codex binary (default: the one named or got on the Status page, else codex on PATH)")
+	fs.StringVar(&o.CodexRegistry, "codex-registry", os.Getenv("AETHER_CODEX_REGISTRY"), "where Get Codex downloads the pinned Codex from (default: "+codexget.DefaultRegistry+")")
+	fs.BoolVar(&o.Funnel, "funnel", false, "publish the gateway on the internet with Tailscale Funnel (also pact.funnel in policy.json; docs/deploy.md)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -32,6 +35,8 @@ func serve(args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "aether node serve: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	// Another Tailscale control server for Funnel (tests use their own on loopback; docs/deploy.md).
+	o.Reach.ControlURL = os.Getenv("AETHER_FUNNEL_CONTROL_URL")
 	o.Logger = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -51,6 +56,7 @@ func serve(args []string, env Env) int {
 	}
 	fmt.Fprintf(env.Stdout, "Aether node %s is running.\n  gateway:   http://%s (publicUrl %s)\n  admin UI:  %s\n  data dir:  %s\n  policy:    %s\nPress Ctrl+C to stop.\n",
 		version.String(), n.Addresses().Gateway, n.Addresses().PublicURL, signInLine(n, env), n.DataDir(), n.PolicyPath())
+	go followReach(ctx, n, env)
 	<-ctx.Done()
 	stop()
 	fmt.Fprintln(env.Stdout, "Stopping…")

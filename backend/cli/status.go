@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/node"
+	"github.com/aether/aether/backend/owner"
 )
 
 // nodeClient talks to a running node's API with the admin token from the data dir.
@@ -29,10 +31,26 @@ func newNodeClient(dir string) (*nodeClient, error) {
 	return &nodeClient{base: "http://" + addr, token: tok, http: &http.Client{Timeout: 15 * time.Second}}, nil
 }
 
-func (c *nodeClient) do(method, path string, out any) error {
-	req, err := http.NewRequest(method, c.base+path, nil)
+func (c *nodeClient) do(method, path string, out any) error { return c.send(method, path, nil, out) }
+
+// post sends in (when not nil) as the JSON body.
+func (c *nodeClient) post(path string, in, out any) error { return c.send("POST", path, in, out) }
+
+func (c *nodeClient) send(method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		data, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, c.base+path, body)
 	if err != nil {
 		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	resp, err := c.http.Do(req)
@@ -40,13 +58,13 @@ func (c *nodeClient) do(method, path string, out any) error {
 		return fmt.Errorf("the node at %s does not answer (is it running?): %w", c.base, err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if resp.StatusCode != http.StatusOK {
 		var e struct{ Error string }
-		json.Unmarshal(body, &e)
+		json.Unmarshal(answer, &e)
 		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, e.Error)
 	}
-	return json.Unmarshal(body, out)
+	return json.Unmarshal(answer, out)
 }
 
 func status(args []string, env Env) int {
@@ -73,9 +91,10 @@ func status(args []string, env Env) int {
 			Path, Version, Error       string
 			Credential                 struct{ Summary string }
 		}
-		Confinement struct{ Text string }
-		Pending     int
-		Policy      struct {
+		Confinement  struct{ Text string }
+		Reachability owner.Reachability
+		Pending      int
+		Policy       struct {
 			Path  string
 			Error *struct{ Message string }
 		}
@@ -114,7 +133,7 @@ func status(args []string, env Env) int {
 	if st.Codex.Error != "" {
 		codex += " — " + st.Codex.Error
 	}
-	fmt.Fprintf(env.Stdout, "codex     %s\n%s\npending   %d request(s)\n", codex, st.Confinement.Text, st.Pending)
+	fmt.Fprintf(env.Stdout, "codex     %s\n%s\npending   %d request(s)\nreach     %s\n", codex, st.Confinement.Text, st.Pending, reachLine(st.Reachability))
 	return 0
 }
 

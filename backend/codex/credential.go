@@ -32,14 +32,25 @@ type Credential struct {
 var ErrCredential = errors.New("codex credential cannot be protected")
 
 // safeCredentialHint names the way that works.
-const safeCredentialHint = "give Aether a dedicated, limited API key: set CODEX_API_KEY for it, or run `codex login --with-api-key`"
+const safeCredentialHint = "give Aether a dedicated, limited API key: on the Status page, or set CODEX_API_KEY for it, or run `codex login --with-api-key`"
 
-// credential finds codex's credential and its key: CODEX_API_KEY among Runner.Env, else the owner's
-// CODEX_HOME/auth.json. A ChatGPT sign-in is refused: its tokens live in a file codex
-// rewrites, and a file codex can read, the commands it runs can read too.
+// credential finds codex's credential and its key: what the owner set in the window (Upstream),
+// else CODEX_API_KEY among Runner.Env, else the owner's CODEX_HOME/auth.json. A ChatGPT sign-in
+// is refused: its tokens live in a file codex rewrites, and a file codex can read, the commands
+// it runs can read too.
 func (r *Runner) credential() (Credential, string) {
-	for _, kv := range r.extraEnv() {
-		if k, v, _ := strings.Cut(kv, "="); k == "CODEX_API_KEY" && v != "" {
+	up, err := r.upstream()
+	if err != nil {
+		return Credential{Kind: CredentialUnreadable, Summary: "unreadable",
+			Problem: "cannot read the model settings: " + err.Error()}, ""
+	}
+	if c, key, ok := upstreamCredential(up); ok {
+		return c, key
+	}
+	// The last CODEX_API_KEY in Runner.Env, as a later entry overrides an earlier one there.
+	env := r.extraEnv()
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, _ := strings.Cut(env[i], "="); k == "CODEX_API_KEY" && v != "" {
 			return Credential{Kind: CredentialAPIKeyEnv,
 				Summary: "API key from CODEX_API_KEY: codex alone has it; the commands it runs do not"}, v
 		}

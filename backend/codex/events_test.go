@@ -53,7 +53,7 @@ func TestTranscriptFailures(t *testing.T) {
 	if err := readLines(strings.NewReader(stream), 1<<20, func(l []byte) { tr.handle(l) }); err != nil {
 		t.Fatal(err)
 	}
-	if !tr.turnFailed || tr.turnCompleted || explain(tr.failMessage) != "codex is not signed in (run `codex login`)" {
+	if !tr.turnFailed || tr.turnCompleted || !strings.HasPrefix(explain(tr.failMessage), "the model refused the key (set another on the Status page): unexpected status 401") {
 		t.Fatalf("transcript %+v", tr)
 	}
 

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -71,7 +72,13 @@ var (
 // MaxConcurrent and the per-workspace lock hold node-wide. Fields must not change after the
 // first Run.
 type Runner struct {
-	Path string // codex binary; default "codex" looked up on PATH
+	Path string // codex binary; default Find's, else "codex" looked up on PATH
+	// Find, if set, names the codex binary when Path is empty, asked at every check and turn:
+	// the node's is the Codex the owner chose or got in the window ("" = look on PATH).
+	Find func() string
+	// Upstream, if set, is asked at every check and turn for the model the owner set in the
+	// window; its key comes before CODEX_API_KEY and codex's sign-in (credential).
+	Upstream func() (Upstream, error)
 	// Home is the owner's CODEX_HOME (default $CODEX_HOME, else ~/.codex), read only for
 	// codex's sign-in; no turn ever sees it.
 	Home string
@@ -216,8 +223,16 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	}
 	defer r.doneWith(dirs, req.Tidy)
 	outFile := filepath.Join(dirs.tmp, "last-message.txt")
+	up, err := r.upstream()
+	if err != nil {
+		return finish(StatusFailed, "cannot read the model settings: "+err.Error(), err)
+	}
+	upArgs, err := upstreamArgs(up)
+	if err != nil {
+		return finish(StatusFailed, "the model settings are refused: "+err.Error(), err)
+	}
 	args, err := buildArgs(Request{Workspace: workspace, AccessMode: req.AccessMode, ThreadID: req.ThreadID, Model: req.Model},
-		filepath.Join(viewTmp, "last-message.txt"), r.ExtraArgs)
+		filepath.Join(viewTmp, "last-message.txt"), append(slices.Clone(r.ExtraArgs), upArgs...))
 	if err != nil {
 		return finish(StatusFailed, "invalid request: "+err.Error(), fmt.Errorf("%w: %v", ErrInvalidRequest, err))
 	}
@@ -361,7 +376,7 @@ func explain(msg string) string {
 	switch {
 	case strings.Contains(m, "401 unauthorized"), strings.Contains(m, "not logged in"),
 		strings.Contains(m, "invalid_api_key"), strings.Contains(m, "incorrect api key"):
-		return "codex is not signed in (run `codex login`)"
+		return "the model refused the key (set another on the Status page): " + msg
 	case strings.Contains(m, "quota exceeded"), strings.Contains(m, "insufficient_quota"),
 		strings.Contains(m, "usage limit"):
 		return "quota exceeded"
@@ -418,9 +433,12 @@ func checkRequest(req Request) error {
 	return nil
 }
 
-// binary finds codex: Runner.Path (a name is looked up on PATH), else "codex" on PATH.
+// binary finds codex: Runner.Path (a name is looked up on PATH), else Find's, else "codex" on PATH.
 func (r *Runner) binary() (string, error) {
 	name := r.Path
+	if name == "" && r.Find != nil {
+		name = r.Find()
+	}
 	if name == "" {
 		name = "codex"
 	}
@@ -506,12 +524,15 @@ func (r *Runner) environ(key string) []string {
 		env.set("LANG", v)
 	}
 	env.set("CODEX_HOME", viewCodexHome)
+	for _, kv := range r.extraEnv() {
+		if k, v, _ := strings.Cut(kv, "="); k != "CODEX_API_KEY" {
+			env.set(k, v)
+		}
+	}
+	// The credential's key, and no other: a key meant for OpenAI never goes to a server the
+	// owner named in the window (X10).
 	if key != "" {
 		env.set("CODEX_API_KEY", key)
-	}
-	for _, kv := range r.extraEnv() {
-		k, v, _ := strings.Cut(kv, "=")
-		env.set(k, v)
 	}
 	return env.list()
 }

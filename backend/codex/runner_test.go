@@ -224,7 +224,7 @@ func TestFailureReasons(t *testing.T) {
 		scenario, status, reason string
 		exit                     int
 	}{
-		{codextest.Scenario401, StatusFailed, "codex is not signed in (run `codex login`)", 1},
+		{codextest.Scenario401, StatusFailed, "the model refused the key (set another on the Status page): unexpected status 401 Unauthorized: Incorrect API key provided: sk-proj-********************abcd., url: https://api.openai.com/v1/responses", 1},
 		{codextest.ScenarioQuota, StatusFailed, "quota exceeded", 1},
 		{codextest.ScenarioModel, StatusFailed, "model not available: The requested model 'gpt-nope' does not exist.", 1},
 		{codextest.ScenarioOffline, StatusTimeout, "offline or timed out after 300ms", -1},

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aether/aether/backend/domain"
@@ -78,6 +79,8 @@ type Service struct {
 	// newUserCode is swapped in tests to force collisions (D17).
 	newUserCode func() string
 	seen        *verified.Cache[delegationClaims] // delegation tokens that verified (verifyToken)
+	// publicURL is cfg.PublicURL, and then what SetPublicURL made it.
+	publicURL atomic.Pointer[string]
 
 	mu   sync.Mutex
 	subs map[chan Event]struct{}
@@ -129,7 +132,7 @@ func New(db *store.DB, key *keys.Key, cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Service{
+	s := &Service{
 		db: db, key: key, cfg: cfg, log: cfg.Logger,
 		unknown:     limit.NewBuckets(cfg.MaxUnknownCodes, unknownCodeRefill),
 		flows:       limit.NewBuckets(cfg.NewFlowBurst, cfg.NewFlowEvery),
@@ -137,7 +140,20 @@ func New(db *store.DB, key *keys.Key, cfg Config) *Service {
 		subs:        map[chan Event]struct{}{},
 		seen:        verified.New[delegationClaims](seenTokens),
 	}
+	s.SetPublicURL(cfg.PublicURL)
+	return s
 }
+
+// SetPublicURL changes the node's publicUrl: the iss of the tokens and grants made from now
+// on and the root of their audiences. Tokens made under the old one no longer verify, so
+// their agents are asked again (docs/deploy.md, "Switching publicUrl").
+func (s *Service) SetPublicURL(u string) {
+	u = strings.TrimRight(u, "/")
+	s.publicURL.Store(&u)
+}
+
+// PublicURL is the node's publicUrl as consent uses it.
+func (s *Service) PublicURL() string { return *s.publicURL.Load() }
 
 // now is the injected clock at the store's precision (Unix ms), so values read
 // back equal values written.
@@ -145,7 +161,7 @@ func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Milli
 
 // Audience is the aud of a brand's delegation tokens: its card URL.
 func (s *Service) Audience(brand string) string {
-	return s.cfg.PublicURL + "/a2a/" + brand + "/.well-known/agent-card.json"
+	return s.PublicURL() + "/a2a/" + brand + "/.well-known/agent-card.json"
 }
 
 func (s *Service) brand(id string) (BrandInfo, bool) {
@@ -234,7 +250,7 @@ func (s *Service) checkAgent(a domain.Agent) *OAuthError {
 	if a.Issuer == "" || a.Subject == "" {
 		return oauthError(CodeInvalidClient, "a verified agent identity (Bearer identity JWT) is required")
 	}
-	if strings.TrimRight(a.Issuer, "/") == s.cfg.PublicURL {
+	if strings.TrimRight(a.Issuer, "/") == s.PublicURL() {
 		return oauthError(CodeInvalidClient, "the node's own tokens are not agent identities")
 	}
 	return nil

@@ -78,7 +78,7 @@ func (s *Service) newGrant(f *store.DeviceFlow, b BrandInfo, d Duration, now tim
 	}
 	claims := GrantClaims{
 		RegisteredClaims: jwt.RegisteredClaims{
-			Issuer: s.cfg.PublicURL, Subject: g.AgentSub, ID: g.ID, IssuedAt: jwt.NewNumericDate(now),
+			Issuer: s.PublicURL(), Subject: g.AgentSub, ID: g.ID, IssuedAt: jwt.NewNumericDate(now),
 		},
 		AgentIss: g.AgentIss, Brand: g.Brand, Capability: g.Capability, Workspace: g.Workspace,
 		AccessMode: g.AccessMode, Scope: g.Scope,
@@ -101,7 +101,7 @@ func (s *Service) VerifyGrant(jws string) (*GrantClaims, error) {
 	if err := s.key.Set().Verify(jws, GrantType, &c, jwt.WithoutClaimsValidation()); err != nil {
 		return nil, fmt.Errorf("verify grant: %w", err)
 	}
-	if c.Issuer != s.cfg.PublicURL {
+	if c.Issuer != s.PublicURL() {
 		return nil, fmt.Errorf("verify grant: issuer %q is not this node", c.Issuer)
 	}
 	return &c, nil

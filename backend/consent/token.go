@@ -46,7 +46,7 @@ func (s *Service) mint(g *store.Grant, now time.Time) (*Token, error) {
 	}
 	claims := delegationClaims{
 		RegisteredClaims: jwt.RegisteredClaims{
-			Issuer:    s.cfg.PublicURL,
+			Issuer:    s.PublicURL(),
 			Subject:   g.AgentSub,
 			Audience:  jwt.ClaimStrings{s.Audience(g.Brand)},
 			ID:        randomToken(16),
@@ -105,7 +105,7 @@ func (s *Service) checkDelegation(ctx context.Context, token string, agent domai
 	}
 	if !slices.Contains(c.Audience, s.Audience(brandID)) {
 		for _, a := range c.Audience {
-			if strings.HasPrefix(a, s.cfg.PublicURL+"/a2a/") {
+			if strings.HasPrefix(a, s.PublicURL()+"/a2a/") {
 				return nil, refuse(ReasonWrongBrand, "the delegation token is for another brand")
 			}
 		}
@@ -151,7 +151,7 @@ func (s *Service) verifyToken(token string) (delegationClaims, error) {
 	}
 	var c delegationClaims
 	err := s.key.Set().Verify(token, DelegationTokenType, &c,
-		jwt.WithIssuer(s.cfg.PublicURL), jwt.WithExpirationRequired(), jwt.WithIssuedAt(),
+		jwt.WithIssuer(s.PublicURL()), jwt.WithExpirationRequired(), jwt.WithIssuedAt(),
 		jwt.WithLeeway(leeway), jwt.WithTimeFunc(s.now))
 	if err != nil {
 		return delegationClaims{}, err

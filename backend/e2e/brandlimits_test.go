@@ -14,11 +14,15 @@ import (
 // TestBrandWorkspaceLimits: the Brands form (PUT /api/brands/{id}) refuses a workspace a turn
 // could not be confined to with 422 and the message on the workspace field, leaving
 // policy.json as it was; a hand edit to the same is refused like any broken edit, its problem
-// on the Brands page under its JSON path (docs/threats.md W10–W12).
+// on the Brands page under its JSON path (docs/threats.md W10–W12, W24).
 func TestBrandWorkspaceLimits(t *testing.T) {
 	e := newEnv(t)
 	before, err := os.ReadFile(e.policy)
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The folder every agent's Codex sessions and turn scratch live in.
+	if err := os.MkdirAll(filepath.Join(e.dataDir, "codex"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	realData, _ := filepath.EvalSymlinks(e.dataDir)
@@ -41,6 +45,7 @@ func TestBrandWorkspaceLimits(t *testing.T) {
 		name, workspace, mode, want string
 	}{
 		{"W10 workspace is the data dir", "data", "read_only", `"` + realData + `" is the node's data dir (node key, admin token, pact.sqlite); a brand must never offer it`},
+		{"W24 read_only workspace is the data dir's codex folder", "data/codex", "read_only", "this read_only workspace lies inside the data dir " + realData + ", where the node keeps its own files (every agent's Codex sessions and turn scratch in codex/ among them)"},
 		{"W12 read_write overlaps another brand", "./workspace", "read_write", "this read_write workspace " + realWS + ` is the same folder as the workspace of pact.brands[0] ("review"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -881,3 +881,29 @@ func TestBrowserGuards(t *testing.T) {
 
 	noBrowserProblems(t, o)
 }
+
+// TestModelKeyInBrowser is X9 in Chromium: the key typed into the Status page's Model card is
+// stored (0600) and then nowhere in the page (markup, text, field values) or the node's log.
+func TestModelKeyInBrowser(t *testing.T) {
+	root := browserRoot(t)
+	t.Parallel()
+	var log syncBuffer
+	e := newUIEnv(t, root, withLog(&log))
+	o := startOwner(t, e, root)
+	browse[map[string]any](t, o, "signin", map[string]any{"link": e.n.SignInURL()})
+	const key = "sk-browser-5d1f0c9a7e3b"
+	got := browse[struct{ InMarkup, InText, InFields, KeySetShown bool }](t, o, "modelKey", map[string]any{"key": key, "shot": "model-key-set.png"})
+	if got.InMarkup || got.InText || got.InFields || !got.KeySetShown {
+		t.Fatalf("X9 after saving: %+v", got)
+	}
+	data, err := os.ReadFile(filepath.Join(e.dataDir, "model.key"))
+	if err != nil || strings.TrimSpace(string(data)) != key {
+		t.Fatalf("model.key: %q, %v", data, err)
+	}
+	if fi, _ := os.Stat(filepath.Join(e.dataDir, "model.key")); fi.Mode().Perm() != 0o600 {
+		t.Errorf("model.key mode %v", fi.Mode())
+	}
+	if strings.Contains(log.String(), key) {
+		t.Error("X9 the key is in the node's log")
+	}
+}

@@ -164,7 +164,8 @@ func getJSON(t *testing.T, u string) map[string]any {
 	return m
 }
 
-func nodeJWKS(t *testing.T, e *env) keys.Set {
+// nodeJWKS is the node's JWKS, each retired key with the rotation that bounds it.
+func nodeJWKS(t *testing.T, e *env) keys.History {
 	t.Helper()
 	resp, err := http.Get(e.publicURL + "/.well-known/jwks.json")
 	if err != nil {
@@ -172,11 +173,11 @@ func nodeJWKS(t *testing.T, e *env) keys.Set {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	set, err := keys.ParseJWKS(body)
+	h, err := keys.ParseHistory(body)
 	if err != nil {
 		t.Fatalf("node JWKS: %v", err)
 	}
-	return set
+	return h
 }
 
 // artifacts returns the answer text and the receipt JWS of a finished task.

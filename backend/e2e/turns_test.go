@@ -418,7 +418,7 @@ func TestCodexFailures(t *testing.T) {
 		name, scenario, reason string
 		exit                   int
 	}{
-		{"codex answers 401: not signed in", codextest.Scenario401, "not signed in", 1},
+		{"codex answers 401: the model refused the key", codextest.Scenario401, "the model refused the key", 1},
 		{"codex quota exceeded", codextest.ScenarioQuota, "quota exceeded", 1},
 		{"codex crashes", codextest.ScenarioCrash, "crashed", -1},
 		{"S4 codex exits non-zero", codextest.ScenarioFail, "exited with code 3", 3},

@@ -9,11 +9,17 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/golang-jwt/jwt/v5"
 
+	agentpkg "github.com/aether/aether/backend/agent"
 	"github.com/aether/aether/backend/cli"
+	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/receipts"
+	"github.com/aether/aether/backend/store"
 )
 
 func verifyCLI(t *testing.T, dataDir string) (int, string) {
@@ -139,15 +145,20 @@ func TestKeyRotation(t *testing.T) {
 	c := alice.client("review", a2a.TransportProtocolJSONRPC)
 	_, before := artifacts(t, alice.send(c, "", "before the rotation"))
 	e.stop()
+	// The usual reason to rotate: someone else holds a copy of node.key.
+	stolen := copyFile(t, filepath.Join(e.dataDir, "node.key"))
 
 	var out, errb bytes.Buffer
 	if code := cli.Main([]string{"keys", "rotate", "--data-dir", e.dataDir}, cli.Env{Stdout: &out, Stderr: &errb}); code != 0 {
 		t.Fatalf("keys rotate: exit %d: %s", code, errb.String())
 	}
+	if !strings.Contains(out.String(), "bounded to the receipts up to seq 1") {
+		t.Errorf("keys rotate says:\n%s", out.String())
+	}
 	e.start()
 	set := nodeJWKS(t, e)
-	if len(set) != 2 {
-		t.Fatalf("the JWKS after a rotation has %d keys, want the old and the new", len(set))
+	if len(set.Set) != 2 || len(set.Retired) != 1 {
+		t.Fatalf("the JWKS after a rotation has %d keys and %d rotations, want the old and the new key and one", len(set.Set), len(set.Retired))
 	}
 	// Tokens minted by the old key are refused; the agent refreshes from its grant.
 	if task := alice.send(c, "", "after the rotation"); task.Status.State != a2a.TaskStateAuthRequired {
@@ -165,8 +176,130 @@ func TestKeyRotation(t *testing.T) {
 			t.Errorf("receipt from %s the rotation: %v", name, err)
 		}
 	}
+	jwks := filepath.Join(t.TempDir(), "jwks.json")
+	os.WriteFile(jwks, httpGetBody(t, e.publicURL+"/.well-known/jwks.json"), 0o600)
 	e.stop()
 	if code, out := verifyCLI(t, e.dataDir); code != 0 || !strings.Contains(out, "OK: 2 receipt(s)") || !strings.Contains(out, "1 rotation") {
 		t.Fatalf("verify after a rotation: exit %d\n%s", code, out)
+	}
+	retiredKeyForgeries(t, e, stolen, jwks, set, before)
+}
+
+// retiredKeyForgeries signs receipts with the key a rotation retired, as whoever kept a copy of
+// node.key would, and checks that no verifier takes them (T13).
+func retiredKeyForgeries(t *testing.T, e *env, stolen, jwks string, set keys.History, genuine string) {
+	old, err := keys.LoadOrCreate(stolen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rot := set.Retired[old.ID()]
+	if !rot.HasSeq || rot.LastSeq != 1 {
+		t.Fatalf("the rotation statement says %+v, want the old key's last receipt, seq 1", rot)
+	}
+	first, err := receipts.VerifyOne(genuine, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("T13 the agent refuses a receipt the retired key dated after its rotation", func(t *testing.T) {
+		c := *first
+		c.IssuedAt = jwt.NewNumericDate(rot.At.Add(time.Minute))
+		jws, err := old.Sign(receipts.Typ, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := agentpkg.ReceiptExpect{Issuer: e.publicURL, TaskID: c.Task, Brand: "review", Agent: c.Agent}
+		if _, err := agentpkg.VerifyReceipt(jws, set, want); err == nil || !strings.Contains(err.Error(), "which a rotation retired at") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	// A whole chain appended to pact.sqlite with the stolen key, through the node's own ledger,
+	// dated before the rotation: only its numbering gives it away.
+	db, err := store.Open(filepath.Join(e.dataDir, "pact.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := receipts.NewLedger(db, old, e.publicURL, func() time.Time { return rot.At.Add(-time.Minute) })
+	for i := range 3 {
+		tr := receipts.Turn{ID: fmt.Sprintf("t_forged_%d", i), TaskID: first.Task, ContextID: first.Ctx, Brand: first.Brand,
+			BrandScope: first.Scope, GrantID: first.Grant, Agent: first.Agent, Status: domain.TurnCompleted,
+			StartedAt: rot.At.Add(-2 * time.Minute)}
+		if err := l.Start(t.Context(), tr); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Append(t.Context(), tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	db.Close()
+	const why = "receipt 3 (r_"
+	t.Run("T13 the retired key appends a chain: receipts verify refuses it", func(t *testing.T) {
+		code, out := verifyCLI(t, e.dataDir)
+		if code != 1 || !strings.Contains(out, why) || !strings.Contains(out, "seq 3 is after the rotation that retired its key") {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+	})
+	t.Run("T13 the retired key appends a chain: verify of its export with the node JWKS refuses it", func(t *testing.T) {
+		export := filepath.Join(t.TempDir(), "receipts.jsonl")
+		var out, errb bytes.Buffer
+		if code := cli.Main([]string{"receipts", "export", "--data-dir", e.dataDir, "--out", export}, cli.Env{Stdout: &out, Stderr: &errb}); code != 0 {
+			t.Fatalf("export: exit %d: %s", code, errb.String())
+		}
+		out.Reset()
+		code := cli.Main([]string{"receipts", "verify", "--in", export, "--jwks", jwks}, cli.Env{Stdout: &out, Stderr: &errb})
+		if code != 1 || !strings.Contains(out.String(), why) || !strings.Contains(out.String(), "a retired key signs nothing after its rotation") {
+			t.Fatalf("exit %d:\n%s%s", code, out.String(), errb.String())
+		}
+	})
+}
+
+// TestVerifyForgedExportCLI: `aether receipts verify --in` refuses an export whose lines show
+// what Go's decoding would not read (T12), and names the line.
+func TestVerifyForgedExportCLI(t *testing.T) {
+	e := newEnv(t)
+	alice := e.agent("alice")
+	alice.setDelegation(e.delegate(t, alice, "review"))
+	c := alice.client("review", a2a.TransportProtocolJSONRPC)
+	for range 3 {
+		alice.send(c, "", "turn")
+	}
+	e.stop()
+	export := filepath.Join(t.TempDir(), "receipts.jsonl")
+	var out, errb bytes.Buffer
+	if code := cli.Main([]string{"receipts", "export", "--data-dir", e.dataDir, "--out", export}, cli.Env{Stdout: &out, Stderr: &errb}); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errb.String())
+	}
+	data, err := os.ReadFile(export)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifyIn := func(t *testing.T, content string) (int, string) {
+		path := filepath.Join(t.TempDir(), "edited.jsonl")
+		os.WriteFile(path, []byte(content), 0o600)
+		var out, errb bytes.Buffer
+		code := cli.Main([]string{"receipts", "verify", "--in", path, "--data-dir", e.dataDir}, cli.Env{Stdout: &out, Stderr: &errb})
+		return code, out.String() + errb.String()
+	}
+	if code, out := verifyIn(t, string(data)); code != 0 || !strings.Contains(out, "OK: 3 receipt(s)") {
+		t.Fatalf("the export as written: exit %d\n%s", code, out)
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	for _, tc := range []struct{ name, old, new, why string }{
+		{"T12 the status shown failed, then STATUS completed", `"status":"completed",`, `"status":"failed","STATUS":"completed",`, `member "STATUS"`},
+		{"T12 a case variant Go reads as the name", `"status":"completed",`, `"status":"failed","ſtatus":"completed",`, `member "ſtatus"`},
+		{"T12 an unknown member in the claims", `"status":"completed",`, `"status":"completed","refunded":true,`, `member "refunded"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(lines[1], tc.old) {
+				t.Fatalf("line 2 has no %s: %s", tc.old, lines[1])
+			}
+			edited := append([]string{}, lines...)
+			edited[1] = strings.Replace(lines[1], tc.old, tc.new, 1)
+			code, out := verifyIn(t, strings.Join(edited, ""))
+			if code != 1 || !strings.Contains(out, "FAILED after 1 good receipt(s): receipt 2 (r_") ||
+				!strings.Contains(out, "line 2: the claims shown differ from the signed claims") || !strings.Contains(out, tc.why) {
+				t.Fatalf("exit %d:\n%s", code, out)
+			}
+		})
 	}
 }

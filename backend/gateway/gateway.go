@@ -52,7 +52,7 @@ type Config struct {
 	Tasks       Tasks
 	Ledger      *receipts.Ledger
 	Runner      Runner
-	Keys        keys.Set
+	Keys        keys.History // published at /.well-known/jwks.json, with each retired key's rotation (T13)
 	TurnTimeout time.Duration
 	OnReceipt   func(*receipts.Receipt) // told after each receipt is committed
 	Logger      *slog.Logger

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"log/slog"
 	"net"
+	"net/netip"
 	"time"
 )
 
@@ -24,6 +25,10 @@ type Config struct {
 	// AllowInsecureLocalIssuers admits issuers on loopback (localhost, 127.0.0.0/8, ::1) over
 	// http or https, for local tests. It never admits other private ranges.
 	AllowInsecureLocalIssuers bool
+	// OwnListeners are the node's own listeners as bound: no issuer fetch (discovery, jwks_uri,
+	// redirect) connects to one (J31). A listener on loopback or on every address covers its
+	// port on every loopback address.
+	OwnListeners []netip.AddrPort
 
 	// Leeway for exp, nbf and iat. Default 60s.
 	Leeway time.Duration

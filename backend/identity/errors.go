@@ -24,6 +24,7 @@ const (
 	CodeDelegationToken   = "delegation_token"
 	CodeIssuerInvalid     = "issuer_invalid"
 	CodeIssuerBlocked     = "issuer_blocked"
+	CodeIssuerIsNode      = "issuer_is_this_node"
 	CodeIssuerUnavailable = "issuer_unavailable"
 	CodeIssuerMismatch    = "issuer_mismatch"
 	CodeIssuerHost        = "issuer_host_too_long"

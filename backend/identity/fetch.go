@@ -115,9 +115,16 @@ func isBlocked(err error) bool {
 	return ok
 }
 
+func isOwnListener(err error) bool {
+	_, ok := errors.AsType[*ownListenerError](err)
+	return ok
+}
+
 // fetchErr turns a transport failure into its reason code.
 func fetchErr(ctx context.Context, what string, err error) *Error {
 	switch {
+	case isOwnListener(err):
+		return newErr(CodeIssuerIsNode, "the issuer's address is one of this node's own listeners", fmt.Errorf("%s: %w", what, err))
 	case isBlocked(err):
 		return newErr(CodeIssuerBlocked, "the issuer's address is not allowed", fmt.Errorf("%s: %w", what, err))
 	case errors.Is(err, errBodyTooLarge):

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -182,6 +183,28 @@ func validDNSName(h string) bool {
 	return true
 }
 
+// ownListener finds the node's listener a connection to a:port would reach (J31): one bound to
+// that address, or, for a loopback address, one bound to loopback or to every address on that
+// port (127.0.0.1, localhost and [::1] are all spellings of this machine).
+func ownListener(own []netip.AddrPort, a netip.Addr, port string) (netip.AddrPort, bool) {
+	a = a.Unmap()
+	for _, l := range own {
+		if strconv.Itoa(int(l.Port())) != port {
+			continue
+		}
+		la := l.Addr().Unmap()
+		if la == a || a.IsLoopback() && (la.IsLoopback() || la.IsUnspecified()) {
+			return l, true
+		}
+	}
+	return netip.AddrPort{}, false
+}
+
+// ownListenerError marks a dial refused because it would reach the node itself (J31).
+type ownListenerError struct{ msg string }
+
+func (e *ownListenerError) Error() string { return e.msg }
+
 // blockedError marks a dial or redirect refused by the address policy.
 type blockedError struct{ msg string }
 
@@ -218,6 +241,9 @@ func newClient(cfg *Config, sc scope) *http.Client {
 		for _, a := range addrs {
 			if !sc.allowed(a) {
 				return nil, &blockedError{msg: fmt.Sprintf("address %s is not allowed for this issuer", a)}
+			}
+			if l, ok := ownListener(cfg.OwnListeners, a, port); ok {
+				return nil, &ownListenerError{msg: fmt.Sprintf("%s is this node's own listener %s", net.JoinHostPort(a.Unmap().String(), port), l)}
 			}
 		}
 		var firstErr error

@@ -69,7 +69,7 @@ func TestCardSignatureAfterRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := signedCard(t, r0.Current)
-	if _, _, err := Rotate(dir, time.Now()); err != nil {
+	if _, _, err := Rotate(dir, time.Now(), 0); err != nil {
 		t.Fatal(err)
 	}
 	r1, err := LoadRing(dir)

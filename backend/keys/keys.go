@@ -109,6 +109,8 @@ type JWK struct {
 	Kid string `json:"kid"`
 	Use string `json:"use"`
 	Alg string `json:"alg"`
+	// Rotation is the statement that retired the key, in the node JWKS (History.JWKS).
+	Rotation string `json:"pact_rotation,omitempty"`
 }
 
 // JWKS is the RFC 7517 key set document.

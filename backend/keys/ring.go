@@ -6,7 +6,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -79,20 +78,28 @@ func readRetired(dir string) (Set, error) {
 	return s, nil
 }
 
+// rotationVersion is the version a rotation statement is made in: version 2 carries last_seq,
+// a version 1 statement (no "v") does not (docs/wire.md, "Key rotation").
+const rotationVersion = 2
+
 // rotationClaims is what a rotation statement says: the old key hands over
-// to the new one.
+// to the new one after the receipt numbered last_seq.
 type rotationClaims struct {
-	Old    string `json:"old"`
-	New    string `json:"new"`
-	NewJWK JWK    `json:"new_jwk"`
+	V       int    `json:"v,omitempty"`
+	Old     string `json:"old"`
+	New     string `json:"new"`
+	NewJWK  JWK    `json:"new_jwk"`
+	LastSeq *int64 `json:"last_seq,omitempty"`
 	jwt.RegisteredClaims
 }
 
 // Rotate replaces the signing key in dir with a new one. The old key signs a
-// statement naming its successor (appended to rotations.jsonl) and its public
-// half joins retired.jwks before the new key is installed, so a crash at any
-// step leaves a ring that loads and verifies. The node must not be running.
-func Rotate(dir string, now time.Time) (oldKID, newKID string, err error) {
+// statement naming its successor and lastSeq, the last receipt it signed, so
+// that nothing it signs later verifies (T13); the statement is appended to
+// rotations.jsonl and the old public half joins retired.jwks before the new key
+// is installed, so a crash at any step leaves a ring that loads and verifies.
+// The node must not be running.
+func Rotate(dir string, now time.Time, lastSeq int64) (oldKID, newKID string, err error) {
 	old, err := LoadOrCreate(filepath.Join(dir, fileCurrent))
 	if err != nil {
 		return "", "", err
@@ -103,7 +110,7 @@ func Rotate(dir string, now time.Time) (oldKID, newKID string, err error) {
 	}
 	next := newKey(priv)
 	statement, err := old.Sign(RotationType, rotationClaims{
-		Old: old.ID(), New: next.ID(), NewJWK: next.Set().JWKS().Keys[0],
+		V: rotationVersion, Old: old.ID(), New: next.ID(), NewJWK: next.Set().JWKS().Keys[0], LastSeq: &lastSeq,
 		RegisteredClaims: jwt.RegisteredClaims{IssuedAt: jwt.NewNumericDate(now)},
 	})
 	if err != nil {
@@ -152,57 +159,46 @@ func appendLine(path, line string) error {
 
 // VerifyRotations checks the ring's history: every statement is signed by the
 // key it retires, names the key that follows, and the last one leads to the
-// current key. It returns how many rotations there were.
-func (r *Ring) VerifyRotations(dir string) (int, error) {
+// current key. It returns the history receipts verify with, each retired key
+// bounded by its statement (T13).
+func (r *Ring) VerifyRotations(dir string) (History, error) {
+	h := History{Set: r.Set(), Retired: map[string]Rotation{}}
 	data, err := os.ReadFile(filepath.Join(dir, fileRotations))
 	if errors.Is(err, os.ErrNotExist) {
 		if len(r.retired) > 0 {
-			return 0, errors.New("retired keys but no rotation statements: the ring was edited")
+			return History{}, errors.New("retired keys but no rotation statements: the ring was edited")
 		}
-		return 0, nil
+		return h, nil
 	}
 	if err != nil {
-		return 0, err
+		return History{}, err
 	}
-	set := r.Set()
 	n, prev := 0, ""
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
+		line := string(bytes.TrimSpace(sc.Bytes()))
 		if len(line) == 0 {
 			continue
 		}
 		n++
-		var c rotationClaims
-		if err := set.Verify(string(line), RotationType, &c, jwt.WithIssuedAt()); err != nil {
-			return n, fmt.Errorf("rotation %d does not verify: %w", n, err)
+		rot, err := readStatement(h.Set, line)
+		if err != nil {
+			return History{}, fmt.Errorf("rotation %d: %w", n, err)
 		}
-		if kid := headerKID(string(line)); kid != c.Old {
-			return n, fmt.Errorf("rotation %d is signed by %s, not by the key it retires (%s)", n, kid, c.Old)
+		if prev != "" && rot.Old != prev {
+			return History{}, fmt.Errorf("rotation %d retires %s, but the key before it was %s", n, rot.Old, prev)
 		}
-		if prev != "" && c.Old != prev {
-			return n, fmt.Errorf("rotation %d retires %s, but the key before it was %s", n, c.Old, prev)
-		}
-		x, err := base64.RawURLEncoding.DecodeString(c.NewJWK.X)
-		if err != nil || Thumbprint(ed25519.PublicKey(x)) != c.New {
-			return n, fmt.Errorf("rotation %d: the new key does not match its id", n)
-		}
-		prev = c.New
+		h.Retired[rot.Old] = rot
+		prev = rot.New
+	}
+	if err := sc.Err(); err != nil {
+		return History{}, err
 	}
 	if prev != "" && prev != r.Current.ID() {
-		return n, fmt.Errorf("the last rotation hands over to %s, but the node signs with %s", prev, r.Current.ID())
+		return History{}, fmt.Errorf("the last rotation hands over to %s, but the node signs with %s", prev, r.Current.ID())
 	}
-	return n, sc.Err()
-}
-
-func headerKID(token string) string {
-	var h struct {
-		Kid string `json:"kid"`
+	if len(h.Retired) != len(r.retired) {
+		return History{}, fmt.Errorf("%d retired keys but %d rotation statements: the ring was edited", len(r.retired), len(h.Retired))
 	}
-	if i := bytes.IndexByte([]byte(token), '.'); i > 0 {
-		if b, err := base64.RawURLEncoding.DecodeString(token[:i]); err == nil {
-			json.Unmarshal(b, &h)
-		}
-	}
-	return h.Kid
+	return h, nil
 }

@@ -30,6 +30,8 @@ const (
 	filePolicy    = "policy.json"
 	fileHead      = "receipts.head" // the receipt chain's head, kept outside pact.sqlite
 	dirCodex      = "codex"         // codex state per conversation, and each turn's scratch
+	dirCodexBin   = "codex-bin"     // the pinned Codex, got from the window (backend/codexget)
+	dirTailscale  = "tailscale"     // Tailscale Funnel's node state (backend/reach), mode 0700
 )
 
 // DefaultDataDir is the per-user data folder of the OS: $XDG_DATA_HOME/aether/node
@@ -80,14 +82,34 @@ var ErrLocked = errors.New("another Aether node is already running on this data 
 
 // RotateKey replaces the node's signing key (the node must be stopped: it
 // takes the data dir's lock). Receipts signed before keep verifying: the old
-// key stays in the JWKS, and it signed a statement naming its successor.
-func RotateKey(dataDir string) (oldKID, newKID string, err error) {
+// key stays in the JWKS, and it signed a statement naming its successor and the
+// last receipt it signed, so that nothing it signs later verifies (T13).
+func RotateKey(dataDir string) (oldKID, newKID string, lastSeq int64, err error) {
 	lock, err := lockDataDir(filepath.Join(dataDir, fileLock))
 	if err != nil {
-		return "", "", err
+		return "", "", 0, err
 	}
 	defer lock.Close()
-	return keys.Rotate(dataDir, time.Now())
+	if lastSeq, err = chainHead(dataDir); err != nil {
+		return "", "", 0, fmt.Errorf("the last receipt the old key signed: %w", err)
+	}
+	oldKID, newKID, err = keys.Rotate(dataDir, time.Now(), lastSeq)
+	return oldKID, newKID, lastSeq, err
+}
+
+// chainHead is the seq of the last receipt in dataDir's pact.sqlite, 0 without one.
+func chainHead(dataDir string) (int64, error) {
+	path := filepath.Join(dataDir, fileDB)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	db, err := store.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	head, err := db.ReceiptHead(context.Background())
+	return head.Seq, err
 }
 
 // NewAdminToken replaces the admin token of the node on dataDir while none runs: it takes the
@@ -122,21 +144,21 @@ func LocalAPI(dataDir string) (addr, token string, err error) {
 	return a.API, strings.TrimSpace(string(tok)), nil
 }
 
-// VerifyingKeys is dataDir's key ring (the signing key and the keys it replaced) as the set
-// receipts verify with; rotations is how many rotation statements it checked on the way.
-func VerifyingKeys(dataDir string) (set keys.Set, rotations int, err error) {
+// VerifyingKeys is dataDir's key ring (the signing key and the keys it replaced) as receipts
+// verify with it: each retired key bounded by its rotation statement, checked on the way (T13).
+func VerifyingKeys(dataDir string) (keys.History, error) {
 	if !keys.HasRing(dataDir) {
-		return nil, 0, fmt.Errorf("no node key in %s: pass --data-dir or --jwks", dataDir)
+		return keys.History{}, fmt.Errorf("no node key in %s: pass --data-dir or --jwks", dataDir)
 	}
 	ring, err := keys.LoadRing(dataDir)
 	if err != nil {
-		return nil, 0, err
+		return keys.History{}, err
 	}
-	n, err := ring.VerifyRotations(dataDir)
+	h, err := ring.VerifyRotations(dataDir)
 	if err != nil {
-		return nil, 0, fmt.Errorf("key rotations: %w", err)
+		return keys.History{}, fmt.Errorf("key rotations: %w", err)
 	}
-	return ring.Set(), n, nil
+	return h, nil
 }
 
 // Receipts is a data dir's receipt store, opened without the node for the offline verbs
@@ -168,8 +190,8 @@ func (r *Receipts) Close() error { return r.db.Close() }
 
 // Verify checks every signature and the whole chain with set and, when expectSeq > 0, against
 // a high-water mark kept elsewhere (T4, T6).
-func (r *Receipts) Verify(ctx context.Context, set keys.Set, expectSeq int64, expectHash string) (*receipts.Report, error) {
-	return receipts.VerifyDB(ctx, r.db, set, expect(expectSeq, expectHash))
+func (r *Receipts) Verify(ctx context.Context, h keys.History, expectSeq int64, expectHash string) (*receipts.Report, error) {
+	return receipts.VerifyDB(ctx, r.db, h, expect(expectSeq, expectHash))
 }
 
 // Export writes every receipt as JSON Lines, oldest first.
@@ -178,8 +200,8 @@ func (r *Receipts) Export(ctx context.Context, w io.Writer) error {
 }
 
 // VerifyExport is Verify for an exported JSON Lines file.
-func VerifyExport(ctx context.Context, in io.Reader, set keys.Set, expectSeq int64, expectHash string) (*receipts.Report, error) {
-	return receipts.Verify(ctx, receipts.ReadJSONL(in), set, expect(expectSeq, expectHash))
+func VerifyExport(ctx context.Context, in io.Reader, h keys.History, expectSeq int64, expectHash string) (*receipts.Report, error) {
+	return receipts.Verify(ctx, receipts.ReadJSONL(in), h, expect(expectSeq, expectHash))
 }
 
 func expect(seq int64, hash string) receipts.VerifyOptions {

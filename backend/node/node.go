@@ -41,6 +41,9 @@ type Options struct {
 	PactListen string // gateway address, e.g. 127.0.0.1:8080
 	CodexPath  string // codex binary; "" = codex on PATH
 	CodexHome  string // CODEX_HOME for codex; "" = $CODEX_HOME, else ~/.codex
+	// CodexRegistry is where Get Codex downloads the pinned package; "" = npm's registry
+	// (tests and the package test point it at a loopback stand-in).
+	CodexRegistry string
 	// CodexArgs and CodexEnv are passed to every codex run (tests point codex at a local model).
 	CodexArgs []string
 	CodexEnv  []string
@@ -60,6 +63,20 @@ type Options struct {
 	OnConsentLink func(userCode string)
 	// PruneEvery is how often expired and retired tasks are deleted; 0 means every 30 s.
 	PruneEvery time.Duration
+	// Funnel publishes the gateway with Tailscale Funnel whatever pact.funnel says
+	// (`node serve --funnel`); Reach configures it.
+	Funnel bool
+	Reach  ReachOptions
+	// Listen opens the node's listeners; nil is net.Listen. Tests wrap it to see what
+	// reaches the node.
+	Listen func(network, address string) (net.Listener, error)
+}
+
+func (o Options) listen(address string) (net.Listener, error) {
+	if o.Listen != nil {
+		return o.Listen("tcp", address)
+	}
+	return net.Listen("tcp", address)
 }
 
 func (o Options) pruneEvery() time.Duration {
@@ -75,20 +92,25 @@ type Node struct {
 	log     *slog.Logger
 	dataDir string
 	lock    *os.File
-	ring    *keys.Ring // the signing key and the keys it replaced
-	key     *keys.Key  // ring.Current
+	ring    *keys.Ring   // the signing key and the keys it replaced
+	history keys.History // the ring for verifiers: each retired key bounded by its rotation (T13)
+	key     *keys.Key    // ring.Current
 	db      *store.DB
 	token   string
 	consent *consent.Service
 	ledger  *receipts.Ledger
 	head    *receipts.HeadFile // receipts.head
 	runner  *codex.Runner
+	setup   *codexSetup // Get Codex and the model settings (the Status page)
 	turns   gateway.Runner
 	owner   *owner.Service
 	admin   *admin.Server
 	// gw is nil until a policy first loads. Its routes are the one served policy: consent and
 	// the owner read the brands from there (served).
 	gw atomic.Pointer[gateway.Gateway]
+	// ids checks identities for the served publicUrl and audience; funnel publishes the gateway.
+	ids    identities
+	funnel funnel
 
 	applyMu    sync.Mutex // one policy applied at a time
 	mu         sync.Mutex // the policy file's state
@@ -99,6 +121,7 @@ type Node struct {
 	servers  []*http.Server
 	lns      []net.Listener
 	addrs    Addresses
+	bgCtx    context.Context // ends when the node stops
 	stop     context.CancelFunc
 	bg       sync.WaitGroup
 	health   codex.Health
@@ -120,6 +143,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 		o.Logger = slog.Default()
 	}
 	n = &Node{opts: o, log: o.Logger}
+	n.bgCtx, n.stop = context.WithCancel(context.Background())
 	started := n // the named result is nil by the time a failure is returned
 	defer func() {
 		if err != nil {
@@ -144,6 +168,10 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 		return nil, err
 	}
 	n.key = n.ring.Current
+	// The JWKS carries each retired key's rotation statement, so they must check out (T13).
+	if n.history, err = n.ring.VerifyRotations(n.dataDir); err != nil {
+		return nil, fmt.Errorf("key rotations in %s: %w", n.dataDir, err)
+	}
 	if n.token, err = admin.LoadOrCreateToken(n.path(fileToken)); err != nil {
 		return nil, err
 	}
@@ -158,7 +186,8 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	if err != nil && !o.Desktop {
 		return nil, err
 	}
-	n.runner = &codex.Runner{Path: o.CodexPath, Home: o.CodexHome, StateDir: n.path(dirCodex),
+	n.setup = newCodexSetup(n, o.CodexRegistry)
+	n.runner = &codex.Runner{Path: o.CodexPath, Find: n.setup.find, Upstream: n.setup.upstream, Home: o.CodexHome, StateDir: n.path(dirCodex),
 		ExtraArgs: o.CodexArgs, Env: append([]string{"CODEX_API_KEY"}, o.CodexEnv...), TestMounts: o.CodexTestMounts, Logger: n.log}
 	n.turns = n.runner
 	if o.Runner != nil {
@@ -166,11 +195,11 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	}
 
 	// Listeners first: the consent URL and the node API address are only known once bound.
-	adminLn, err := listenLoopback(o.AdminPort, "admin")
+	adminLn, err := o.listenLoopback(o.AdminPort, "admin")
 	if err != nil {
 		return nil, err
 	}
-	apiLn, err := listenLoopback(o.Port, "node API")
+	apiLn, err := o.listenLoopback(o.Port, "node API")
 	if err != nil {
 		adminLn.Close()
 		return nil, err
@@ -179,7 +208,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	if gwAddr == "" {
 		gwAddr = "127.0.0.1:8080"
 	}
-	gwLn, err := net.Listen("tcp", gwAddr)
+	gwLn, err := o.listen(gwAddr)
 	if err != nil {
 		adminLn.Close()
 		apiLn.Close()
@@ -199,8 +228,8 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	})
 	n.ledger = receipts.NewLedger(n.db, n.key, publicURL, time.Now)
 	n.owner = owner.New(owner.Config{
-		Consent: n.consent, Ledger: n.ledger, Keys: n.ring.Set(), Node: ownerNode{n},
-		Listen: n.addrs.Gateway, PublicURL: publicURL, AdminURL: "https://" + n.addrs.Admin,
+		Consent: n.consent, Ledger: n.ledger, Keys: n.history, Node: ownerNode{n},
+		Listen: n.addrs.Gateway, PublicURL: publicURL, AdminURL: "https://" + n.addrs.Admin, Setup: n.setup,
 	})
 	n.head = &receipts.HeadFile{Path: n.path(fileHead)}
 	if err = n.head.Check(ctx, n.ledger); err != nil {
@@ -238,8 +267,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	if err = n.writeAddresses(); err != nil {
 		return nil, err
 	}
-	bgCtx, cancel := context.WithCancel(context.Background())
-	n.stop = cancel
+	bgCtx := n.bgCtx
 	for _, job := range []func(context.Context){n.consent.EndWaitingTasks, n.owner.Forward} {
 		n.bg.Add(1)
 		go func() {
@@ -252,6 +280,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	n.every(bgCtx, n.opts.pruneEvery(), n.pruneTasks)
 	n.every(bgCtx, 5*time.Minute, n.checkCodex)
 
+	n.syncFunnel(pol)
 	n.log.Info("gateway listening", "addr", n.addrs.Gateway, "publicUrl", publicURL)
 	n.log.Info("admin UI listening", "addr", "https://"+n.addrs.Admin)
 	n.log.Info("node API listening", "addr", "http://"+n.addrs.API)
@@ -273,7 +302,11 @@ func (n *Node) PolicyPath() string {
 }
 
 // Addresses are the bound listeners.
-func (n *Node) Addresses() Addresses { return n.addrs }
+func (n *Node) Addresses() Addresses {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.addrs
+}
 
 // SignInURL mints a one-time admin sign-in link (admin.Server.SignInLink): it works once,
 // within five minutes. Show it to the owner; never log it.
@@ -285,8 +318,8 @@ func (n *Node) Admin() *admin.Server { return n.admin }
 // Owner is the owner's service: the desktop's tray and notifications act through it.
 func (n *Node) Owner() *owner.Service { return n.owner }
 
-func listenLoopback(port int, what string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+func (o Options) listenLoopback(port int, what string) (net.Listener, error) {
+	ln, err := o.listen(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
 		return nil, fmt.Errorf("%s: listen on 127.0.0.1:%d: %w", what, port, err)
 	}
@@ -306,7 +339,7 @@ func (n *Node) serve(srv *http.Server, ln net.Listener, useTLS bool) {
 }
 
 func (n *Node) writeAddresses() error {
-	data, err := json.MarshalIndent(n.addrs, "", "  ")
+	data, err := json.MarshalIndent(n.Addresses(), "", "  ")
 	if err != nil {
 		return err
 	}
@@ -354,6 +387,11 @@ func (n *Node) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("stop running turns: %w", err))
 		}
 	}
+	n.funnel.mu.Lock()
+	if err := n.stopFunnel(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("stop Tailscale Funnel: %w", err))
+	}
+	n.funnel.mu.Unlock()
 	for _, s := range n.servers {
 		if err := s.Shutdown(ctx); err != nil {
 			errs = append(errs, err)
@@ -372,6 +410,7 @@ func (n *Node) Stop(ctx context.Context) error {
 }
 
 func (n *Node) close() error {
+	n.stop() // a failed start's context too
 	var errs []error
 	for _, srv := range n.servers {
 		srv.Close() // after Shutdown this is a no-op; after a failed start it stops serving

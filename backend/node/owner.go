@@ -69,3 +69,5 @@ func (o ownerNode) Health() (owner.CodexStatus, owner.Confinement) {
 	c.Credential.Kind, c.Credential.Summary, c.Credential.Problem = h.Credential.Kind, h.Credential.Summary, h.Credential.Problem
 	return c, owner.Confinement{Available: h.Confinement.Available, Mechanism: h.Confinement.Mechanism, Text: h.Confinement.Text()}
 }
+
+func (o ownerNode) Reach() owner.Reachability { return o.n.reachability() }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +14,6 @@ import (
 	"github.com/aether/aether/backend/consent"
 	"github.com/aether/aether/backend/fsutil"
 	"github.com/aether/aether/backend/gateway"
-	"github.com/aether/aether/backend/identity"
 	"github.com/aether/aether/backend/policy"
 )
 
@@ -78,21 +78,17 @@ func (n *Node) startGateway(p *policy.Policy, publicURL, consentURL string) erro
 	n.mu.Lock()
 	modTime := n.polModTime
 	n.mu.Unlock()
+	n.applyPublicURL(p)
 	gw, err := gateway.New(gateway.Config{
 		ConsentURL: consentURL,
-		Identity: identity.New(identity.Config{
-			Audience:                  p.Pact.Audience,
-			AllowInsecureLocalIssuers: p.Pact.AllowInsecureLocalIssuers,
-			NodeIssuer:                publicURL,
-			Logger:                    n.log,
-		}),
-		Consent:   n.consent,
-		Tasks:     n.db,
-		Ledger:    n.ledger,
-		Runner:    n.turns,
-		Keys:      n.ring.Set(),
-		OnReceipt: n.owner.ReceiptAdded,
-		Logger:    n.log,
+		Identity:   &n.ids,
+		Consent:    n.consent,
+		Tasks:      n.db,
+		Ledger:     n.ledger,
+		Runner:     n.turns,
+		Keys:       n.history,
+		OnReceipt:  n.owner.ReceiptAdded,
+		Logger:     n.log,
 
 		Signer: n.ring.Current,
 		// The policy file's mtime: unchanged cards keep their Last-Modified across restarts.
@@ -103,6 +99,18 @@ func (n *Node) startGateway(p *policy.Policy, publicURL, consentURL string) erro
 	}
 	n.gw.Store(gw)
 	return nil
+}
+
+// ownListeners are the addresses the node's listeners are bound to: no issuer fetch goes there
+// (docs/threats.md J31).
+func (n *Node) ownListeners() []netip.AddrPort {
+	out := make([]netip.AddrPort, 0, len(n.lns))
+	for _, ln := range n.lns {
+		if a, ok := ln.Addr().(*net.TCPAddr); ok {
+			out = append(out, a.AddrPort())
+		}
+	}
+	return out
 }
 
 // serveGateway answers on the gateway listener; with no valid policy it says
@@ -137,9 +145,7 @@ func (n *Node) applyPolicy(p *policy.Policy) error {
 			return err
 		}
 	} else {
-		if old := gw.Policy(); old.Pact.PublicURL != p.Pact.PublicURL {
-			n.log.Warn("publicUrl changed: restart the node for tokens and receipts to use the new one", "old", old.Pact.PublicURL, "new", p.Pact.PublicURL)
-		}
+		n.applyPublicURL(p)
 		if err := gw.Reload(p); err != nil {
 			return err
 		}
@@ -147,6 +153,7 @@ func (n *Node) applyPolicy(p *policy.Policy) error {
 	n.mu.Lock()
 	n.polErr = nil
 	n.mu.Unlock()
+	n.syncFunnel(p)
 	return nil
 }
 

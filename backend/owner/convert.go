@@ -97,7 +97,7 @@ func (s *Service) brandDTOs(p *policy.Policy) []Brand {
 	out := []Brand{}
 	if p != nil && p.Pact != nil {
 		for _, br := range p.Pact.Brands {
-			out = append(out, brandDTO(br, s.cfg.PublicURL))
+			out = append(out, brandDTO(br, s.PublicURL()))
 		}
 	}
 	return out

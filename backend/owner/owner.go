@@ -31,16 +31,20 @@ type Node interface {
 	SetPaused(paused bool) error
 	// Health is the last check of Codex and of the confinement.
 	Health() (CodexStatus, Confinement)
+	// Reach is where publishing with Tailscale Funnel stands; Mode "" when it is off.
+	Reach() Reachability
 }
 
 // Config is what a Service works over.
 type Config struct {
 	Consent *consent.Service
 	Ledger  *receipts.Ledger
-	Keys    keys.Set // verifies a receipt shown on its own: every key the node signed with
+	Keys    keys.History // verifies a receipt shown on its own: every key the node signed with, bounded by its rotation
 	Node    Node
 	// Listen and PublicURL are the gateway's, AdminURL the admin listener's, as bound.
 	Listen, PublicURL, AdminURL string
+	// Setup gets Codex and keeps its model settings; nil where the node has none.
+	Setup CodexSetup
 }
 
 // Service carries out the owner's actions. It is safe for concurrent use.
@@ -53,4 +57,13 @@ type Service struct {
 // New builds the service; run Forward for its consent and grant events.
 func New(cfg Config) *Service {
 	return &Service{cfg: cfg, hub: newHub()}
+}
+
+// PublicURL is the served policy's publicUrl (it changes with the policy), else the one the
+// node started with.
+func (s *Service) PublicURL() string {
+	if p := s.cfg.Node.Served(); p != nil && p.Pact != nil {
+		return p.Pact.PublicURL
+	}
+	return s.cfg.PublicURL
 }

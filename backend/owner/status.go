@@ -13,12 +13,22 @@ func (s *Service) Status(ctx context.Context) (Status, error) {
 	running, paused := s.cfg.Node.Gateway()
 	path, perr := s.cfg.Node.PolicyFile()
 	st := Status{
-		Gateway: GatewayStatus{Listen: s.cfg.Listen, PublicURL: s.cfg.PublicURL, Running: running, Paused: paused},
+		Gateway: GatewayStatus{Listen: s.cfg.Listen, PublicURL: s.PublicURL(), Running: running, Paused: paused},
 		Admin:   AdminStatus{URL: s.cfg.AdminURL},
 		Policy:  PolicyStatus{Path: path, Error: policyErrorDTO(perr)},
 		Brands:  s.brandDTOs(s.cfg.Node.Served()),
+
+		Reachability: s.Reachability(),
 	}
 	st.Codex, st.Confinement = s.cfg.Node.Health()
+	if s.cfg.Setup != nil {
+		st.Download = s.cfg.Setup.CodexDownload()
+		var err error
+		if st.Model, err = s.cfg.Setup.Model(); err != nil {
+			return st, err
+		}
+	}
+	st.Setup = setupSteps(st)
 	pending, err := s.cfg.Consent.Pending(ctx)
 	if err != nil {
 		return st, err

@@ -169,6 +169,12 @@ type Status struct {
 	Pending      int              `json:"pending"`
 	Policy       PolicyStatus     `json:"policy"`
 	LastReceipts []ReceiptSummary `json:"lastReceipts"`
+	// Model, Download and Setup are the first run's: how Codex reaches its model (never the
+	// key), the Get Codex download, and the checklist to "Ready for agents".
+	Model        ModelStatus   `json:"model"`
+	Download     CodexDownload `json:"download"`
+	Setup        []SetupStep   `json:"setup"`
+	Reachability Reachability  `json:"reachability"`
 }
 
 // Runtime is the answer of GET /v1/runtime: the node process's own counters, so that a soak

@@ -10,7 +10,7 @@ import (
 
 var (
 	topFields   = []string{"pact", "scopes"}
-	pactFields  = []string{"publicUrl", "audience", "allowInsecureLocalIssuers", "trustedProxies", "taskRetentionDays", "brands"}
+	pactFields  = []string{"publicUrl", "audience", "allowInsecureLocalIssuers", "trustedProxies", "taskRetentionDays", "funnel", "brands"}
 	brandFields = []string{"id", "name", "description", "capability", "instructions", "workspace", "accessMode", "scope"}
 	scopeFields = []string{"id", "description"}
 )
@@ -176,6 +176,7 @@ func (d *decoder) pact(path string, n *node) *Pact {
 		PublicURL:                 d.str(path+".publicUrl", f["publicUrl"]),
 		Audience:                  d.str(path+".audience", f["audience"]),
 		AllowInsecureLocalIssuers: d.boolean(path+".allowInsecureLocalIssuers", f["allowInsecureLocalIssuers"]),
+		Funnel:                    d.boolean(path+".funnel", f["funnel"]),
 		Brands:                    []Brand{},
 	}
 	if v := f["trustedProxies"]; v != nil {

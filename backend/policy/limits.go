@@ -11,8 +11,10 @@ import "path/filepath"
 //     dir, and does not contain the home folder (docs/threats.md W10);
 //   - does not contain the data dir or the policy file (resolved, should policy.json be a
 //     symlink), whatever its access mode (W11);
-//   - if read_write, does not lie inside the data dir, and does not overlap another brand's
-//     workspace: neither contains the other nor are they the same folder (W12).
+//   - does not lie inside the data dir, whatever its access mode: its codex/ folder holds every
+//     agent's Codex sessions and turn scratch (W12, W24);
+//   - if read_write, does not overlap another brand's workspace: neither contains the other
+//     nor are they the same folder (W12).
 //
 // The home, policy-file and overlap rules hold with the zero Limits too; the data-dir rules need
 // DataDir. Paths are compared absolute, cleaned and with symlinks evaluated, a folder containing

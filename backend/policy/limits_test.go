@@ -24,7 +24,7 @@ func TestWorkspaceLimits(t *testing.T) {
 	home := at("people", "al")
 	t.Setenv("HOME", home)
 	t.Setenv("USERPROFILE", home)
-	mkdirs(t, root, "workspace/sub", "workspace/.aether/node", "other", "data/inner", "data2", "people/al/proj")
+	mkdirs(t, root, "workspace/sub", "workspace/.aether/node", "other", "other2", "data/inner", "data/codex", "data2", "people/al/proj")
 	data := filepath.Join(root, "data")
 	const ro, rw = ReadOnly, ReadWrite
 	ws := func(i int) string { return fmt.Sprintf("pact.brands[%d].workspace", i) }
@@ -39,11 +39,10 @@ func TestWorkspaceLimits(t *testing.T) {
 			[]string{brandJSON("review", "workspace", ro), brandJSON("fix", "other", rw)}, nil},
 		{"read_write beside the data dir", data, []string{brandJSON("fix", "workspace", rw)}, nil},
 		{"a name that only starts like the data dir is not inside it", data, []string{brandJSON("fix", "data2", rw)}, nil},
-		{"read_only inside the data dir", data, []string{brandJSON("review", "data/inner", ro)}, nil},
 		{"read_only brands may share a folder", data,
 			[]string{brandJSON("review", "workspace", ro), brandJSON("explain", "./workspace/", ro), brandJSON("deep", "workspace/sub", ro)}, nil},
 		{"a name that only starts like another brand's folder does not overlap it", data,
-			[]string{brandJSON("fix", "data2", rw), brandJSON("d", "data/inner", ro)}, nil},
+			[]string{brandJSON("fix", "other", rw), brandJSON("d", "other2", ro)}, nil},
 		{"a data dir not created yet", filepath.Join(root, "later", "node"), []string{brandJSON("fix", "workspace", rw)}, nil},
 		{"absolute in home, data dir elsewhere", data, []string{brandJSON("fix", at("people", "al", "proj"), rw)}, nil},
 
@@ -70,8 +69,12 @@ func TestWorkspaceLimits(t *testing.T) {
 		{"W11 data dir named through a symlink", filepath.Join(root, "link", ".aether", "node"),
 			[]string{brandJSON("review", "workspace", ro)},
 			[]Problem{{ws(0), "contains the data dir " + at("workspace", ".aether", "node")}}},
-		{"W11 read_write workspace lies inside the data dir", data, []string{brandJSON("fix", "data/inner", rw)},
-			[]Problem{{ws(0), "this read_write workspace lies inside the data dir " + at("data") + ", where the node keeps its own files, so a turn could change them; choose a folder outside the data dir"}}},
+		{"W12 read_write workspace lies inside the data dir", data, []string{brandJSON("fix", "data/inner", rw)},
+			[]Problem{{ws(0), "this read_write workspace lies inside the data dir " + at("data") + ", where the node keeps its own files (every agent's Codex sessions and turn scratch in codex/ among them), so a turn could read and change them; choose a folder outside the data dir"}}},
+		{"W24 read_only workspace is the data dir's codex folder", data, []string{brandJSON("review", "data/codex", ro)},
+			[]Problem{{ws(0), "this read_only workspace lies inside the data dir " + at("data") + ", where the node keeps its own files (every agent's Codex sessions and turn scratch in codex/ among them), so a turn could read them; choose a folder outside the data dir"}}},
+		{"W24 read_only workspace inside the data dir", data, []string{brandJSON("review", "data/inner", ro)},
+			[]Problem{{ws(0), "this read_only workspace lies inside the data dir " + at("data")}}},
 
 		{"W12 read_write is the same folder as another brand's", data,
 			[]string{brandJSON("review", "workspace", ro), brandJSON("fix", "./workspace", rw)},

@@ -33,8 +33,9 @@
 // and inside the managed sections; exact duplicate keys are errors at any depth, also inside
 // other sections.
 //
-// Every brand field is required except "instructions". "allowInsecureLocalIssuers" defaults to
-// false, "brands" and "scopes" to empty, "taskRetentionDays" (how many days a finished task is
+// Every brand field is required except "instructions". "allowInsecureLocalIssuers" and
+// "funnel" (publish with Tailscale Funnel, docs/deploy.md) default to false, "brands" and
+// "scopes" to empty, "taskRetentionDays" (how many days a finished task is
 // kept; receipts are kept for ever) to 30. A policy without a "pact" section is valid and offers
 // nothing (Policy.Pact is nil).
 //
@@ -127,8 +128,10 @@ type Pact struct {
 	TrustedProxies []string `json:"trustedProxies,omitempty"`
 	// TaskRetentionDays is how long a finished task is kept after its last change, in days
 	// (1–3650; 0, absent, means DefaultTaskRetentionDays). Receipts are never deleted.
-	TaskRetentionDays int     `json:"taskRetentionDays,omitempty"`
-	Brands            []Brand `json:"brands"`
+	TaskRetentionDays int `json:"taskRetentionDays,omitempty"`
+	// Funnel publishes the gateway on the internet with Tailscale Funnel (docs/deploy.md).
+	Funnel bool    `json:"funnel,omitempty"`
+	Brands []Brand `json:"brands"`
 }
 
 // DefaultTaskRetentionDays is the task retention of a policy that sets none.

@@ -170,7 +170,7 @@ func resolveWorkspace(ws, base, home string, writable bool, bd bounds) (string, 
 }
 
 // exposureProblem says why a turn's view of the resolved workspace real would show what no
-// turn may see (Limits; docs/confinement.md, docs/threats.md W10–W12), or returns "". The
+// turn may see (Limits; docs/confinement.md, docs/threats.md W10–W12, W24), or returns "". The
 // policy file is left to the checks of the policy's folder, whose messages say more.
 func exposureProblem(real string, writable bool, home string, bd bounds) string {
 	const dataDirHolds = "node key, admin token, pact.sqlite"
@@ -186,8 +186,9 @@ func exposureProblem(real string, writable bool, home string, bd bounds) string 
 		return fmt.Sprintf(`"%s" is the node's data dir (%s); a brand must never offer it: choose a project folder outside it`, real, dataDirHolds)
 	case inside(bd.dataDir, real):
 		return fmt.Sprintf("this %s workspace contains the data dir %s (%s), and a turn sees all of its workspace, so it could %s them; choose a folder that does not", modeOf(writable), bd.dataDir, dataDirHolds, could(writable))
-	case writable && inside(real, bd.dataDir):
-		return fmt.Sprintf("this read_write workspace lies inside the data dir %s, where the node keeps its own files, so a turn could change them; choose a folder outside the data dir", bd.dataDir)
+	case inside(real, bd.dataDir):
+		return fmt.Sprintf("this %s workspace lies inside the data dir %s, where the node keeps its own files (every agent's Codex sessions and turn scratch in codex/ among them), so a turn could %s them; choose a folder outside the data dir",
+			modeOf(writable), bd.dataDir, could(writable))
 	}
 	return ""
 }

@@ -7,8 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"reflect"
 
+	"github.com/aether/aether/backend/jcs"
 	"github.com/aether/aether/backend/store"
 )
 
@@ -28,8 +28,7 @@ type exportLine struct {
 // an export read back with ReadJSONL).
 func Export(ctx context.Context, src Source, w io.Writer) error {
 	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	enc.SetEscapeHTML(false)
+	enc := lineEncoder(bw)
 	for r, err := range src {
 		if err != nil {
 			return fmt.Errorf("export receipts: %w", err)
@@ -37,11 +36,8 @@ func Export(ctx context.Context, src Source, w io.Writer) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		line := exportLine{Seq: r.Seq, ID: r.ID, Hash: r.Hash, Prev: r.PrevHash, JWS: r.JWS, Claims: json.RawMessage("null")}
 		// A damaged row is still exported as it is: the audit should see it.
-		if payload, err := jwsPart(r.JWS, 1); err == nil && json.Valid(payload) {
-			line.Claims = payload
-		}
+		line := exportLine{Seq: r.Seq, ID: r.ID, Hash: r.Hash, Prev: r.PrevHash, JWS: r.JWS, Claims: shownClaims(r.JWS)}
 		if err := enc.Encode(line); err != nil {
 			return fmt.Errorf("export receipt %d: %w", r.Seq, err)
 		}
@@ -52,13 +48,34 @@ func Export(ctx context.Context, src Source, w io.Writer) error {
 	return nil
 }
 
+// lineEncoder writes export lines: ReadJSONL checks a line against what it writes.
+func lineEncoder(w io.Writer) *json.Encoder {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc
+}
+
+// shownClaims is what an export shows as the claims of a receipt: its JWS payload verbatim
+// (compact, as the node signs it), or null when that is not JSON.
+func shownClaims(jws string) json.RawMessage {
+	payload, err := jwsPart(jws, 1)
+	var b bytes.Buffer
+	if err != nil || json.Compact(&b, payload) != nil {
+		return json.RawMessage("null")
+	}
+	return b.Bytes()
+}
+
 // maxExportLine bounds one line of an export (a receipt is a few KB).
 const maxExportLine = 1 << 20
 
 // ReadJSONL reads an export back as a Source, for Verify. The columns of each
-// receipt come from its line (seq, id, hash, prev) and the claims shown on it; a
-// line whose shown claims differ from its JWS payload is reported as a Problem,
-// so an edit anywhere in the file is caught.
+// receipt come from its line (seq, id, hash, prev, which Verify checks against
+// the signed claims) and from its JWS payload. A line that is not exactly what
+// Export writes is reported as a Problem, so an edit anywhere in the file is
+// caught (T12): members repeated, in another case (also as encoding/json folds
+// it), unknown or missing, and shown claims that are not the JWS payload byte
+// for byte, which is what jq, Python or a person reads there.
 func ReadJSONL(r io.Reader) Source {
 	return func(yield func(store.Receipt, error) bool) {
 		sc := bufio.NewScanner(r)
@@ -81,23 +98,48 @@ func ReadJSONL(r io.Reader) Source {
 	}
 }
 
+// readLine reads line n, b, which must be byte for byte the line Export writes for the values
+// it holds (T12).
 func readLine(n int, b []byte) (store.Receipt, error) {
 	var l exportLine
 	if err := json.Unmarshal(b, &l); err != nil {
 		return store.Receipt{}, &Problem{Reason: fmt.Sprintf("line %d is not a receipt: %v", n, err)}
 	}
-	var shown Claims
-	if err := json.Unmarshal(l.Claims, &shown); err != nil {
-		return store.Receipt{}, &Problem{Seq: l.Seq, ID: l.ID, Reason: fmt.Sprintf("line %d: claims: %v", n, err)}
+	bad := func(why string) (store.Receipt, error) {
+		return store.Receipt{}, &Problem{Seq: l.Seq, ID: l.ID, Reason: fmt.Sprintf("line %d: %s", n, why)}
 	}
-	// An unreadable JWS is left to the signature check.
-	if signed, err := decodeClaims(l.JWS); err == nil && !reflect.DeepEqual(shown, *signed) {
-		return store.Receipt{}, &Problem{Seq: l.Seq, ID: l.ID, Reason: fmt.Sprintf("line %d: the claims shown differ from the signed claims", n)}
+	var want bytes.Buffer
+	exported := l
+	exported.Claims = shownClaims(l.JWS)
+	if err := lineEncoder(&want).Encode(exported); err != nil || !bytes.Equal(b, bytes.TrimSuffix(want.Bytes(), []byte("\n"))) {
+		return bad(lineDiffers(b, l))
 	}
-	started, _ := parseTime(shown.Started)
-	ended, _ := parseTime(shown.Ended)
-	return store.Receipt{Seq: l.Seq, ID: l.ID, TurnID: shown.Turn, PrevHash: l.Prev, Hash: l.Hash,
-		TaskID: shown.Task, ContextID: shown.Ctx, Brand: shown.Brand, Scope: shown.Scope, GrantID: shown.Grant,
-		AgentIss: shown.Agent.Issuer, AgentSub: shown.Agent.Subject, Status: shown.Status, Reason: shown.Reason,
-		ExitCode: shown.Exit, StartedAt: started, EndedAt: ended, JWS: l.JWS}, nil
+	// An unreadable payload is left to the signature check.
+	var signed Claims
+	if c, err := decodeClaims(l.JWS); err == nil {
+		signed = *c
+	}
+	started, _ := parseTime(signed.Started)
+	ended, _ := parseTime(signed.Ended)
+	return store.Receipt{Seq: l.Seq, ID: l.ID, TurnID: signed.Turn, PrevHash: l.Prev, Hash: l.Hash,
+		TaskID: signed.Task, ContextID: signed.Ctx, Brand: signed.Brand, Scope: signed.Scope, GrantID: signed.Grant,
+		AgentIss: signed.Agent.Issuer, AgentSub: signed.Agent.Subject, Status: signed.Status, Reason: signed.Reason,
+		ExitCode: signed.Exit, StartedAt: started, EndedAt: ended, JWS: l.JWS}, nil
+}
+
+// lineDiffers says how the line b, read as l, differs from the line Export writes for it: a
+// member repeated, in another case, unknown or missing (named), claims that are not the JWS
+// payload, or only white space, member order or escapes.
+func lineDiffers(b []byte, l exportLine) string {
+	if err := jcs.Exact(b, &exportLine{}); err != nil {
+		return "not a line as `aether receipts export` writes it: " + err.Error()
+	}
+	if !bytes.Equal(l.Claims, shownClaims(l.JWS)) {
+		why := "the claims shown differ from the signed claims: an export shows the JWS payload byte for byte"
+		if err := jcs.Exact(l.Claims, &Claims{}); err != nil {
+			why += " (" + err.Error() + ")"
+		}
+		return why
+	}
+	return "not byte for byte the line `aether receipts export` writes for what it says (white space, member order or escapes changed)"
 }

@@ -21,23 +21,20 @@ func exportLines(t *testing.T, src Source) []string {
 
 func verifyLines(t *testing.T, lines []string, opts VerifyOptions) *Report {
 	t.Helper()
-	rep, err := Verify(context.Background(), ReadJSONL(strings.NewReader(strings.Join(lines, "\n")+"\n")), testKey(1).Set(), opts)
+	rep, err := Verify(context.Background(), ReadJSONL(strings.NewReader(strings.Join(lines, "\n")+"\n")), only(testKey(1).Set()), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rep
 }
 
-// editLine rewrites one field of an export line's JSON.
-func editLine(t *testing.T, line string, edit func(m map[string]any)) string {
+// editLine replaces old with new in an export line, leaving every other byte as it is.
+func editLine(t *testing.T, line, old, new string) string {
 	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal([]byte(line), &m); err != nil {
-		t.Fatal(err)
+	if !strings.Contains(line, old) {
+		t.Fatalf("the line has no %s", old)
 	}
-	edit(m)
-	b, _ := json.Marshal(m)
-	return string(b)
+	return strings.Replace(line, old, new, 1)
 }
 
 func TestExport(t *testing.T) {
@@ -80,15 +77,15 @@ func TestExport(t *testing.T) {
 		return out
 	}
 	t.Run("T1 edited claims shown in the export", func(t *testing.T) {
-		l := editLine(t, lines[9], func(m map[string]any) { m["claims"].(map[string]any)["ans"] = HashBytes([]byte("other")) })
+		l := editLine(t, lines[9], `"ans":"`, `"ans":"0`)
 		wantProblem(t, verifyLines(t, edited(9, l), VerifyOptions{}), 10, r10.ID, "claims shown differ")
 	})
 	t.Run("T1 edited JWS in the export", func(t *testing.T) {
-		l := editLine(t, lines[9], func(m map[string]any) { m["jws"] = r10.JWS[:len(r10.JWS)-4] + "AAAA" })
+		l := editLine(t, lines[9], r10.JWS, r10.JWS[:len(r10.JWS)-4]+"AAAA")
 		wantProblem(t, verifyLines(t, edited(9, l), VerifyOptions{}), 10, r10.ID, "does not verify")
 	})
 	t.Run("T1 edited hash in the export", func(t *testing.T) {
-		l := editLine(t, lines[9], func(m map[string]any) { m["hash"] = strings.Repeat("0", 64) })
+		l := editLine(t, lines[9], `"hash":"`+r10.Hash, `"hash":"`+strings.Repeat("0", 64))
 		wantProblem(t, verifyLines(t, edited(9, l), VerifyOptions{}), 10, r10.ID, "stored hash")
 	})
 	t.Run("T2 two lines swapped", func(t *testing.T) {
@@ -133,4 +130,42 @@ func TestExport(t *testing.T) {
 	t.Run("broken line", func(t *testing.T) {
 		wantProblem(t, verifyLines(t, edited(12, `{"seq": 13,`), VerifyOptions{}), 0, "", "line 13")
 	})
+}
+
+// TestForgedExport: an export line edited so that Go reads it otherwise than jq, Python or a
+// person is refused, naming the line and the receipt (T12).
+func TestForgedExport(t *testing.T) {
+	// Edits that Go's decoding would not see: it keeps the last of repeated members, matches
+	// names without case and drops unknown ones; jq, Python or a person read them otherwise.
+	e := newEnv(t)
+	e.run(0, 12, 1)
+	r10 := e.rows()[9]
+	lines := exportLines(t, e.l.Source(context.Background(), store.ReceiptFilter{}))
+	forged := func(old, new string) []string {
+		out := append([]string{}, lines...)
+		out[9] = editLine(t, lines[9], old, new)
+		return out
+	}
+	for _, c := range []struct {
+		name  string
+		lines []string
+		why   string
+	}{
+		{"T12 forged export: the status shown failed, then STATUS completed",
+			forged(`"status":"completed",`, `"status":"failed","STATUS":"completed",`), `member "STATUS" is not one of`},
+		{"T12 forged export: a case variant Go reads as the name (ſ for s)",
+			forged(`"status":"completed",`, `"status":"failed","ſtatus":"completed",`), `member "ſtatus" is not one of`},
+		{"T12 forged export: a claim the receipt does not have",
+			forged(`"status":"completed",`, `"status":"completed","refunded":true,`), `member "refunded" is not one of`},
+		{"T12 forged export: a member of the line repeated in another case",
+			forged(`"hash":"`, `"HASH":"`+strings.Repeat("0", 64)+`","hash":"`), `member "HASH" is not one of`},
+		{"T12 forged export: only white space changed",
+			forged(`{"seq":10,`, `{"seq": 10,`), "not byte for byte the line `aether receipts export` writes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rep := verifyLines(t, c.lines, VerifyOptions{})
+			wantProblem(t, rep, 10, r10.ID, "line 10: ")
+			wantProblem(t, rep, 10, r10.ID, c.why)
+		})
+	}
 }

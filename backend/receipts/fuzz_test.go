@@ -16,6 +16,7 @@ import (
 
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/internal/fuzzseed"
+	"github.com/aether/aether/backend/jcs"
 	"github.com/aether/aether/backend/store"
 )
 
@@ -114,20 +115,34 @@ func chainSeeds(chain []store.Receipt) []fuzzseed.Seed {
 		s("truncated", all[:len(all)/2], false),
 		s("deep-nesting", []byte(`{"seq":1,"claims":`+strings.Repeat("[", 200)+strings.Repeat("]", 200)+"}\n"), false),
 		s("not-json", []byte("seq=1\n"), false),
+		s("t12-status-duplicate", edit(1, `"status":"completed",`, `"status":"failed","STATUS":"completed",`), false),
+		s("t12-status-long-s", edit(1, `"status":"completed",`, `"status":"failed","ſtatus":"completed",`), false),
+		s("t12-kid-kelvin", edit(1, `"kid":"`, "\"kid\":\"other\",\"\u212aid\":\""), false),
+		s("t12-unknown-claim", edit(1, `"status":"completed",`, `"status":"completed","refunded":true,`), false),
+		s("t12-line-member-case-variant", edit(1, `"hash":"`, `"HASH":"0","hash":"`), false),
 	}
 }
 
 // FuzzReceiptsVerify reads a JSON Lines export with ReadJSONL and verifies it against the
 // node's key. However the export was edited, the receipts Verify counts as good are the first
-// receipts of the chain the node signed, exactly; with the head expected, an OK report is the
-// whole chain. An export it cannot read is an error only for a line over the 1 MiB cap.
+// receipts of the chain the node signed, exactly, and their lines say what the node's export
+// says, to any reader (T12: the same canonical JSON); with the head expected, an OK report is
+// the whole chain. An export it cannot read is an error only for a line over the 1 MiB cap.
 func FuzzReceiptsVerify(f *testing.F) {
 	chain := fuzzChain(4)
 	fuzzseed.Write(f, chainSeeds(chain))
-	set := testKey(1).Set()
+	set := only(testKey(1).Set())
 	head := &store.Checkpoint{Seq: chain[len(chain)-1].Seq, Hash: chain[len(chain)-1].Hash}
 	if rep, err := Verify(context.Background(), sliceSource(chain), set, VerifyOptions{Issuer: testIssuer, Expect: head}); err != nil || !rep.OK {
 		f.Fatalf("the fixture chain does not verify: %v %v", err, rep.Problem)
+	}
+	var exported [][]byte
+	for _, l := range exportOf(chain) {
+		c, err := jcs.Canonicalize([]byte(l))
+		if err != nil {
+			f.Fatal(err)
+		}
+		exported = append(exported, c)
 	}
 	f.Fuzz(func(t *testing.T, data []byte, expectHead bool) {
 		opts := VerifyOptions{Issuer: testIssuer}
@@ -159,9 +174,13 @@ func FuzzReceiptsVerify(f *testing.F) {
 		if rep.Count > len(chain) || rep.Count > len(seen) {
 			t.Fatalf("%d receipts verified, of %d read and %d signed", rep.Count, len(seen), len(chain))
 		}
+		read := nonBlankLines(data)
 		for i := range rep.Count {
 			if d := receiptDiff(seen[i], chain[i]); d != "" {
 				t.Fatalf("receipt %d verified, but it is not the one the node signed: %s", i+1, d)
+			}
+			if got, err := jcs.Canonicalize(read[i]); err != nil || !bytes.Equal(got, exported[i]) {
+				t.Fatalf("receipt %d verified, but its line does not say what the export does:\n %s\n %s", i+1, read[i], exported[i])
 			}
 		}
 		if rep.Count > 0 && (rep.LastSeq != chain[rep.Count-1].Seq || rep.LastHash != chain[rep.Count-1].Hash) {
@@ -174,6 +193,19 @@ func FuzzReceiptsVerify(f *testing.F) {
 			t.Fatalf("OK against the expected head with %d of %d receipts", rep.Count, len(chain))
 		}
 	})
+}
+
+// nonBlankLines are the lines ReadJSONL reads receipts from, in order.
+func nonBlankLines(data []byte) [][]byte {
+	var out [][]byte
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, maxExportLine)
+	for sc.Scan() {
+		if b := bytes.TrimSpace(sc.Bytes()); len(b) > 0 {
+			out = append(out, append([]byte(nil), b...))
+		}
+	}
+	return out
 }
 
 // receiptDiff names the first field where a and b differ ("" when none).

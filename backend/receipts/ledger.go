@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -28,7 +29,7 @@ var ErrClosed = errors.New("receipts ledger closed")
 type Ledger struct {
 	db     *store.DB
 	key    *keys.Key
-	issuer string
+	issuer atomic.Pointer[string] // the node's publicUrl, the receipts' iss
 	now    func() time.Time
 
 	mu       sync.Mutex
@@ -42,8 +43,13 @@ func NewLedger(db *store.DB, key *keys.Key, issuer string, now func() time.Time)
 	if now == nil {
 		now = time.Now
 	}
-	return &Ledger{db: db, key: key, issuer: issuer, now: now}
+	l := &Ledger{db: db, key: key, now: now}
+	l.SetIssuer(issuer)
+	return l
 }
+
+// SetIssuer changes the iss of the receipts signed from now on (the node's publicUrl changed).
+func (l *Ledger) SetIssuer(issuer string) { l.issuer.Store(&issuer) }
 
 // Close stops taking appends and waits until every append already taken is
 // committed (or failed).
@@ -359,7 +365,7 @@ func (l *Ledger) sign(turns []Turn, tail store.Checkpoint, revoked func(grantID 
 			Req: t.RequestHash, Ans: t.AnswerHash, Policy: t.PolicyHash, Status: t.Status, Reason: t.Reason,
 			Exit: t.ExitCode, Started: formatTime(started), Ended: formatTime(ended), Usage: t.Usage,
 			Violation: t.Violation, GrantRevoked: t.GrantRevokedDuringTurn, Kid: l.key.ID()}
-		c.Issuer, c.ID = l.issuer, rid
+		c.Issuer, c.ID = *l.issuer.Load(), rid
 		c.IssuedAt = jwt.NewNumericDate(now)
 		jws, err := l.key.Sign(Typ, c)
 		if err != nil {

@@ -220,34 +220,77 @@ func TestKeyRotation(t *testing.T) {
 	e := newEnv(t)
 	e.run(0, 5, 1)
 	old := e.key
+	// The rotation: node.RotateKey reads the chain's head (seq 5) for the statement, whose iat
+	// is in whole seconds.
+	rotatedAt := time.Now().Truncate(time.Second)
 	e.close()
 	e.key = testKey(2)
 	e.open()
 	got := e.run(5, 10, 1)
 	rows := e.rows()
+	both := keys.Set{}
+	for kid, pub := range old.Set() {
+		both[kid] = pub
+	}
+	for kid, pub := range e.key.Set() {
+		both[kid] = pub
+	}
+	ctx := context.Background()
+	verify := func(h keys.History) *Report {
+		rep, err := VerifyDB(ctx, e.db, h, VerifyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	retired := func(hasSeq bool) keys.History {
+		return keys.History{Set: both, Retired: map[string]keys.Rotation{
+			old.ID(): {Old: old.ID(), New: e.key.ID(), LastSeq: 5, HasSeq: hasSeq, At: rotatedAt}}}
+	}
 	t.Run("T10 key rotated", func(t *testing.T) {
 		if got[5].Claims.Prev != rows[4].Hash || got[5].Claims.Kid != e.key.ID() {
 			t.Errorf("the new key's first receipt does not continue the chain: %+v", got[5].Claims)
 		}
-		both := keys.Set{}
-		for kid, pub := range old.Set() {
-			both[kid] = pub
+		// Old receipts verify with the archived key kept in the set, bounded or not.
+		wantOK(t, verify(only(both)), 10)
+		wantOK(t, verify(retired(true)), 10)
+		wantProblem(t, verify(only(e.key.Set())), 1, rows[0].ID, "unknown key id")
+		wantProblem(t, verify(only(old.Set())), 6, rows[5].ID, "unknown key id")
+	})
+	// Whoever kept the old node.key signs with it after the rotation.
+	forger := func(now time.Time) *Ledger { return NewLedger(e.db, old, testIssuer, func() time.Time { return now }) }
+	t.Run("T13 a receipt of the retired key dated after its rotation", func(t *testing.T) {
+		_, recs, err := forger(rotatedAt.Add(time.Hour)).sign([]Turn{testTurn(900)}, store.Checkpoint{Seq: 2, Hash: rows[1].Hash},
+			func(string) (bool, error) { return false, nil })
+		if err != nil {
+			t.Fatal(err)
 		}
-		for kid, pub := range e.key.Set() {
-			both[kid] = pub
+		if _, err := VerifyOne(recs[0].JWS, retired(true)); err == nil || !strings.Contains(err.Error(), "which a rotation retired at") {
+			t.Fatalf("a receipt the retired key signed an hour after its rotation: %v", err)
 		}
-		ctx := context.Background()
-		verify := func(set keys.Set) *Report {
-			rep, err := VerifyDB(ctx, e.db, set, VerifyOptions{})
-			if err != nil {
+		if _, err := VerifyOne(recs[0].JWS, only(both)); err != nil {
+			t.Fatalf("without its rotation the forged receipt is well signed: %v", err)
+		}
+	})
+	t.Run("T13 the retired key appends a chain after the rotation", func(t *testing.T) {
+		// Dated no later than the rotation, numbered after it: a whole chain of three.
+		f := forger(rotatedAt)
+		for i := 10; i < 13; i++ {
+			tr := testTurn(i)
+			if err := f.Start(ctx, tr); err != nil {
 				t.Fatal(err)
 			}
-			return rep
+			if _, err := f.Append(ctx, tr); err != nil {
+				t.Fatal(err)
+			}
 		}
-		// Old receipts verify with the archived key kept in the set.
-		wantOK(t, verify(both), 10)
-		wantProblem(t, verify(e.key.Set()), 1, rows[0].ID, "unknown key id")
-		wantProblem(t, verify(old.Set()), 6, rows[5].ID, "unknown key id")
+		f.Close()
+		forged := e.rows()[10]
+		wantOK(t, verify(only(both)), 13) // what verify said before rotations bounded keys
+		wantProblem(t, verify(retired(true)), 11, forged.ID, "seq 11 is after the rotation that retired its key")
+		// A version 1 statement has no last seq, and these receipts are dated before it: the
+		// chain still shows the new key signed first.
+		wantProblem(t, verify(retired(false)), 11, forged.ID, "after its successor "+e.key.ID()+" signed receipt 6")
 	})
 }
 
@@ -269,7 +312,7 @@ func TestReceiptSaysGrantRevoked(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := VerifyOne(r.JWS, e.key.Set())
+			c, err := VerifyOne(r.JWS, only(e.key.Set()))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -55,7 +55,7 @@ func TestAppendThousandVerifies(t *testing.T) {
 		}
 	}
 	wantOK(t, e.verify(VerifyOptions{Issuer: testIssuer}), 1000)
-	c, err := VerifyOne(rows[499].JWS, e.key.Set())
+	c, err := VerifyOne(rows[499].JWS, only(e.key.Set()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestAppendThousandVerifies(t *testing.T) {
 		c.Kid != e.key.ID() || c.Issuer != testIssuer || c.ID != c.RID || !strings.HasPrefix(c.RID, "r_") {
 		t.Errorf("claims = %+v", c)
 	}
-	if first, _ := VerifyOne(rows[0].JWS, e.key.Set()); first.Prev != Genesis(e.key.ID()) {
+	if first, _ := VerifyOne(rows[0].JWS, only(e.key.Set())); first.Prev != Genesis(e.key.ID()) {
 		t.Errorf("first prev = %s, want genesis", first.Prev)
 	}
 }
@@ -243,7 +243,7 @@ func TestListAndGet(t *testing.T) {
 func TestVerifyOneRejects(t *testing.T) {
 	e := newEnv(t)
 	good := e.run(0, 1, 1)[0]
-	set := e.key.Set()
+	set := only(e.key.Set())
 	if _, err := VerifyOne(good.JWS, set); err != nil {
 		t.Fatal(err)
 	}

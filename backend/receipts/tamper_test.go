@@ -40,7 +40,7 @@ func tampered(t *testing.T, base string, stmts ...string) *store.DB {
 	return db
 }
 
-func verifyDB(t *testing.T, db *store.DB, set keys.Set, opts VerifyOptions) *Report {
+func verifyDB(t *testing.T, db *store.DB, set keys.History, opts VerifyOptions) *Report {
 	t.Helper()
 	rep, err := VerifyDB(context.Background(), db, set, opts)
 	if err != nil {
@@ -53,7 +53,7 @@ func sqlQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") +
 
 func TestTamperedStoreDetected(t *testing.T) {
 	base, rows := chainFile(t, 20)
-	set := testKey(1).Set()
+	set := only(testKey(1).Set())
 	r10 := rows[9]
 	wantOK(t, verifyDB(t, tampered(t, base), set, VerifyOptions{Issuer: testIssuer}), 20)
 
@@ -157,7 +157,7 @@ func TestTamperedStoreDetected(t *testing.T) {
 		wantProblem(t, verifyDB(t, db, set, VerifyOptions{}), 10, r10.ID, "unknown key id")
 	})
 	t.Run("T7 verified against another node's keys", func(t *testing.T) {
-		wantProblem(t, verifyDB(t, tampered(t, base), testKey(9).Set(), VerifyOptions{}), 1, rows[0].ID, "unknown key id")
+		wantProblem(t, verifyDB(t, tampered(t, base), only(testKey(9).Set()), VerifyOptions{}), 1, rows[0].ID, "unknown key id")
 	})
 	t.Run("T7 issued for another node", func(t *testing.T) {
 		wantProblem(t, verifyDB(t, tampered(t, base), set, VerifyOptions{Issuer: "https://other.example"}), 1, rows[0].ID, "issued by")
@@ -193,7 +193,7 @@ func TestFileTruncated(t *testing.T) {
 			t.Logf("refused at open: %v", err)
 			return
 		}
-		rep, err := VerifyDB(context.Background(), db, testKey(1).Set(), VerifyOptions{})
+		rep, err := VerifyDB(context.Background(), db, only(testKey(1).Set()), VerifyOptions{})
 		db.Close()
 		if err == nil && rep.OK {
 			t.Fatal("a truncated pact.sqlite opened and verified")

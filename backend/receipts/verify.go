@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
@@ -63,11 +64,12 @@ type Report struct {
 const verifyChunk = 256
 
 // VerifyOne checks one receipt JWS on its own (the Verify button): alg EdDSA,
-// typ, a kid in set (T7), the signature, and that the claims are well formed.
-// It does not place the receipt in a chain.
-func VerifyOne(jws string, set keys.Set) (*Claims, error) {
+// typ, a kid in h (T7), the signature, that the claims are well formed, and that
+// a retired key signed it before its rotation (T13). It does not place the
+// receipt in a chain.
+func VerifyOne(jws string, hist keys.History) (*Claims, error) {
 	var c Claims
-	if err := set.Verify(jws, Typ, &c); err != nil {
+	if err := hist.Set.Verify(jws, Typ, &c); err != nil {
 		return nil, fmt.Errorf("signature: %w", err)
 	}
 	hdr, err := jwsPart(jws, 0)
@@ -99,27 +101,34 @@ func VerifyOne(jws string, set keys.Set) (*Claims, error) {
 	if _, err := parseTime(c.Ended); err != nil {
 		return nil, fmt.Errorf("ended: %w", err)
 	}
+	var iat time.Time
+	if c.IssuedAt != nil {
+		iat = c.IssuedAt.Time
+	}
+	if err := hist.CheckSigned(c.Kid, c.Seq, iat); err != nil {
+		return nil, err
+	}
 	return &c, nil
 }
 
-// Verify walks src and checks every receipt: its signature against set (T1
-// edited JWS, T7 foreign key), its hash, that the stored columns say what the
+// Verify walks src and checks every receipt: its signature against h (T1
+// edited JWS, T7 foreign key, T13 a retired key used after its rotation), its hash, that the stored columns say what the
 // signed claims say (T1 edited row), seq continuity (T3 gap, T2/T11 repeats)
 // and the prev-hash chain (T2 swap, T3 deletion, T11 fork), and finally
 // opts.Expect (T4, T6). It stops at the first bad receipt. The error is for a
 // source that cannot be read; a bad chain is a Report with a Problem.
-func Verify(ctx context.Context, src Source, set keys.Set, opts VerifyOptions) (*Report, error) {
+func Verify(ctx context.Context, src Source, h keys.History, opts VerifyOptions) (*Report, error) {
 	var marks []mark
 	if opts.Expect != nil {
 		marks = append(marks, mark{Checkpoint: *opts.Expect, who: "the expected high-water mark"})
 	}
-	return verify(ctx, src, set, opts, marks)
+	return verify(ctx, src, h, opts, marks)
 }
 
 // VerifyDB verifies the whole store: Verify over every receipt, and also the
 // high-water mark the store keeps in meta (which catches a tail deleted
 // without touching meta; see store.DB.ReceiptHighWater for its limits).
-func VerifyDB(ctx context.Context, db *store.DB, set keys.Set, opts VerifyOptions) (*Report, error) {
+func VerifyDB(ctx context.Context, db *store.DB, h keys.History, opts VerifyOptions) (*Report, error) {
 	// Read the mark first: receipts appended during the walk only move the tail past it.
 	hw, ok, err := db.ReceiptHighWater(ctx)
 	if err != nil {
@@ -132,7 +141,7 @@ func VerifyDB(ctx context.Context, db *store.DB, set keys.Set, opts VerifyOption
 	if ok {
 		marks = append(marks, mark{Checkpoint: hw, who: "the store's own high-water mark"})
 	}
-	rep, err := verify(ctx, db.AllReceipts(ctx), set, opts, marks)
+	rep, err := verify(ctx, db.AllReceipts(ctx), h, opts, marks)
 	if err != nil || !rep.OK || ok || rep.Count == 0 {
 		return rep, err
 	}
@@ -151,10 +160,13 @@ type mark struct {
 }
 
 type verifier struct {
-	set   keys.Set
+	keys  keys.History
 	opts  VerifyOptions
 	marks []mark
 	rep   Report
+	// signed is the first seq each key signed in the chain walked so far: a retired key
+	// signs nothing after a successor did (T13, also under a version 1 statement).
+	signed map[string]int64
 }
 
 // batch is verifyChunk receipts in seq order on their way through verify: the reader fills
@@ -173,8 +185,8 @@ type batch struct {
 // verify reads src on one goroutine, checks each receipt on its own (signature, hash, columns,
 // issuer) on every core, and walks the chain (seq, prev, marks) in seq order on this one, so
 // the first problem reported is the same as a walk one receipt at a time would find.
-func verify(ctx context.Context, src Source, set keys.Set, opts VerifyOptions, marks []mark) (*Report, error) {
-	v := &verifier{set: set, opts: opts, marks: marks}
+func verify(ctx context.Context, src Source, h keys.History, opts VerifyOptions, marks []mark) (*Report, error) {
+	v := &verifier{keys: h, opts: opts, marks: marks, signed: map[string]int64{}}
 	workers := runtime.GOMAXPROCS(0)
 	// Bounded: at most about 2×workers batches are read ahead of the walk.
 	work, ordered := make(chan *batch, workers), make(chan *batch, workers)
@@ -299,7 +311,7 @@ func (v *verifier) walk(b *batch) bool {
 // alone returns r's claims, or why r is bad whatever its place in the chain: its signature,
 // hash, columns or issuer.
 func (v *verifier) alone(r store.Receipt) (*Claims, string) {
-	c, err := VerifyOne(r.JWS, v.set)
+	c, err := VerifyOne(r.JWS, v.keys)
 	if err != nil {
 		return nil, "does not verify: " + err.Error()
 	}
@@ -336,6 +348,9 @@ func (v *verifier) chained(r store.Receipt, c *Claims) string {
 		}
 		return fmt.Sprintf("prev does not match the hash of receipt %d: the chain is broken (a receipt changed, removed, reordered or forked)", v.rep.LastSeq)
 	}
+	if reason := v.keyOrder(c.Kid, r.Seq); reason != "" {
+		return reason
+	}
 	for i := range v.marks {
 		m := &v.marks[i]
 		if m.Seq != r.Seq {
@@ -345,6 +360,20 @@ func (v *verifier) chained(r store.Receipt, c *Claims) string {
 			return fmt.Sprintf("hash %s differs from %s (%s): the chain was rewritten or rolled back", r.Hash, m.who, m.Hash)
 		}
 		m.seen, m.seenID = r.Hash, r.ID
+	}
+	return ""
+}
+
+// keyOrder returns why kid, signing receipt seq, comes too late in the chain: a key that
+// followed it signed a receipt before (T13), or "".
+func (v *verifier) keyOrder(kid string, seq int64) string {
+	for _, next := range v.keys.Successors(kid) {
+		if first, ok := v.signed[next]; ok {
+			return fmt.Sprintf("signed by the retired key %s after its successor %s signed receipt %d: a retired key signs nothing after its rotation", kid, next, first)
+		}
+	}
+	if _, ok := v.signed[kid]; !ok {
+		v.signed[kid] = seq
 	}
 	return ""
 }

@@ -32,7 +32,7 @@ func TestVerifyAcrossBatches(t *testing.T) {
 	const n = 4*verifyChunk + 10
 	seedScale(t, e, n)
 	good := e.rows()
-	set := e.key.Set()
+	set := only(e.key.Set())
 	ctx := context.Background()
 	check := func(t *testing.T, rows []store.Receipt, tail error) *Report {
 		t.Helper()

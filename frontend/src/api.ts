@@ -107,6 +107,64 @@ export interface Status {
   pending: number;
   policy: { path: string; error: PolicyError | null };
   lastReceipts: ReceiptSummary[];
+  model: ModelStatus;
+  download: CodexDownload;
+  setup: SetupStep[];
+  reachability: Reachability;
+}
+
+/** One line of the first-run checklist (codex, model, brand, reachable, ready). */
+export interface SetupStep {
+  id: string;
+  done: boolean;
+  text: string;
+  link: string;
+}
+
+/** Get Codex's state: idle, downloading, installed, failed or unavailable. */
+export interface CodexDownload {
+  version: string;
+  package: string;
+  state: "idle" | "downloading" | "installed" | "failed" | "unavailable";
+  done: number;
+  total: number;
+  path: string;
+  error: string;
+}
+
+export interface ModelCheck {
+  ok: boolean;
+  answer?: string;
+  error?: string;
+  at: string;
+}
+
+/** How Codex reaches its model: whether a key is set, never the key. */
+export interface ModelStatus {
+  keySet: boolean;
+  baseUrl: string;
+  model: string;
+  codexPath: string;
+  check: ModelCheck | null;
+}
+
+export interface ModelRequest {
+  key?: string;
+  removeKey?: boolean;
+  baseUrl?: string;
+  model?: string;
+}
+
+/** Reachability is how agents elsewhere reach the gateway (owner.Reachability). */
+export interface Reachability {
+  mode: "off" | "funnel" | "proxy";
+  state: "off" | "starting" | "logging_in" | "published" | "failed";
+  url: string;
+  device: string;
+  reason: string;
+  fix: string;
+  loginUrl: string;
+  inUse: boolean;
 }
 
 export interface ReceiptDetail {
@@ -257,6 +315,13 @@ export const api = {
   brands: () => request<BrandsAnswer>("GET", "/api/brands"),
   putBrand: (b: Brand) => request<{ brands: Brand[] }>("PUT", `/api/brands/${enc(b.id)}`, b),
   deleteBrand: (id: string) => request<{ brands: Brand[] }>("DELETE", `/api/brands/${enc(id)}`),
+  codexDownload: () => request<CodexDownload>("GET", "/api/codex/download"),
+  getCodex: () => request<CodexDownload>("POST", "/api/codex/download"),
+  useCodex: (path: string) => request<ModelStatus>("PUT", "/api/codex/path", { path }),
+  setModel: (req: ModelRequest) => request<ModelStatus>("PUT", "/api/model", req),
+  checkModel: () => request<ModelCheck>("POST", "/api/model/check"),
+  setFunnel: (on: boolean) => request<Reachability>("POST", "/api/reachability/funnel", { on }),
+  useFunnelUrl: () => request<Reachability>("POST", "/api/reachability/use"),
 };
 
 export function errorMessage(e: unknown): string {

@@ -2,7 +2,7 @@
 // whose asset server buffers responses), pages fall back to polling through the "poll" event;
 // after a reconnect "resync" tells them to reload what they may have missed.
 
-import type { ConsentRequest, Grant, ReceiptSummary } from "./api";
+import type { ConsentRequest, Grant, Reachability, ReceiptSummary } from "./api";
 
 export interface ConsentEvent {
   pending: number;
@@ -15,6 +15,7 @@ export interface EventMap {
   grant: Grant;
   receipt: ReceiptSummary;
   policy: Record<string, never>;
+  reachability: Reachability;
   poll: null;
   resync: null;
   connection: ConnectionState;
@@ -107,7 +108,7 @@ export function startEvents(): void {
       setState("polling");
     }
   });
-  for (const name of ["consent", "grant", "receipt", "policy"] as const) {
+  for (const name of ["consent", "grant", "receipt", "policy", "reachability"] as const) {
     es.addEventListener(name, (ev) => {
       let data: unknown;
       try {

@@ -290,6 +290,33 @@ const steps = {
     return { text: await page.locator("main").innerText() };
   },
 
+  /**
+   * modelKey (X9): the owner types an API key into the Status page's Model card and saves it
+   * with Enter. Then neither the page's markup, its text, any field's value nor the screenshot's
+   * page text holds it, and the card says a key is set.
+   */
+  async modelKey({ key, shot: name }) {
+    await page.goto("/");
+    const field = page.locator("#model-key");
+    await field.waitFor();
+    await field.fill(key);
+    await field.press("Enter");
+    await page.locator(".key-set:not([hidden])").waitFor();
+    await page.mouse.move(0, 0);
+    await shot(page, name);
+    const seen = await page.evaluate(() => ({
+      html: document.documentElement.outerHTML,
+      text: document.body.innerText,
+      values: [...document.querySelectorAll("input, textarea")].map((el) => el.value).join("\n"),
+    }));
+    return {
+      inMarkup: seen.html.includes(key),
+      inText: seen.text.includes(key),
+      inFields: seen.values.includes(key),
+      keySetShown: seen.text.includes("a key is set"),
+    };
+  },
+
   /** formPost (C1, C2): another site's page auto-submits a form at the admin API. */
   async formPost({ url }) {
     const p = await newPage();

@@ -3,7 +3,9 @@ import { h, replace, banner, badge, clean, untrusted, copyText, timeCell } from 
 import { on } from "../events";
 import type { PageDef } from "../router";
 import { setPending } from "../pending";
+import { reachabilityCard } from "./reachability";
 import { receiptStatusBadge, accessModeBadge, pageHeader, loading, receiptAgentCell } from "./common";
+import { setupSection } from "./setup";
 
 export function policyErrorBanner(err: PolicyError, path?: string): HTMLElement {
   return banner(
@@ -36,7 +38,7 @@ function gatewayCard(s: Status): HTMLElement {
   const state = g.paused ? badge("Paused", "warn") : g.running ? badge("Running", "ok") : badge("Stopped", "bad");
   return h(
     "section",
-    { class: "card" },
+    { class: "card", id: "gateway" },
     h("div", { class: "card-head" }, h("h2", null, "Gateway"), state),
     h(
       "dl",
@@ -48,65 +50,6 @@ function gatewayCard(s: Status): HTMLElement {
     ),
     g.paused ? h("p", { class: "hint" }, "Paused: agents get no new turns until you resume it from the tray menu.") : null,
     !g.running && !g.paused ? h("p", { class: "hint" }, "The gateway is not serving. Check the node's log for the reason.") : null,
-  );
-}
-
-function codexCard(s: Status): HTMLElement {
-  const c = s.codex;
-  let state: HTMLElement;
-  let todo: HTMLElement | null = null;
-  if (!c.found) {
-    state = badge("Not found", "bad");
-    todo = h(
-      "div",
-      { class: "todo" },
-      h("strong", null, "To fix: "),
-      "install the Codex CLI (0.169.0 or newer) and make sure ",
-      h("code", null, "codex"),
-      " is on the PATH of the user running Aether (or give its path: ",
-      h("code", null, "--codex"),
-      " for ",
-      h("code", null, "aether node serve"),
-      ", ",
-      h("code", null, "AETHER_CODEX"),
-      " for the app). Then restart the node.",
-    );
-  } else if (!c.versionOk) {
-    state = badge("Unsupported version", "bad");
-    todo = h("div", { class: "todo" }, h("strong", null, "To fix: "), "update Codex to 0.169.0 or newer (", h("code", null, "npm install -g @openai/codex"), ").");
-  } else if (c.credential?.problem && c.loggedIn) {
-    state = badge("Credential not protected", "bad");
-    todo = h("div", { class: "todo" }, h("strong", null, "To fix: "), clean(c.credential.problem), ".");
-  } else if (!c.loggedIn) {
-    state = badge("Not signed in", "warn");
-    todo = h(
-      "div",
-      { class: "todo" },
-      h("strong", null, "To fix: "),
-      "give Aether a dedicated, limited API key: run ",
-      h("code", null, "codex login --with-api-key"),
-      " as the user running Aether, or set ",
-      h("code", null, "CODEX_API_KEY"),
-      " for it. Codex alone gets the key; the commands it runs never do. Agents' turns fail until then.",
-    );
-  } else {
-    state = badge("Ready", "ok");
-  }
-  return h(
-    "section",
-    { class: "card" },
-    h("div", { class: "card-head" }, h("h2", null, "Codex"), state),
-    h(
-      "dl",
-      { class: "kvs kvs-stacked" },
-      kv("Found", c.found ? "Yes" : "No"),
-      c.path ? kv("Path", h("code", { class: "mono break" }, clean(c.path))) : null,
-      kv("Version", c.version ? clean(c.version) : "—", " ", c.found ? (c.versionOk ? badge("supported", "ok") : badge("too old", "bad")) : null),
-      kv("Signed in", c.found ? (c.loggedIn ? "Yes" : "No") : "—"),
-      c.credential?.summary ? kv("Credential", clean(c.credential.summary)) : null,
-    ),
-    c.error ? h("p", { class: "error-text" }, clean(c.error)) : null,
-    todo,
   );
 }
 
@@ -205,30 +148,37 @@ function receiptsCard(s: Status): HTMLElement {
 export const statusPage: PageDef = {
   title: "Status",
   mount(root) {
-    const body = h("div", null, loading());
-    replace(root, pageHeader("Status", "How this node is doing right now."), body);
+    const top = h("div", null, loading());
+    const rest = h("div", null);
     let alive = true;
+    // The first-run section is made once and updated in place: a reload never wipes a form.
+    const setup = setupSection(() => load());
+    const setupSlot = h("div", { hidden: true }, setup.checklist, setup.cards);
+    replace(root, pageHeader("Status", "How this node is doing right now."), top, setupSlot, rest);
     const load = () =>
       api.status().then(
         (s) => {
           if (!alive) return;
           setPending(s.pending);
+          setupSlot.hidden = false;
+          setup.update(s);
+          replace(top, s.policy?.error ? policyErrorBanner(s.policy.error, s.policy.path) : null);
           replace(
-            body,
-            s.policy?.error ? policyErrorBanner(s.policy.error, s.policy.path) : null,
-            h("div", { class: "grid" }, gatewayCard(s), confinementCard(s), codexCard(s), pendingCard(s.pending), brandsCard(s.brands ?? []), receiptsCard(s)),
+            rest,
+            h("div", { class: "grid" }, gatewayCard(s), reachabilityCard(s, load), confinementCard(s), pendingCard(s.pending), brandsCard(s.brands ?? []), receiptsCard(s)),
           );
         },
         (e) => {
           if (!alive || !(e instanceof ApiError)) return;
-          replace(body, banner("bad", "Could not load the status", errorMessage(e)));
+          replace(top, banner("bad", "Could not load the status", errorMessage(e)));
         },
       );
     load();
-    const offs = [on("consent", load), on("receipt", load), on("policy", load), on("poll", load), on("resync", load)];
+    const offs = [on("consent", load), on("receipt", load), on("policy", load), on("reachability", load), on("poll", load), on("resync", load)];
     return {
       destroy() {
         alive = false;
+        setup.destroy();
         offs.forEach((f) => f());
       },
     };

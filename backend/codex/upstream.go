@@ -1,0 +1,129 @@
+package codex
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// Upstream is the model the owner chose in the window (backend/model): an API key, and
+// optionally an OpenAI-compatible Responses server and a model name. Its key goes to codex as
+// the others do, in its environment only (docs/confinement.md, "The credential").
+type Upstream struct {
+	Key     string // "" = none set in the window
+	BaseURL string // "" = codex's own provider (OpenAI)
+	Model   string // "" = codex's default
+}
+
+// Credential kinds of a key or server set in the window.
+const (
+	CredentialAPIKeyStored = "api_key_stored" // a key set in the window, for codex's own provider
+	CredentialUpstreamKey  = "upstream_key"   // a server set in the window, with its key
+	CredentialUpstreamOpen = "upstream_open"  // a server set in the window that takes no key
+)
+
+// upstreamProvider is the name the window's server gets among codex's model providers.
+const upstreamProvider = "aether"
+
+func (r *Runner) upstream() (Upstream, error) {
+	if r.Upstream == nil {
+		return Upstream{}, nil
+	}
+	return r.Upstream()
+}
+
+// upstreamCredential is the credential of the window's settings, if they give one. A server's
+// key goes to that server alone: CODEX_API_KEY and codex's sign-in are for OpenAI, and are
+// never sent to a server the owner named.
+func upstreamCredential(up Upstream) (Credential, string, bool) {
+	switch {
+	case up.BaseURL != "" && up.Key != "":
+		return Credential{Kind: CredentialUpstreamKey,
+			Summary: "API key set in Aether for " + hostOf(up.BaseURL) + ": codex alone has it; the commands it runs do not"}, up.Key, true
+	case up.BaseURL != "":
+		return Credential{Kind: CredentialUpstreamOpen, Summary: "no key: " + hostOf(up.BaseURL) + " is asked without one"}, "", true
+	case up.Key != "":
+		return Credential{Kind: CredentialAPIKeyStored,
+			Summary: "API key set in Aether: codex alone has it; the commands it runs do not"}, up.Key, true
+	}
+	return Credential{}, "", false
+}
+
+func hostOf(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return raw
+}
+
+// upstreamArgs are the `-c` options that point codex at the window's server and model. They go
+// through the same allow-list as Runner.ExtraArgs, and every value is a TOML string of
+// printable ASCII without quotes or backslashes, so no setting can ride in on one.
+func upstreamArgs(up Upstream) ([]string, error) {
+	var args []string
+	if up.BaseURL != "" {
+		base, err := tomlString(up.BaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("base URL: %w", err)
+		}
+		provider := `{name="Aether upstream",base_url=` + base + `,wire_api="responses"`
+		if up.Key != "" {
+			provider += `,env_key="CODEX_API_KEY"`
+		}
+		args = append(args, "-c", `model_provider="`+upstreamProvider+`"`,
+			"-c", "model_providers."+upstreamProvider+"="+provider+"}")
+	}
+	if up.Model != "" {
+		m, err := tomlString(up.Model)
+		if err != nil {
+			return nil, fmt.Errorf("model: %w", err)
+		}
+		args = append(args, "-c", "model="+m)
+	}
+	if err := checkExtraArgs(args); err != nil {
+		return nil, err
+	}
+	return args, nil
+}
+
+// tomlString quotes s as a TOML basic string; it refuses what would need an escape.
+func tomlString(s string) (string, error) {
+	for _, r := range s {
+		if r <= ' ' || r > '~' || r == '"' || r == '\\' {
+			return "", fmt.Errorf("%q holds a space, a quote, a backslash or a character that is not printable ASCII", s)
+		}
+	}
+	return `"` + s + `"`, nil
+}
+
+// ProbeTimeout bounds Probe: offline, codex retries forever.
+const ProbeTimeout = 90 * time.Second
+
+// ProbePrompt is the whole of Probe's turn.
+const ProbePrompt = "Reply with the single word OK and nothing else. Do not run any command."
+
+// Probe runs one tiny confined turn, read-only in an empty workspace made under dir and removed
+// after, against the model as set now: what the Status page's Check shows. Its Result says
+// completed, or why not, in the words a turn's receipt would.
+func (r *Runner) Probe(ctx context.Context, dir string) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return Result{Status: StatusFailed, Reason: err.Error()}, err
+	}
+	ws, err := os.MkdirTemp(dir, "check-")
+	if err != nil {
+		return Result{Status: StatusFailed, Reason: err.Error()}, err
+	}
+	defer os.RemoveAll(ws)
+	return r.Run(ctx, Request{Workspace: ws, AccessMode: AccessReadOnly, Prompt: ProbePrompt,
+		Conversation: "aether-check"}, nil)
+}
+
+// ProbeAnswer is a short, one-line form of a probe's answer.
+func ProbeAnswer(res Result) string {
+	return oneLine(strings.TrimSpace(res.Answer), 80)
+}

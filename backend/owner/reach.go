@@ -1,0 +1,110 @@
+package owner
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// Reachability is how agents elsewhere reach the gateway: the Reachability card of the
+// Status page, the tray's line, `aether status` (docs/deploy.md).
+type Reachability struct {
+	// Mode is "funnel" (published with Tailscale Funnel), "proxy" (publicUrl is an https://
+	// address of the owner's own proxy or domain) or "off" (loopback only).
+	Mode string `json:"mode"`
+	// State is Funnel's: off, starting, logging_in, published or failed.
+	State    string `json:"state"`
+	URL      string `json:"url"`      // https://<device>.<tailnet>.ts.net once published
+	Device   string `json:"device"`   // the device's name on the tailnet
+	Reason   string `json:"reason"`   // why it is not reachable
+	Fix      string `json:"fix"`      // what to do about it
+	LoginURL string `json:"loginUrl"` // where to sign in to the tailnet
+	// InUse: publicUrl and audience are URL. A published URL not in use waits for the owner
+	// to confirm it (UseFunnelURL): agents are told the old publicUrl until then.
+	InUse bool `json:"inUse"`
+}
+
+// Reachability modes.
+const (
+	ReachOff    = "off"
+	ReachFunnel = "funnel"
+	ReachProxy  = "proxy"
+)
+
+// Reach states (Reachability.State).
+const (
+	ReachStateOff       = "off"
+	ReachStatePublished = "published"
+)
+
+// EventReachability is sent when Reachability changes; Data: Reachability.
+const EventReachability = "reachability"
+
+// Reachability is the reachability now.
+func (s *Service) Reachability() Reachability {
+	r := s.cfg.Node.Reach()
+	publicURL := s.PublicURL()
+	if r.Mode == "" {
+		r.Mode, r.State = ReachOff, ReachStateOff
+		if isOwnHTTPS(publicURL) {
+			r.Mode, r.URL = ReachProxy, strings.TrimRight(publicURL, "/")
+		}
+	}
+	r.InUse = r.URL != "" && strings.TrimRight(publicURL, "/") == r.URL
+	return r
+}
+
+// ReachabilityChanged tells the streams (the window, the tray) that Reachability changed.
+func (s *Service) ReachabilityChanged() {
+	s.hub.publish(Event{Name: EventReachability, Data: s.Reachability()})
+}
+
+// SetFunnel turns publishing with Tailscale Funnel on or off: pact.funnel in policy.json,
+// saved and served like a brand edit. The publicUrl does not change here (UseFunnelURL).
+func (s *Service) SetFunnel(ctx context.Context, on bool) (Reachability, error) {
+	s.save.Lock()
+	defer s.save.Unlock()
+	p, err := s.editable()
+	if err != nil {
+		return Reachability{}, err
+	}
+	p.Pact.Funnel = on
+	if _, err := s.write(p, -1); err != nil {
+		return Reachability{}, err
+	}
+	return s.Reachability(), nil
+}
+
+// UseFunnelURL makes the published Funnel address the node's publicUrl and audience, once
+// the owner confirmed it. Delegation tokens made under the old publicUrl stop working; the
+// grants stay, and their agents get new tokens at the new address without asking the owner
+// (docs/deploy.md, "Switching publicUrl").
+func (s *Service) UseFunnelURL(ctx context.Context) (Reachability, error) {
+	s.save.Lock()
+	defer s.save.Unlock()
+	r := s.cfg.Node.Reach()
+	if r.State != ReachStatePublished || r.URL == "" {
+		return Reachability{}, fmt.Errorf("%w: the gateway is not published with Tailscale Funnel yet", ErrInvalid)
+	}
+	p, err := s.editable()
+	if err != nil {
+		return Reachability{}, err
+	}
+	p.Pact.PublicURL, p.Pact.Audience = r.URL, r.URL
+	if _, err := s.write(p, -1); err != nil {
+		return Reachability{}, err
+	}
+	s.ReachabilityChanged() // now in use: the tray and the window follow
+	return s.Reachability(), nil
+}
+
+// isOwnHTTPS: an https:// publicUrl that is not loopback, i.e. the owner's own proxy or domain.
+func isOwnHTTPS(publicURL string) bool {
+	u, err := url.Parse(publicURL)
+	if err != nil || u.Scheme != "https" {
+		return false
+	}
+	h := u.Hostname()
+	return h != "localhost" && !strings.HasPrefix(h, "127.") && h != "::1"
+}

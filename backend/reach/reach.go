@@ -1,0 +1,168 @@
+// Package reach publishes the gateway on the internet with Tailscale Funnel, embedded
+// (tailscale.com/tsnet): the node joins the owner's tailnet as a device of its own, listens
+// with Funnel on :443 of its <device>.<tailnet>.ts.net name and ends TLS in this process, so
+// the relays carry only ciphertext. Only the handler it is given is served there: the node
+// gives it the gateway's, never the admin UI or the node API (docs/deploy.md).
+package reach
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"tailscale.com/ipn/store/mem"
+	"tailscale.com/logtail"
+	"tailscale.com/tsnet"
+)
+
+// State is where publishing stands.
+type State string
+
+const (
+	Off       State = "off"        // not publishing
+	Starting  State = "starting"   // joining the tailnet
+	LoggingIn State = "logging_in" // waiting for the owner to sign in at LoginURL
+	Published State = "published"  // serving at URL
+	Failed    State = "failed"     // not reachable: Reason says why, Fix what to do
+)
+
+// Status is what the window, `aether status` and the log say of publishing.
+type Status struct {
+	State    State
+	URL      string // https://<device>.<tailnet>.ts.net once published
+	Device   string // the device's name on the tailnet
+	Reason   string // why it is not reachable (Failed, or a LoggingIn after a logout)
+	Fix      string // what the owner can do about it
+	LoginURL string // where to sign in (LoggingIn)
+}
+
+// Config is what a Publisher serves and where it keeps its state.
+type Config struct {
+	Dir      string       // tsnet's state: <data dir>/tailscale, kept at mode 0700
+	Hostname string       // the device name asked for ("aether"); the tailnet may add a suffix
+	Handler  http.Handler // the gateway's handler: all the Funnel listener serves
+	Logger   *slog.Logger
+	OnChange func(Status) // called after every change of Status, in order
+	// ConnectTimeout is how long joining may take before the control server counts as
+	// unreachable (still retried). 0 means 30 s.
+	ConnectTimeout time.Duration
+
+	// Tests only: a loopback control server, an in-memory ephemeral node, and the test
+	// certificate issuer's TLS config in place of the tailnet's Let's Encrypt certificate.
+	ControlURL string
+	Ephemeral  bool
+	TLS        *tls.Config
+}
+
+// Publisher runs one tsnet node and its Funnel listener.
+type Publisher struct {
+	cfg    Config
+	srv    *tsnet.Server
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu    sync.Mutex
+	st    Status
+	http  *http.Server // the Funnel listener's server, once listening
+	wasUp bool         // Running once: a later NeedsLogin is a logout
+}
+
+// Start joins the tailnet in the background and publishes once it is up; Status follows it.
+func Start(cfg Config) (*Publisher, error) {
+	if cfg.Handler == nil || cfg.Dir == "" {
+		return nil, errors.New("reach: a handler and a state folder are required")
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("reach: state folder %s: %w", cfg.Dir, err)
+	}
+	if err := os.Chmod(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("reach: state folder %s: %w", cfg.Dir, err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 30 * time.Second
+	}
+	// tsnet uploads its own debug log to Tailscale unless told not to; nothing of the node's
+	// but the tailnet's own traffic leaves the machine (docs/deploy.md).
+	logtail.Disable()
+	debug := cfg.Logger.With("part", "tsnet")
+	srv := &tsnet.Server{
+		Dir: cfg.Dir, Hostname: cfg.Hostname, ControlURL: cfg.ControlURL, Ephemeral: cfg.Ephemeral,
+		Logf:     func(format string, a ...any) { debug.Debug(fmt.Sprintf(format, a...)) },
+		UserLogf: func(format string, a ...any) { debug.Debug(fmt.Sprintf(format, a...)) }, // the login URL: Status says it
+	}
+	if cfg.Ephemeral {
+		srv.Store = new(mem.Store)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Publisher{cfg: cfg, srv: srv, cancel: cancel, done: make(chan struct{}), st: Status{State: Starting}}
+	go p.run(ctx)
+	return p, nil
+}
+
+// Status is where publishing stands now.
+func (p *Publisher) Status() Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.st
+}
+
+// Tailnet is the tsnet node (tests make it a Funnel target of their own ingress).
+func (p *Publisher) Tailnet() *tsnet.Server { return p.srv }
+
+// Stop ends publishing: the Funnel listener's requests get until ctx ends, then the node leaves.
+func (p *Publisher) Stop(ctx context.Context) error {
+	p.cancel()
+	p.mu.Lock()
+	hs := p.http
+	p.mu.Unlock()
+	var err error
+	if hs != nil {
+		if err = hs.Shutdown(ctx); err != nil {
+			hs.Close()
+		}
+	}
+	<-p.done
+	p.srv.Close()
+	return err
+}
+
+func (p *Publisher) set(st Status) {
+	p.mu.Lock()
+	changed := p.st != st
+	p.st = st
+	p.mu.Unlock()
+	if !changed {
+		return
+	}
+	log := p.cfg.Logger.With("state", st.State)
+	switch st.State {
+	case Published:
+		log.Info("reachable from the internet (Tailscale Funnel)", "url", st.URL, "device", st.Device)
+	case LoggingIn:
+		// Never the link: whoever opens it first puts this device in their tailnet. The
+		// window and the terminal of `node serve` show it (docs/deploy.md).
+		log.Info("Tailscale Funnel: sign in to your tailnet to publish the gateway (the link is on the Status page)", "reason", st.Reason)
+	case Failed:
+		log.Warn("not reachable from the internet (Tailscale Funnel)", "reason", st.Reason, "fix", st.Fix)
+	}
+	if p.cfg.OnChange != nil {
+		p.cfg.OnChange(st)
+	}
+}
+
+func (p *Publisher) fail(reason, fix string) {
+	p.set(Status{State: Failed, Reason: reason, Fix: fix})
+}
+
+// trimDot is a DNS name without its final dot.
+func trimDot(name string) string { return strings.TrimSuffix(name, ".") }
