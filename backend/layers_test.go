@@ -10,18 +10,21 @@ import (
 // TestLayers keeps the rules of the architecture: nothing under backend/
 // imports the desktop toolkit; only store imports gorm; service packages do
 // not serve HTTP (identity and the reference agent are HTTP clients); the
-// gateway does not import store.
+// gateway does not import store; a delegated turn is turn's, below the A2A transport: the
+// gateway hands it over, and turn imports neither a2a-go nor net/http.
 func TestLayers(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	const mod = "github.com/aether/aether/backend/"
-	services := map[string]bool{"policy": true, "store": true, "keys": true, "consent": true, "codex": true, "receipts": true, "fsutil": true, "owner": true}
+	services := map[string]bool{"policy": true, "store": true, "keys": true, "consent": true, "codex": true, "receipts": true, "fsutil": true, "owner": true, "turn": true}
+	seen := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		fields := strings.Fields(line)
 		pkg, imports := strings.TrimPrefix(fields[0], mod), fields[1:]
 		for _, imp := range imports {
+			seen[pkg+" "+imp] = true
 			switch {
 			case strings.HasPrefix(imp, "github.com/wailsapp/"), strings.HasPrefix(imp, "fyne.io/systray"), strings.HasPrefix(imp, "github.com/godbus/"):
 				t.Errorf("%s imports %s: only app/ may use the desktop toolkit", pkg, imp)
@@ -31,8 +34,15 @@ func TestLayers(t *testing.T) {
 				t.Errorf("%s imports net/http: services are called by the transport packages, they do not serve", pkg)
 			case imp == mod+"store" && pkg == "gateway":
 				t.Errorf("gateway imports store: it reads tasks through its Config and grants through consent")
+			case strings.HasPrefix(imp, "github.com/a2aproject/") && pkg == "turn":
+				t.Errorf("turn imports %s: it speaks the node's types; the gateway maps a turn onto A2A", imp)
+			case imp == mod+"codex" && pkg == "gateway":
+				t.Errorf("gateway imports codex: a turn's Codex is turn's")
 			}
 		}
+	}
+	if !seen["gateway "+mod+"turn"] {
+		t.Errorf("gateway does not import turn: who runs a delegated turn, if not turn.Service?")
 	}
 }
 

@@ -35,6 +35,14 @@ const (
 	TurnCanceled  TurnStatus = "canceled"
 )
 
+// Usage is what the coding agent reported using in a turn; its JSON is the receipt's
+// (docs/wire.md).
+type Usage struct {
+	InputTokens       int64 `json:"input_tokens"`
+	CachedInputTokens int64 `json:"cached_input_tokens"`
+	OutputTokens      int64 `json:"output_tokens"`
+}
+
 // FlowStatus is where a device-flow consent request stands.
 type FlowStatus string
 

@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/aether/aether/backend/codex/codextest"
 )
 
 // TestA2AErrors: validation errors A2A 1.0 names, on both bindings (issue 12).
@@ -133,4 +137,108 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestSubscribeTerminal: SubscribeToTask on a task in any terminal state is UnsupportedOperation
+// (A2A 1.0 §3.1.6), on JSON-RPC as on HTTP+JSON: through the official client on both bindings,
+// and as a raw JSON-RPC call that asks for an event stream, whose answer must carry the error
+// -32004 and no event of the task.
+func TestSubscribeTerminal(t *testing.T) {
+	e := newEnv(t)
+	a := e.agent("alice")
+	ctx := context.Background()
+	terminal := map[a2a.TaskState]a2a.TaskID{}
+
+	// REJECTED: a task waiting for consent whose device flow the owner denies.
+	waiting := a.send(a.client("review", a2a.TransportProtocolJSONRPC), "", "Review main.go please")
+	code, start := a.oauthForm(e.publicURL+"/pact/device_authorization", url.Values{"scope": {"review:read_only"}})
+	if code != 200 {
+		t.Fatalf("device authorization: %d %v", code, start)
+	}
+	if code, out := e.admin.decide(start["user_code"].(string), "deny"); code != 200 {
+		t.Fatalf("deny: %d %v", code, out)
+	}
+	terminal[a2a.TaskStateRejected] = waitState(t, a.client("review", a2a.TransportProtocolJSONRPC), waiting.ID, a2a.TaskStateRejected).ID
+
+	a.allow()
+	c := a.client("review", a2a.TransportProtocolJSONRPC)
+	terminal[a2a.TaskStateCompleted] = a.send(c, "", "Review main.go please").ID
+	if failed := a.send(c, "", "Review main.go please [fake:"+codextest.ScenarioFail+"]"); failed.Status.State == a2a.TaskStateFailed {
+		terminal[a2a.TaskStateFailed] = failed.ID
+	}
+	// CANCELED: a task waiting for consent, canceled by its agent (no turn runs on it).
+	b := e.agent("bob")
+	cb := b.client("review", a2a.TransportProtocolJSONRPC)
+	idle := b.send(cb, "", "Review main.go please")
+	if got, err := cb.CancelTask(ctx, &a2a.CancelTaskRequest{ID: idle.ID}); err != nil || got.Status.State != a2a.TaskStateCanceled {
+		t.Fatalf("CancelTask of a waiting task: %v, %v", got, err)
+	}
+	owners := map[a2a.TaskState]*agent{a2a.TaskStateCanceled: b}
+	terminal[a2a.TaskStateCanceled] = idle.ID
+	if len(terminal) != 4 {
+		t.Fatalf("terminal tasks made: %v", terminal)
+	}
+
+	for state, id := range terminal {
+		who := a
+		if o := owners[state]; o != nil {
+			who = o
+		}
+		for _, bd := range bothBindings {
+			t.Run(string(bd)+" client SubscribeToTask on a "+state.String()+" task", func(t *testing.T) {
+				var err error
+				var events int
+				for ev, e := range who.client("review", bd).SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: id}) {
+					if err = e; err != nil {
+						break
+					}
+					events++
+					_ = ev
+				}
+				if !errors.Is(err, a2a.ErrUnsupportedOperation) || events != 0 {
+					t.Errorf("SubscribeToTask: %d events, %v; want UnsupportedOperation and none", events, err)
+				}
+			})
+		}
+		t.Run("raw JSON-RPC SubscribeToTask on a "+state.String()+" task", func(t *testing.T) {
+			body := `{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"` + string(id) + `"}}`
+			msgs := who.rawStream("/a2a/review", body)
+			if len(msgs) != 1 || rpcCode(msgs[0]) != -32004 || msgs[0]["result"] != nil {
+				t.Errorf("answer %v; want one JSON-RPC error -32004 and no result", msgs)
+			}
+		})
+	}
+}
+
+// rawStream posts a JSON-RPC call that asks for an event stream and returns the JSON-RPC
+// messages of the answer: the events of a stream, or the one message of a plain answer.
+func (a *agent) rawStream(path, body string) []map[string]any {
+	a.e.t.Helper()
+	req, _ := http.NewRequest("POST", a.e.publicURL+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+a.identityToken())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.e.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var out []map[string]any
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		var m map[string]any
+		if json.Unmarshal(data, &m) == nil {
+			out = append(out, m)
+		}
+		return out
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "data:"); ok {
+			var m map[string]any
+			if json.Unmarshal([]byte(strings.TrimSpace(rest)), &m) == nil {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
 }

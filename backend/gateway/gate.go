@@ -94,7 +94,7 @@ func (gt *gate) beforeSubscribe(ctx context.Context, id identity.Identity, p *a2
 	if state.Terminal() {
 		return ctx, nil, a2a.NewError(a2a.ErrUnsupportedOperation, "the task is "+state.String()+": read it with GetTask")
 	}
-	if state == a2a.TaskStateAuthRequired && !gt.g.turns.running(p.ID) {
+	if state == a2a.TaskStateAuthRequired && !gt.g.turns.Running(string(p.ID)) {
 		// Nothing runs for an idle AUTH_REQUIRED task: answer its snapshot
 		// rather than the SDK's TaskNotFound (or a stream that never ends).
 		st, err := gt.tasks.Get(ctx, p.ID)
@@ -119,7 +119,7 @@ func (gt *gate) beforeTurn(ctx context.Context, cc *a2asrv.CallContext, id ident
 		if state.Terminal() {
 			return ctx, nil, a2a.NewError(a2a.ErrUnsupportedOperation, "the task is "+state.String()+" and takes no more messages; start a new task")
 		}
-		if gt.g.turns.running(p.Message.TaskID) {
+		if gt.g.turns.Running(string(p.Message.TaskID)) {
 			return ctx, nil, a2a.NewError(a2a.ErrUnsupportedOperation, "a turn is already running on this task; wait for it or cancel it")
 		}
 		st, err := gt.tasks.Get(ctx, p.Message.TaskID)

@@ -16,19 +16,16 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
-	"github.com/aether/aether/backend/codex"
 	"github.com/aether/aether/backend/consent"
 	"github.com/aether/aether/backend/identity"
 	"github.com/aether/aether/backend/keys"
-	"github.com/aether/aether/backend/limit"
 	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/receipts"
+	"github.com/aether/aether/backend/turn"
 )
 
 // Runner runs one coding-agent turn (codex.Runner in production).
-type Runner interface {
-	Run(ctx context.Context, req codex.Request, progress func(codex.Progress)) (codex.Result, error)
-}
+type Runner = turn.Runner
 
 // Identities verifies identity JWTs (identity.Verifier in production).
 type Identities interface {
@@ -74,10 +71,9 @@ type Gateway struct {
 	cfg    Config
 	routes atomic.Pointer[routes]
 	paused atomic.Bool
-	turns  *turnTable
-	// grantTurns caps each grant's running and waiting turns (W14).
-	grantTurns *limit.Slots
-	requests   requestSlots // requests in progress per agent and per issuer site (F8, F9)
+	turns  *turn.Service
+	// requests in progress per agent and per issuer site (F8, F9)
+	requests requestSlots
 
 	mu      sync.Mutex // serialises Reload
 	brands  map[string]*brandRoute
@@ -89,10 +85,10 @@ func New(cfg Config, p *policy.Policy) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.TurnTimeout == 0 {
-		cfg.TurnTimeout = 10 * time.Minute
-	}
-	g := &Gateway{cfg: cfg, turns: newTurnTable(), requests: newRequestSlots(), grantTurns: limit.NewSlots(maxTurnsPerGrant), brands: map[string]*brandRoute{}}
+	g := &Gateway{cfg: cfg, requests: newRequestSlots(), brands: map[string]*brandRoute{}}
+	g.turns = turn.New(turn.Config{Ledger: cfg.Ledger, Runner: cfg.Runner, Consent: cfg.Consent,
+		Offered: func(brandID string) bool { return g.routes.Load().brands[brandID] != nil },
+		Timeout: cfg.TurnTimeout, OnReceipt: cfg.OnReceipt, Logger: cfg.Logger})
 	if err := g.Reload(p); err != nil {
 		return nil, err
 	}
@@ -108,7 +104,7 @@ func (g *Gateway) Resume() { g.paused.Store(false) }
 // FAILED with a receipt) and waits for them up to ctx. The node calls it when
 // it stops, after the listeners stopped taking requests.
 func (g *Gateway) Shutdown(ctx context.Context) error {
-	return g.turns.cancelAll(ctx, errShutdown)
+	return g.turns.Shutdown(ctx)
 }
 
 // Paused reports whether the gateway is paused.

@@ -63,7 +63,7 @@ func (g *Gateway) checkRESTStream(br *brandRoute, id identity.Identity, r *http.
 	case state.Terminal():
 		e := errRESTUnsupportedOps.with("the task is " + state.String() + " and takes no more messages; start a new task")
 		return &e
-	case !subscribe && g.turns.running(tid):
+	case !subscribe && g.turns.Running(string(tid)):
 		e := errRESTUnsupportedOps.with("a turn is already running on this task; wait for it or cancel it")
 		return &e
 	}

@@ -149,8 +149,7 @@ func reasonText(reason, detail string) string {
 // A refusal lets the gate answer a call with an error of the transport's own, a limit with
 // Retry-After, which a2a-go's error mapping cannot express: the guard hands a2a-go a writer
 // that holds the status line back until the first byte of the body (a stream's headers
-// included), and writes the refusal instead when the gate set one by then. The same writer
-// holds a plain send's answer back until the receipt in it is durable (holdAnswer).
+// included), and writes the refusal instead when the gate set one by then.
 type refusingWriter struct {
 	http.ResponseWriter
 	b  binding
@@ -160,8 +159,7 @@ type refusingWriter struct {
 	status  int // held back by WriteHeader
 	refusal *wireError
 	retry   time.Duration
-	durable func() error // set by holdAnswer: the answer waits for it
-	sent    bool         // the held status or the refusal went out
+	sent    bool // the held status or the refusal went out
 }
 
 type refusalKey struct{}
@@ -183,18 +181,13 @@ func refuse(ctx context.Context, e wireError, retry time.Duration) error {
 	return a2a.NewError(a2a.ErrServerError, e.Message)
 }
 
-// holdAnswer makes the call's answer wait until durable has returned: the answer carries a
-// receipt whose commit is under way, and no byte of it leaves the node before that commit is
-// durable (docs/threats.md T8). If it is not, the agent gets errNotRecorded instead. Without
-// the guard's writer (a call from inside the node) it waits here.
-func holdAnswer(ctx context.Context, durable func() error) error {
-	w, ok := ctx.Value(refusalKey{}).(*refusingWriter)
-	if !ok {
-		return durable()
+// answerDurable waits until what the answer carries is durable: no byte of a receipt leaves
+// the node before its commit is (docs/threats.md T8). If it is not, the agent gets
+// errNotRecorded instead.
+func answerDurable(ctx context.Context, fin interface{ Durable() error }) error {
+	if err := fin.Durable(); err != nil {
+		return refuse(ctx, errNotRecorded, 0)
 	}
-	w.mu.Lock()
-	w.durable = durable
-	w.mu.Unlock()
 	return nil
 }
 
@@ -208,19 +201,6 @@ func (w *refusingWriter) WriteHeader(code int) {
 
 // send writes the held status or the refusal; it reports whether a2a-go's body goes out.
 func (w *refusingWriter) send() bool {
-	w.mu.Lock()
-	durable := w.durable
-	w.durable = nil
-	w.mu.Unlock()
-	if durable != nil {
-		if err := durable(); err != nil {
-			w.mu.Lock()
-			if !w.sent {
-				w.refusal, w.retry = &errNotRecorded, 0
-			}
-			w.mu.Unlock()
-		}
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.sent {

@@ -67,6 +67,11 @@ func TestRefusingWriter(t *testing.T) {
 	})
 }
 
+// durableFunc is a turn.Finished's Durable, as a function.
+type durableFunc func() error
+
+func (d durableFunc) Durable() error { return d() }
+
 // TestHeldAnswer: a plain send's answer carries a receipt whose commit is still under way; the
 // agent gets no byte of it before that commit is durable, and an error in its place when the
 // commit fails (T8). A real server on loopback, a real client.
@@ -76,11 +81,12 @@ func TestHeldAnswer(t *testing.T) {
 		t.Helper()
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			rw := &refusingWriter{ResponseWriter: w, b: b, id: json.RawMessage(`"7"`)}
-			if err := holdAnswer(withRefusals(r.Context(), rw), durable); err != nil {
-				t.Errorf("holdAnswer: %v", err)
-			}
 			rw.Header().Set("Content-Type", "application/json")
-			rw.Write([]byte(answer)) // as a2a-go writes the answer it encoded
+			if err := answerDurable(withRefusals(r.Context(), rw), durableFunc(durable)); err != nil {
+				rw.Write([]byte(`{"jsonrpc":"2.0","id":"7","error":{"code":-32000}}`)) // as a2a-go writes the error
+			} else {
+				rw.Write([]byte(answer)) // as a2a-go writes the answer it encoded
+			}
 			rw.finish()
 		}))
 		t.Cleanup(srv.Close)

@@ -50,7 +50,7 @@ func TestFullDisk(t *testing.T) {
 			return &a2a.Task{ID: a2a.TaskID(withTask.TaskID), ContextID: withTask.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}, nil
 		})
 		if err == nil {
-			err = durable()
+			err = durable.Durable()
 		}
 		if err == nil {
 			t.Fatal("a receipt and its task were committed on a full disk")

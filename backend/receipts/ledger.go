@@ -109,6 +109,13 @@ func (l *Ledger) Append(ctx context.Context, t Turn) (*Receipt, error) {
 	return recs[0], nil
 }
 
+// NewTask is a task created in a receipt's own commit (AppendCreatingTask): its owner, and
+// Build, which makes it from the receipt.
+type NewTask struct {
+	Owner string
+	Build func(*Receipt) (*a2a.Task, error)
+}
+
 // AppendCreatingTask is Append for a turn whose task is stored only now, finished: the
 // task build makes from the receipt (the task that carries it) is created, owner's on brand,
 // in the receipt's own commit, one commit fewer a turn (docs/wire.md, "Plain send"). build
@@ -117,11 +124,10 @@ func (l *Ledger) Append(ctx context.Context, t Turn) (*Receipt, error) {
 // may Append the receipt alone.
 //
 // It returns as soon as the receipt and the task are written in their commit, before it is
-// durable, so that the caller can make its answer while the commit is made: durable returns
-// once it is (nil) or why it is not, and nothing of the receipt or the task may leave the
-// node before it has returned nil (T8). The caller must call durable, from any number of
-// goroutines: Close waits for it.
-func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand, owner string, build func(*Receipt) (*a2a.Task, error)) (rec *Receipt, durable func() error, err error) {
+// durable, so that the caller can make its answer while the commit is made: nothing of the
+// receipt or the task may leave the node before the Pending commit's Durable has returned nil
+// (T8). Close waits for that commit.
+func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand, owner string, build func(*Receipt) (*a2a.Task, error)) (*Receipt, *store.Pending, error) {
 	if t.EndedAt.IsZero() {
 		t.EndedAt = l.now()
 	}
@@ -133,28 +139,18 @@ func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand, owner st
 		return nil, nil, err
 	}
 	var recs []*Receipt
-	committed, err := l.db.AppendReceiptsCreatingTask(ctx, l.signer([]Turn{t}, &recs), brand, owner, func() (*a2a.Task, error) { return build(recs[0]) })
+	pending, err := l.db.AppendReceiptsCreatingTask(ctx, l.signer([]Turn{t}, &recs), brand, owner, func() (*a2a.Task, error) { return build(recs[0]) })
 	if err != nil {
 		done()
 		return nil, nil, fmt.Errorf("receipt for turn %s: %w", t.ID, err)
 	}
-	// Every caller of durable waits on the commit itself, never on another caller: the turn and
-	// the answer's writer both wait, and a lock between them (sync.OnceValue) woke the writer
-	// only once the turn had been woken and had run.
-	counted := sync.OnceFunc(done)
-	var note sync.Once
-	durable = func() error {
-		err := committed()
-		if err != nil {
-			note.Do(func() { l.unrecorded(t, err) })
+	go func() { // counted out once the commit is over, its failure noted on the turn
+		if err := pending.Durable(); err != nil {
+			l.unrecorded(t, err)
 		}
-		counted()
-		if err != nil {
-			return fmt.Errorf("receipt for turn %s: %w", t.ID, err)
-		}
-		return nil
-	}
-	return recs[0], durable, nil
+		done()
+	}()
+	return recs[0], pending, nil
 }
 
 // append signs turns as the next receipts of the chain, in order, and commits

@@ -350,7 +350,7 @@ func TestAppendCreatingTaskDurable(t *testing.T) {
 	errs := make([]error, 3)
 	var wg sync.WaitGroup
 	for i := range errs {
-		wg.Go(func() { errs[i] = durable() })
+		wg.Go(func() { errs[i] = durable.Durable() })
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -358,7 +358,7 @@ func TestAppendCreatingTaskDurable(t *testing.T) {
 			t.Errorf("durable, caller %d: %v", i, err)
 		}
 	}
-	if err := durable(); err != nil {
+	if err := durable.Durable(); err != nil {
 		t.Errorf("durable, once more: %v", err)
 	}
 	if _, err := e.db.GetReceipt(ctx, rec.ID); err != nil {

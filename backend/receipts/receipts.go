@@ -50,14 +50,10 @@ const ReasonUnrecorded = "the node could not commit this turn's receipt: "
 // timeLayout is RFC 3339 with milliseconds; receipts carry UTC times.
 const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 
-// Usage is what the coding agent reported using.
-type Usage struct {
-	InputTokens       int64 `json:"input_tokens"`
-	CachedInputTokens int64 `json:"cached_input_tokens"`
-	OutputTokens      int64 `json:"output_tokens"`
-}
+// Usage is what the coding agent reported using, as a receipt signs it.
+type Usage = domain.Usage
 
-// Turn is one delegated turn as the gateway knows it. Start takes it before any
+// Turn is one delegated turn as the turn service knows it. Start takes it before any
 // work runs; Append takes it again, with the end fields set, when it ends.
 type Turn struct {
 	ID          string

@@ -29,7 +29,7 @@ type DB struct {
 	// Group commit: concurrent writes wait in queue and one committer runs
 	// them together in one transaction, each inside its own savepoint, so one
 	// fsync serves many callers. Nobody is answered before the commit (a
-	// writeAhead caller learns sooner that its write ran, to make its answer
+	// caller answered ahead learns sooner that its write ran, to make its answer
 	// meanwhile, and shows it only once the commit is durable). The
 	// receipt chain is extended here too, one write after another
 	// (AppendReceipts), so its order needs no queue of its own.
@@ -56,11 +56,7 @@ type writeReq struct {
 	fn   func(tx *gorm.DB, ch *chain) error
 	err  error
 	done chan struct{}
-	// outsideGrants: fn never writes the grants table (it writes turns, receipts, tasks), so
-	// the grants GrantByID remembers outlive its commit. Any other write makes the committer
-	// forget them: a write that changes grants cannot be missed by leaving this out.
-	outsideGrants bool
-	// ran, for writeAhead, is closed once fn has run in the transaction, before its commit;
+	// ran, for a write answered ahead of its commit (writeOpts.ahead), is closed once fn has run in the transaction, before its commit;
 	// ranErr is what fn returned. The committer alone sets them (ranDone).
 	ran    chan struct{}
 	ranErr error
@@ -69,7 +65,7 @@ type writeReq struct {
 	chained bool
 }
 
-// ranDone tells a writeAhead caller, once, that fn has run (err: what it returned, or why
+// ranDone tells a caller answered ahead of the commit, once, that fn has run (err: what it returned, or why
 // it never ran).
 func (req *writeReq) ranDone(err error) {
 	if req.ran == nil || req.told {
@@ -128,6 +124,10 @@ func Open(path string) (*DB, error) {
 		wsql.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
 	}
+	if err := db.countGrantWrites(); err != nil {
+		wsql.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
 	r, err := gorm.Open(sqlite.Open(dsn(path, true)), cfg)
 	if err != nil {
 		wsql.Close()
@@ -177,42 +177,67 @@ func (db *DB) Close() error {
 // ErrClosed is returned for writes after Close.
 var ErrClosed = errors.New("pact.sqlite is closed")
 
-// write runs fn atomically: inside an IMMEDIATE transaction on the writer,
-// shared with other writers queued at the same moment, each fn in its own
-// savepoint (an error rolls back that fn alone). It returns after the commit
-// is durable. fn must use tx only, never db.w or db.r, and must not keep tx.
-func (db *DB) write(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	return db.await(ctx, &writeReq{fn: withoutChain(fn)})
+// writeOpts are how a write is answered (submit).
+type writeOpts struct {
+	// ahead: submit returns once fn has run in the group commit's transaction, before the
+	// commit, for a caller that makes its answer meanwhile. What fn wrote is not shown to
+	// readers before the commit, and the caller must not show it to anyone either until
+	// Pending.Durable returns nil. An error from fn itself comes back at once, with nothing
+	// written.
+	ahead bool
+	what  string // names the write in Durable's error
 }
 
-// writeOutsideGrants is write for a fn that never writes the grants table, as a turn's
-// record or a task (writeReq.outsideGrants).
-func (db *DB) writeOutsideGrants(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	return db.await(ctx, &writeReq{fn: withoutChain(fn), outsideGrants: true})
-}
-
-// withoutChain is fn as a write that appends no receipts.
-func withoutChain(fn func(tx *gorm.DB) error) func(tx *gorm.DB, ch *chain) error {
-	return func(tx *gorm.DB, _ *chain) error { return fn(tx) }
-}
-
-// writeChain is writeOutsideGrants for a fn that appends receipts: ch is the chain's tail
-// in this transaction. fn advances it by what it appended, and only when it
-// returns nil (an error rolls its savepoint back).
-func (db *DB) writeChain(ctx context.Context, fn func(tx *gorm.DB, ch *chain) error) error {
-	return db.await(ctx, &writeReq{fn: fn, outsideGrants: true})
-}
-
-// await queues req and waits for its commit.
-func (db *DB) await(ctx context.Context, req *writeReq) error {
+// submit is the one way a write reaches pact.sqlite: fn runs atomically inside an IMMEDIATE
+// transaction on the writer, shared with other writes queued at the same moment, each fn in
+// its own savepoint (an error rolls back that fn alone); ch is the receipt chain's tail in
+// that transaction, which fn advances by the receipts it appended, and only when it returns
+// nil. fn must use tx only, never db.w or db.r, and must not keep tx. Once queued, the write
+// is committed or refused, never abandoned: the returned Pending says which. What the grants
+// GrantByID remembers is forgotten by what the write writes, not by how it was asked for
+// (grantMemory).
+func (db *DB) submit(ctx context.Context, o writeOpts, fn func(tx *gorm.DB, ch *chain) error) (*Pending, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
+	}
+	req := &writeReq{fn: fn}
+	if o.ahead {
+		req.ran = make(chan struct{})
 	}
 	if err := db.push(req); err != nil {
+		return nil, err
+	}
+	if o.ahead {
+		if <-req.ran; req.ranErr != nil {
+			return nil, req.ranErr
+		}
+	}
+	return &Pending{req: req, what: o.what}, nil
+}
+
+// write is submit for a fn that appends no receipts, answered once its commit is durable.
+func (db *DB) write(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	p, err := db.submit(ctx, writeOpts{}, func(tx *gorm.DB, _ *chain) error { return fn(tx) })
+	if err != nil {
 		return err
 	}
-	<-req.done // not ctx: once queued, the write is committed or refused, never abandoned
-	return req.err
+	return p.Durable()
+}
+
+// Pending is a write queued in the group commit (submit).
+type Pending struct {
+	req  *writeReq
+	what string
+}
+
+// Durable returns once the write's commit is durable (nil), or why it is not; any number
+// of goroutines may wait on it, each on the commit itself.
+func (p *Pending) Durable() error {
+	<-p.req.done
+	if p.req.err != nil && p.what != "" {
+		return fmt.Errorf("%s: %w", p.what, p.req.err)
+	}
+	return p.req.err
 }
 
 // push queues req.
@@ -234,29 +259,6 @@ func (db *DB) signal() {
 	case db.wake <- struct{}{}:
 	default:
 	}
-}
-
-// writeAhead is writeChain for a caller that makes its answer while the commit is made: it
-// returns once fn has run in the group commit's transaction, with durable, which returns
-// once that transaction is committed, or why it was not. What fn wrote is not shown to
-// readers before, and the caller must not show it to anyone either until durable returns
-// nil. An error from fn itself comes back at once, with nothing written.
-func (db *DB) writeAhead(ctx context.Context, fn func(tx *gorm.DB, ch *chain) error) (durable func() error, err error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	req := &writeReq{fn: fn, outsideGrants: true, ran: make(chan struct{})}
-	if err := db.push(req); err != nil {
-		return nil, err
-	}
-	<-req.ran
-	if req.ranErr != nil {
-		return nil, req.ranErr
-	}
-	return func() error {
-		<-req.done
-		return req.err
-	}, nil
 }
 
 // Flush returns once every write queued before it, and every use counted, is committed.
@@ -312,31 +314,13 @@ func (db *DB) commit(batch []*writeReq) {
 	if db.tail != nil {
 		ch = chain{start: *db.tail, tail: *db.tail, read: true}
 	}
+	grantsWritten := true
 	err := db.w.Transaction(func(tx *gorm.DB) error {
-		if len(batch) == 1 {
-			batch[0].err = runChained(tx, &ch, batch[0])
-			batch[0].ranDone(batch[0].err)
-			if batch[0].err != nil {
-				return batch[0].err
-			}
-			return ch.flush(tx)
-		}
-		for i, req := range batch {
-			sp := "w" + strconv.Itoa(i)
-			if _, err := exec(tx, "SAVEPOINT "+sp); err != nil {
-				return err
-			}
-			if req.err = runChained(tx, &ch, req); req.err != nil {
-				if _, err := exec(tx, "ROLLBACK TO "+sp); err != nil {
-					return err
-				}
-			}
-			if _, err := exec(tx, "RELEASE "+sp); err != nil {
-				return err
-			}
-			req.ranDone(req.err)
-		}
-		return ch.flush(tx)
+		before, berr := grantWrites(tx)
+		err := runBatch(tx, &ch, batch)
+		after, aerr := grantWrites(tx)
+		grantsWritten = berr != nil || aerr != nil || after != before
+		return err
 	})
 	switch {
 	case err != nil:
@@ -344,13 +328,42 @@ func (db *DB) commit(batch []*writeReq) {
 	case ch.read:
 		db.tail = &ch.tail
 	}
-	if !allOutsideGrants(batch) {
+	if err != nil || grantsWritten {
 		db.grants.forget() // before anyone hears back: the next GrantByID reads the file
 	}
 	if err == nil && ch.moved {
 		db.markHead(batch, Head{Checkpoint: ch.tail, ID: ch.tailID})
 	}
 	release(batch, err)
+}
+
+// runBatch runs the writes of batch in tx, each in a savepoint of its own (one alone needs
+// none), and then moves the chain's mark.
+func runBatch(tx *gorm.DB, ch *chain, batch []*writeReq) error {
+	if len(batch) == 1 {
+		batch[0].err = runChained(tx, ch, batch[0])
+		batch[0].ranDone(batch[0].err)
+		if batch[0].err != nil {
+			return batch[0].err
+		}
+		return ch.flush(tx)
+	}
+	for i, req := range batch {
+		sp := "w" + strconv.Itoa(i)
+		if _, err := exec(tx, "SAVEPOINT "+sp); err != nil {
+			return err
+		}
+		if req.err = runChained(tx, ch, req); req.err != nil {
+			if _, err := exec(tx, "ROLLBACK TO "+sp); err != nil {
+				return err
+			}
+		}
+		if _, err := exec(tx, "RELEASE "+sp); err != nil {
+			return err
+		}
+		req.ranDone(req.err)
+	}
+	return ch.flush(tx)
 }
 
 // markHead marks head, where a committed batch left the chain; if that fails, the writes of
@@ -382,16 +395,6 @@ func release(batch []*writeReq, err error) {
 		req.ranDone(req.err) // the transaction failed before it ran fn
 		close(req.done)
 	}
-}
-
-// allOutsideGrants reports whether no write of batch may have changed grants.
-func allOutsideGrants(batch []*writeReq) bool {
-	for _, req := range batch {
-		if !req.outsideGrants {
-			return false
-		}
-	}
-	return true
 }
 
 // runChained runs req's fn and notes whether it appended receipts.

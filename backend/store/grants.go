@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -134,10 +136,10 @@ func (db *DB) GrantByID(ctx context.Context, id string) (*Grant, error) {
 
 // grantMemory is the grants GrantByID has read, so that the grant check of every call
 // (docs/wire.md, "The delegation token") reads nothing from the file. While the node runs,
-// only its store writes pact.sqlite (the data dir's lock), and every write but a turn's own
-// records forgets the whole memory as its transaction ends, before its caller hears back
-// (commit): a call after a revoke has returned never sees the grant as it was, and one
-// racing the revoke sees it as before or after, as a read of the file would
+// only its store writes pact.sqlite (the data dir's lock), and a transaction that wrote any
+// row but a turn's own records (countGrantWrites) forgets the whole memory as it ends, before
+// its callers hear back (commit): a call after a revoke has returned never sees the grant as
+// it was, and one racing the revoke sees it as before or after, as a read of the file would
 // (docs/threats.md G13).
 type grantMemory struct {
 	mu   sync.Mutex
@@ -176,6 +178,49 @@ func (m *grantMemory) forget() {
 	defer m.mu.Unlock()
 	m.gen++
 	m.rows = nil
+}
+
+// turnTables are a turn's own records: its turn, its task and its receipts (and, in meta, the
+// chain's mark). A write of nothing else leaves what GrantByID remembers alone.
+var turnTables = []string{"turns", "tasks", "receipts"}
+
+// countGrantWrites makes the writer's connection count, in temp.grant_writes, every row
+// written outside a turn's own records, by temporary triggers on every other table: the
+// committer compares the count as a transaction begins and ends (commit), so what a write
+// writes decides whether the memory is forgotten, whoever wrote it and however.
+func (db *DB) countGrantWrites() error {
+	var tables []string
+	if err := db.w.Raw(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`).Scan(&tables).Error; err != nil {
+		return fmt.Errorf("list tables: %w", err)
+	}
+	stmts := []string{`CREATE TEMP TABLE grant_writes (n INTEGER NOT NULL)`, `INSERT INTO temp.grant_writes VALUES (0)`}
+	for _, t := range tables {
+		if slices.Contains(turnTables, t) {
+			continue
+		}
+		for _, op := range []struct{ name, when string }{
+			{"INSERT", "NEW.key <> ?"}, {"UPDATE", "NEW.key <> ? OR OLD.key <> ?"}, {"DELETE", "OLD.key <> ?"},
+		} {
+			when := ""
+			if t == "meta" { // the chain's mark moves with a turn's receipts
+				when = " WHEN " + strings.ReplaceAll(op.when, "?", "'"+metaHighWater+"'")
+			}
+			stmts = append(stmts, fmt.Sprintf(`CREATE TEMP TRIGGER %s_%s_counted AFTER %s ON main.%s FOR EACH ROW%s
+				BEGIN UPDATE grant_writes SET n = n + 1; END`, t, strings.ToLower(op.name), op.name, t, when))
+		}
+	}
+	for _, q := range stmts {
+		if err := db.w.Exec(q).Error; err != nil {
+			return fmt.Errorf("count grant writes: %w", err)
+		}
+	}
+	return nil
+}
+
+// grantWrites is temp.grant_writes in tx: an error leaves the caller to forget (fail closed).
+func grantWrites(tx *gorm.DB) (n int64, err error) {
+	err = queryRow(tx, `SELECT n FROM temp.grant_writes`).Scan(&n)
+	return n, err
 }
 
 // grantRevoked reports whether the grant has been revoked, for a receipt signed in tx; a

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"gorm.io/gorm"
+
 	"github.com/aether/aether/backend/domain"
 )
 
@@ -203,6 +206,23 @@ func TestSignerSeesRevocation(t *testing.T) {
 	}
 }
 
+// remembered is a store with grant g1, and a read of its uses through GrantByID, done once: g1
+// is remembered.
+func remembered(t *testing.T) (*DB, func() int64) {
+	db, _ := openTemp(t)
+	approveFlow(t, db, testFlow("f1", "BBBBBBBB", "alice"), testGrant("g1", "alice"))
+	uses := func() int64 {
+		t.Helper()
+		g, err := db.GrantByID(context.Background(), "g1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.Uses
+	}
+	uses()
+	return db, uses
+}
+
 // G13: the grants GrantByID remembers (grantMemory) never outlive a write that may change
 // them, so the delegation check of every call sees the grant as the store has it.
 func TestGrantMemory(t *testing.T) {
@@ -266,17 +286,7 @@ func TestGrantMemory(t *testing.T) {
 	})
 
 	t.Run("G13 every write but a turn's own records forgets what it remembers", func(t *testing.T) {
-		db, _ := openTemp(t)
-		approveFlow(t, db, testFlow("f1", "BBBBBBBB", "alice"), testGrant("g1", "alice"))
-		uses := func() int64 {
-			t.Helper()
-			g, err := db.GrantByID(ctx, "g1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			return g.Uses
-		}
-		uses()
+		db, uses := remembered(t)
 		// A change behind the store's back (no other process writes the file while the node
 		// runs: the data dir's lock) shows what is remembered.
 		if err := db.w.Exec(`UPDATE grants SET uses = 7 WHERE id = 'g1'`).Error; err != nil {
@@ -299,6 +309,36 @@ func TestGrantMemory(t *testing.T) {
 		}
 		if n := uses(); n != 7 {
 			t.Fatalf("uses = %d after another write: the grant was not read again", n)
+		}
+	})
+
+	t.Run("G13 what a write writes decides, not how it was queued", func(t *testing.T) {
+		db, uses := remembered(t)
+		// Queued as a turn's plain-send write is (ahead of its commit, beside the chain), but
+		// it changes the grant: the next read must see the change.
+		p, err := db.submit(ctx, writeOpts{ahead: true}, func(tx *gorm.DB, _ *chain) error {
+			_, err := exec(tx, `UPDATE grants SET uses = 9 WHERE id = 'g1'`)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Durable(); err != nil {
+			t.Fatal(err)
+		}
+		if n := uses(); n != 9 {
+			t.Fatalf("uses = %d after a write that changed the grant: the memory outlived it", n)
+		}
+		// A plain write of a task alone leaves the memory alone.
+		if err := db.w.Exec(`UPDATE grants SET uses = 11 WHERE id = 'g1'`).Error; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.TaskStore("review", ownerOf).Create(as(t, "alice"), &a2a.Task{ID: "task-g13", ContextID: "c",
+			Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted}}); err != nil {
+			t.Fatal(err)
+		}
+		if n := uses(); n != 9 {
+			t.Fatalf("uses = %d after a task's write: it need not forget", n)
 		}
 	})
 }

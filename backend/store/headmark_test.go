@@ -98,7 +98,7 @@ func TestHeadMark(t *testing.T) {
 			t.Fatal(err)
 		}
 		returned := make(chan error, 1)
-		go func() { returned <- durable() }()
+		go func() { returned <- durable.Durable() }()
 		select {
 		case err := <-returned:
 			t.Fatalf("durable returned (%v) before the mark", err)

@@ -157,7 +157,7 @@ type Signer func(tail Checkpoint, revoked func(grantID string) (bool, error)) ([
 // (ErrTurnNotRunning, e.g. a retry: its receipt is already stored) or
 // described differently (ErrTurnMismatch), or ErrReceiptConflict.
 func (db *DB) AppendReceipts(ctx context.Context, sign Signer) error {
-	err := db.writeChain(ctx, func(tx *gorm.DB, ch *chain) error {
+	p, err := db.submit(ctx, writeOpts{what: "append receipts"}, func(tx *gorm.DB, ch *chain) error {
 		tail, err := appendReceipts(tx, ch, sign)
 		if err == nil {
 			ch.advance(tail)
@@ -167,7 +167,7 @@ func (db *DB) AppendReceipts(ctx context.Context, sign Signer) error {
 	if err != nil {
 		return fmt.Errorf("append receipts: %w", err)
 	}
-	return nil
+	return p.Durable()
 }
 
 // appendReceipts is AppendReceipts inside a write: it returns the tail the receipts sign made

@@ -521,7 +521,7 @@ func TestAppendReceiptsCreatingTask(t *testing.T) {
 					Artifacts: []*a2a.Artifact{{ID: "receipt", Parts: a2a.ContentParts{a2a.NewTextPart("jws")}}}}, nil
 			})
 			if err == nil {
-				err = durable()
+				err = durable.Durable()
 			}
 			errs[i] = err
 		})
@@ -564,13 +564,13 @@ func TestAppendReceiptsCreatingTaskAhead(t *testing.T) {
 	// appendAhead holds the committer in a write of its own, queues the receipt of turn tr
 	// (seq) with its task, then a write that runs then, beside it, in the same transaction:
 	// beside holds the transaction open until release.
-	appendAhead := func(t *testing.T, db *DB, tr Turn, seq int64, beside func(tx *gorm.DB) error) (durable func() error, release func()) {
+	appendAhead := func(t *testing.T, db *DB, tr Turn, seq int64, beside func(tx *gorm.DB) error) (durable *Pending, release func()) {
 		t.Helper()
 		first, gate := make(chan struct{}), make(chan struct{})
 		go db.write(ctx, func(*gorm.DB) error { close(first); <-gate; return nil })
 		<-first
 		type appended struct {
-			durable func() error
+			durable *Pending
 			err     error
 		}
 		got := make(chan appended, 1)
@@ -623,7 +623,7 @@ func TestAppendReceiptsCreatingTaskAhead(t *testing.T) {
 		tr := rcStarted(t, db, 1)[0]
 		durable, release := appendAhead(t, db, tr, 1, func(*gorm.DB) error { return nil })
 		returned := make(chan error, 1)
-		go func() { returned <- durable() }()
+		go func() { returned <- durable.Durable() }()
 		unseen(t, db, tr)
 		select {
 		case err := <-returned:
@@ -654,7 +654,7 @@ func TestAppendReceiptsCreatingTaskAhead(t *testing.T) {
 			return tx.Exec(`UPDATE meta SET value = '{"seq":9}' WHERE key = ?`, metaHighWater).Error
 		})
 		release()
-		if err := durable(); !errors.Is(err, ErrHighWater) {
+		if err := durable.Durable(); !errors.Is(err, ErrHighWater) {
 			t.Fatalf("durable = %v, want ErrHighWater", err)
 		}
 		unseen(t, db, turns[1])

@@ -84,7 +84,7 @@ func (v *taskView) Create(ctx context.Context, task *a2a.Task) (taskstore.TaskVe
 	if err != nil {
 		return taskstore.TaskVersionMissing, err
 	}
-	err = v.db.writeOutsideGrants(ctx, func(tx *gorm.DB) error { return insertTask(tx, v.db.Now(), owner, v.brand, task, data) })
+	err = v.db.write(ctx, func(tx *gorm.DB) error { return insertTask(tx, v.db.Now(), owner, v.brand, task, data) })
 	if err != nil {
 		return taskstore.TaskVersionMissing, fmt.Errorf("create task %s: %w", task.ID, err)
 	}
@@ -111,10 +111,10 @@ func insertTask(tx *gorm.DB, now time.Time, owner, brand string, task *a2a.Task,
 // either fails.
 //
 // It returns once the receipts and the task are written in the commit under way, before that
-// commit is durable (writeAhead): the caller makes its answer meanwhile, and shows nothing
-// of it until durable has returned nil.
-func (db *DB) AppendReceiptsCreatingTask(ctx context.Context, sign Signer, brand, owner string, task func() (*a2a.Task, error)) (durable func() error, err error) {
-	committed, err := db.writeAhead(ctx, func(tx *gorm.DB, ch *chain) error {
+// commit is durable (writeOpts.ahead): the caller makes its answer meanwhile, and shows nothing
+// of it until Pending.Durable has returned nil.
+func (db *DB) AppendReceiptsCreatingTask(ctx context.Context, sign Signer, brand, owner string, task func() (*a2a.Task, error)) (*Pending, error) {
+	pending, err := db.submit(ctx, writeOpts{ahead: true, what: "append receipts"}, func(tx *gorm.DB, ch *chain) error {
 		tail, err := appendReceipts(tx, ch, sign)
 		if err != nil {
 			return err
@@ -136,12 +136,7 @@ func (db *DB) AppendReceiptsCreatingTask(ctx context.Context, sign Signer, brand
 	if err != nil {
 		return nil, fmt.Errorf("append receipts: %w", err)
 	}
-	return func() error {
-		if err := committed(); err != nil {
-			return fmt.Errorf("append receipts: %w", err)
-		}
-		return nil
-	}, nil
+	return pending, nil
 }
 
 // Update implements taskstore.Store: PrevVersion must be the stored version
@@ -160,7 +155,7 @@ func (v *taskView) Update(ctx context.Context, req *taskstore.UpdateRequest) (ta
 		return taskstore.TaskVersionMissing, err
 	}
 	var version int64
-	err = v.db.writeOutsideGrants(ctx, func(tx *gorm.DB) error {
+	err = v.db.write(ctx, func(tx *gorm.DB) error {
 		// One statement on the common path: the version check is in the WHERE clause,
 		// and only a miss reads the row to say why.
 		var rows []taskRow
@@ -209,6 +204,23 @@ func (v *taskView) Get(ctx context.Context, id a2a.TaskID) (*taskstore.StoredTas
 	return &taskstore.StoredTask{Task: task, Version: taskstore.TaskVersion(rows[0].Version), User: owner}, nil
 }
 
+// listFilter is the WHERE clause of owner's tasks on brand that req asks for, and its arguments.
+func listFilter(owner, brand string, req *a2a.ListTasksRequest) (string, []any) {
+	where := []string{"owner = ?", "brand = ?"}
+	args := []any{owner, brand}
+	if req.ContextID != "" {
+		where, args = append(where, "context_id = ?"), append(args, req.ContextID)
+	}
+	if req.Status != a2a.TaskStateUnspecified {
+		where, args = append(where, "state = ?"), append(args, string(req.Status))
+	}
+	if req.StatusTimestampAfter != nil {
+		// As in the SDK: a task without a status timestamp is kept, and so is one stamped exactly at the cutoff.
+		where, args = append(where, "(status_ns IS NULL OR status_ns >= ?)"), append(args, unixNano(*req.StatusTimestampAfter))
+	}
+	return strings.Join(where, " AND "), args
+}
+
 // List implements taskstore.Store: the caller's tasks on this brand, most
 // recently updated first, keyset-paginated on (updated_at, id).
 func (v *taskView) List(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.ListTasksResponse, error) {
@@ -226,19 +238,7 @@ func (v *taskView) List(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.Li
 		return nil, fmt.Errorf("page size must be between 1 and 100 inclusive, got %d: %w", pageSize, a2a.ErrInvalidParams)
 	}
 
-	where := []string{"owner = ?", "brand = ?"}
-	args := []any{owner, v.brand}
-	if req.ContextID != "" {
-		where, args = append(where, "context_id = ?"), append(args, req.ContextID)
-	}
-	if req.Status != a2a.TaskStateUnspecified {
-		where, args = append(where, "state = ?"), append(args, string(req.Status))
-	}
-	if req.StatusTimestampAfter != nil {
-		// As in the SDK: a task without a status timestamp is kept, and so is one stamped exactly at the cutoff.
-		where, args = append(where, "(status_ns IS NULL OR status_ns >= ?)"), append(args, unixNano(*req.StatusTimestampAfter))
-	}
-	filter := strings.Join(where, " AND ")
+	filter, args := listFilter(owner, v.brand, req)
 	page, pageArgs := filter, args
 	if req.PageToken != "" {
 		at, id, err := decodePageToken(req.PageToken)

@@ -79,7 +79,7 @@ const turnColumns = `id, task_id, context_id, brand, brand_scope, grant_id, agen
 // StartTurn records a turn as running. Call it before any work of the turn
 // runs; the grant must exist. A second start of the same id gets ErrTurnExists.
 func (db *DB) StartTurn(ctx context.Context, t Turn) error {
-	err := db.writeOutsideGrants(ctx, func(tx *gorm.DB) error {
+	err := db.write(ctx, func(tx *gorm.DB) error {
 		_, err := exec(tx, `INSERT INTO turns (id, task_id, context_id, brand, scope, brand_scope,
 			grant_id, agent_iss, agent_sub, policy_hash, status, reason, started_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?)`,
@@ -132,7 +132,7 @@ func (db *DB) GetTurn(ctx context.Context, id string) (*Turn, error) {
 // update rewrites a row already in the file: it fits where the failed commit found no room
 // for a new one, as when the disk filled up.
 func (db *DB) NoteUnrecorded(ctx context.Context, turnID, why string) error {
-	err := db.writeOutsideGrants(ctx, func(tx *gorm.DB) error {
+	err := db.write(ctx, func(tx *gorm.DB) error {
 		_, err := exec(tx, `UPDATE turns SET reason = ? WHERE id = ? AND status = ?`, why, turnID, TurnRunning)
 		return err
 	})

@@ -57,7 +57,7 @@ func (db *DB) SaveWaiting(ctx context.Context, brand, owner, site string, task *
 		return taskstore.TaskVersionMissing, err
 	}
 	version := int64(1)
-	err = db.writeOutsideGrants(ctx, func(tx *gorm.DB) error {
+	err = db.write(ctx, func(tx *gorm.DB) error {
 		now := db.Now()
 		if prev != taskstore.TaskVersionMissing {
 			res := tx.Exec(`UPDATE tasks SET state = ?, status_ns = ?, version = version + 1, data = ?, updated_at = ?

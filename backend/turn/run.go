@@ -1,0 +1,207 @@
+package turn
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aether/aether/backend/codex"
+	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/receipts"
+)
+
+// run is the turn from its start to its written receipt.
+func (s *Service) run(ctx context.Context, r *running, req Request, w Watcher) (*Finished, error) {
+	if !w.Started() {
+		return nil, ErrUnwatched
+	}
+	if req.Disconnect != nil {
+		go func() {
+			select {
+			case <-req.Disconnect:
+				r.cancel(errDisconnected)
+			case <-r.ctx.Done():
+			}
+		}()
+	}
+	base := receipts.Turn{
+		ID: newID("t_"), TaskID: req.TaskID, ContextID: req.ContextID, Brand: req.Brand.ID, BrandScope: req.Brand.Scope.ID,
+		GrantID: req.Grant, Agent: req.Agent, PolicyHash: req.PolicyHash, RequestHash: req.RequestHash,
+		StartedAt: time.Now().UTC(),
+	}
+	// The turn record is written by Admit, while bwrap makes the turn's view; Codex starts
+	// only once it is durable (T8). A turn that ends before Admit writes it here, before its
+	// receipt.
+	recorded := sync.OnceValue(func() error { return s.cfg.Ledger.Start(ctx, base) })
+	if !w.Working("Codex is working on it in " + req.Brand.Name + " (" + string(req.Brand.AccessMode) + ").") {
+		return nil, s.unwatched(ctx, base, recorded)
+	}
+	res := s.codex(r, req, base, recorded, w)
+	if err := recorded(); err != nil {
+		return nil, fmt.Errorf("record turn: %w", err) // Codex did not start (Admit)
+	}
+	out := outcome(r.ctx, res)
+	end := base
+	end.AnswerHash = receipts.HashBytes([]byte(res.Answer))
+	end.Status, end.Reason, end.ExitCode, end.EndedAt = out.Status, out.Reason, res.ExitCode, time.Now().UTC()
+	end.Usage = out.Usage
+	end.Violation = res.Status == codex.StatusViolation
+	return s.receipt(ctx, r, req, end, out)
+}
+
+// unwatched closes a turn nobody can see (the SDK stopped the execution) with a receipt,
+// rather than leave it running until a restart.
+func (s *Service) unwatched(ctx context.Context, base receipts.Turn, recorded func() error) error {
+	if err := recorded(); err != nil {
+		return fmt.Errorf("record turn: %w", err)
+	}
+	end := base
+	end.Status, end.Reason, end.ExitCode, end.EndedAt = domain.TurnFailed, "the task could not be updated; codex did not run", -1, time.Now().UTC()
+	end.AnswerHash = receipts.HashBytes(nil)
+	if _, err := s.cfg.Ledger.Append(context.WithoutCancel(ctx), end); err != nil {
+		s.cfg.Logger.Error("receipt not committed", "task", base.TaskID, "err", err)
+	}
+	return ErrUnwatched
+}
+
+// receipt writes the turn's receipt. A revoke during the turn lets it finish: the ledger
+// reads the grant in the receipt's commit and marks the receipt (V2). A plain send's task
+// goes into that commit (Request.Keep), and the turn returns as soon as it is written there,
+// before the commit is durable; the answer is made meanwhile and waits for Durable.
+func (s *Service) receipt(ctx context.Context, r *running, req Request, end receipts.Turn, out Outcome) (*Finished, error) {
+	ctx = context.WithoutCancel(ctx)
+	fin := &Finished{Outcome: out, ByAgent: errors.Is(context.Cause(r.ctx), errCanceledByAgent)}
+	if req.Keep != nil && !fin.ByAgent {
+		if task := req.Keep(out); task != nil {
+			rec, pending, err := s.cfg.Ledger.AppendCreatingTask(ctx, end, req.Brand.ID, task.Owner, task.Build)
+			if err == nil {
+				fin.Receipt, fin.Kept, fin.pending = rec, true, pending
+				return fin, nil
+			}
+			s.cfg.Logger.Warn("receipt and task not committed together; appending the receipt alone", "task", req.TaskID, "err", err)
+		}
+	}
+	rec, err := s.cfg.Ledger.Append(ctx, end)
+	if err != nil {
+		// No receipt, no answer: the turn fails rather than answer unrecorded.
+		s.cfg.Logger.Error("receipt not committed", "task", req.TaskID, "err", err)
+		return nil, &Refusal{"the node could not record a receipt for this turn"}
+	}
+	fin.Receipt = rec
+	return fin, nil
+}
+
+// codex runs the coding agent, relaying its progress. It starts only once recorded (the
+// turn's record) and the grant's standing both hold.
+func (s *Service) codex(r *running, req Request, turn receipts.Turn, recorded func() error, w Watcher) codex.Result {
+	creq := codex.Request{
+		AccessMode: string(req.Brand.AccessMode),
+		Prompt:     codex.BuildPrompt(req.Brand.InstructionText(), req.Texts),
+		ThreadID:   req.ThreadID,
+		// Codex's sessions are kept per agent and brand: a thread resumes only for them.
+		Conversation: turn.Agent.Issuer + "\x00" + turn.Agent.Subject + "\x00" + req.Brand.ID,
+		Admit: func(ctx context.Context) error {
+			if err := recorded(); err != nil {
+				return fmt.Errorf("record turn: %w", err)
+			}
+			return s.admit(ctx, turn.GrantID, req.Brand.ID)
+		},
+		// The turn's folders are tidied once its receipt is durable (end).
+		Tidy: r.tidy,
+	}
+	progress := make(chan string, 16)
+	resc := make(chan codex.Result, 1)
+	timeout, cancelTimeout := context.WithTimeout(r.ctx, s.cfg.Timeout)
+	defer cancelTimeout()
+	go func() { resc <- s.runCodex(timeout, req, creq, progress) }()
+	for {
+		select {
+		case text := <-progress:
+			if !w.Working(text) {
+				// Nobody sees the turn any more; let Codex finish and keep its receipt.
+				return <-resc
+			}
+		case res := <-resc:
+			return res
+		}
+	}
+}
+
+// runCodex resolves the workspace again at turn start — it must still be the folder the
+// policy named, not a symlink swapped in since (P7) — and runs Codex there.
+func (s *Service) runCodex(ctx context.Context, req Request, creq codex.Request, progress chan<- string) codex.Result {
+	dir, err := req.Policy.RecheckWorkspace(req.Brand.ID)
+	if err != nil {
+		return codex.Result{Status: codex.StatusFailed, Reason: err.Error()}
+	}
+	creq.Workspace = dir
+	res, err := s.cfg.Runner.Run(ctx, creq, func(p codex.Progress) {
+		select {
+		case progress <- p.Text:
+		default: // a slow consumer drops progress, never the turn
+		}
+	})
+	if err != nil && res.Reason == "" {
+		res.Status, res.Reason = codex.StatusFailed, err.Error()
+	}
+	if errors.Is(err, errRevokedWhileQueued) {
+		res.Reason = ReasonRevoked
+	}
+	return res
+}
+
+// admit runs once a turn holds its workspace, right before Codex starts: the grant must
+// still stand and the brand still be offered, however long the turn waited (W13).
+func (s *Service) admit(ctx context.Context, grantID, brandID string) error {
+	if !s.cfg.Offered(brandID) {
+		return errors.New("the brand " + quoteTrunc(brandID) + " is no longer offered by this node")
+	}
+	err := s.cfg.Consent.GrantStands(ctx, grantID, brandID)
+	var de *consent.DelegationError
+	if errors.As(err, &de) && de.Reason == consent.ReasonRevoked {
+		return errRevokedWhileQueued
+	}
+	return err
+}
+
+// outcome is how the turn ended, from why its context ended and what Codex returned.
+func outcome(runCtx context.Context, res codex.Result) Outcome {
+	out := Outcome{Status: domain.TurnFailed, Answer: res.Answer, ThreadID: res.ThreadID,
+		Usage: domain.Usage{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens, OutputTokens: res.Usage.OutputTokens}}
+	cause := context.Cause(runCtx)
+	switch {
+	case errors.Is(cause, errShutdown):
+		out.Reason = errShutdown.Error()
+	case cause != nil && !errors.Is(cause, context.Canceled):
+		out.Status, out.Reason = domain.TurnCanceled, cause.Error()
+	case res.Status == codex.StatusCompleted && res.Answer != "":
+		out.Status = domain.TurnCompleted
+	case res.Reason == ReasonRevoked:
+		out.Reason = ReasonRevoked
+	case res.Status == codex.StatusViolation && res.Reason == "":
+		out.Reason = "the turn broke its brand's access mode"
+	case res.Reason == "":
+		out.Reason = "codex finished without an answer"
+	default:
+		out.Reason = res.Reason
+	}
+	return out
+}
+
+func newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func quoteTrunc(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return `"` + s + `"`
+}
