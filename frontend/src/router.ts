@@ -120,7 +120,16 @@ export function startRouter(rs: Route[], mainEl: HTMLElement, navEl: HTMLElement
     if (!a || !a.hasAttribute("href") || a.hasAttribute("download") || (a.target && a.target !== "_self")) return;
     const url = new URL(a.href, location.href);
     if (!isInternal(url)) return;
-    if (url.hash && url.pathname === location.pathname && url.search === location.search) return;
+    if (url.hash && url.pathname === location.pathname && url.search === location.search) {
+      // An in-page link: scroll to its target here, as a webview's custom scheme may reload the
+      // page for it instead (the checklist's links to its cards).
+      const target = document.getElementById(decodeURIComponent(url.hash.slice(1)));
+      if (target) {
+        ev.preventDefault();
+        target.scrollIntoView({ block: "start" });
+      }
+      return;
+    }
     ev.preventDefault();
     navigate(url.href);
   });
