@@ -60,17 +60,7 @@ func TestRotate(t *testing.T) {
 
 // The statement bounds the key it retires, in the data dir and in the JWKS the node serves.
 func TestRotationBounds(t *testing.T) {
-	dir := t.TempDir()
-	r0, _ := LoadRing(dir)
-	at := time.Now().Truncate(time.Second)
-	if _, _, err := Rotate(dir, at, 41); err != nil {
-		t.Fatal(err)
-	}
-	r1, _ := LoadRing(dir)
-	h, err := r1.VerifyRotations(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, r0, r1, h, at := rotatedAt41(t)
 	old := r0.Current.ID()
 	if rot := h.Retired[old]; !rot.HasSeq || rot.LastSeq != 41 || !rot.At.Equal(at) || rot.New != r1.Current.ID() {
 		t.Fatalf("rotation read as %+v", rot)
@@ -106,17 +96,7 @@ func TestRotationBounds(t *testing.T) {
 
 // Statements other than those Rotate writes: version 1, from before last_seq; broken ones.
 func TestRotationStatementVersions(t *testing.T) {
-	dir := t.TempDir()
-	r0, _ := LoadRing(dir)
-	at := time.Now().Truncate(time.Second)
-	if _, _, err := Rotate(dir, at, 41); err != nil {
-		t.Fatal(err)
-	}
-	r1, _ := LoadRing(dir)
-	h, err := r1.VerifyRotations(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, r0, r1, h, at := rotatedAt41(t)
 	old := r0.Current.ID()
 	t.Run("T13 a version 1 statement bounds by time only", func(t *testing.T) {
 		v1, _ := r0.Current.Sign(RotationType, rotationClaims{Old: old, New: r1.Current.ID(), NewJWK: r1.Current.Set().JWKS().Keys[0],
@@ -158,4 +138,22 @@ func TestRotationStatementVersions(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	})
+}
+
+// rotatedAt41 is a data dir whose first key was rotated once, its last receipt numbered 41:
+// the rings before and after, the history read back, and the rotation's time.
+func rotatedAt41(t *testing.T) (dir string, r0, r1 *Ring, h History, at time.Time) {
+	t.Helper()
+	dir = t.TempDir()
+	r0, _ = LoadRing(dir)
+	at = time.Now().Truncate(time.Second)
+	if _, _, err := Rotate(dir, at, 41); err != nil {
+		t.Fatal(err)
+	}
+	r1, _ = LoadRing(dir)
+	h, err := r1.VerifyRotations(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, r0, r1, h, at
 }

@@ -80,17 +80,7 @@ func TestCodexFromTheWindow(t *testing.T) {
 	registry, pin := fakePackage(t)
 	root := t.TempDir()
 	log := &syncLog{mu: make(chan struct{}, 1)}
-	n, err := Start(context.Background(), Options{DataDir: filepath.Join(root, "data"), PactListen: "127.0.0.1:0",
-		StarterPolicy: true, Desktop: true, CodexRegistry: registry, CodexHome: codextest.Home(t),
-		Logger: slog.New(slog.NewTextHandler(log, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		n.Stop(ctx)
-	})
+	n := startFirstRun(t, root, registry, slog.New(slog.NewTextHandler(log, nil)))
 	n.setup.getter.Platform = pin
 	svc, ctx := n.Owner(), context.Background()
 	step := func(id string) owner.SetupStep {
@@ -171,16 +161,7 @@ func TestCheckRealCodex(t *testing.T) {
 	}
 	t.Setenv("PATH", "/usr/bin:/bin")
 	root := t.TempDir()
-	n, err := Start(context.Background(), Options{DataDir: filepath.Join(root, "data"), PactListen: "127.0.0.1:0",
-		StarterPolicy: true, Desktop: true, CodexHome: codextest.Home(t), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		n.Stop(ctx)
-	})
+	n := startFirstRun(t, root, "", slog.New(slog.DiscardHandler))
 	svc, ctx := n.Owner(), context.Background()
 	if _, err := svc.UseCodex(bin); err != nil {
 		t.Fatal(err)
@@ -204,3 +185,20 @@ func TestCheckRealCodex(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// startFirstRun starts a desktop node on a starter policy in root/data, as a first run does,
+// getting Codex from registry; it is stopped when the test ends.
+func startFirstRun(t *testing.T, root, registry string, logger *slog.Logger) *Node {
+	t.Helper()
+	n, err := Start(context.Background(), Options{DataDir: filepath.Join(root, "data"), PactListen: "127.0.0.1:0",
+		StarterPolicy: true, Desktop: true, CodexRegistry: registry, CodexHome: codextest.Home(t), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		n.Stop(ctx)
+	})
+	return n
+}
