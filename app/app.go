@@ -506,7 +506,7 @@ func (a *App) decide(r owner.ConsentRequest, allow bool) {
 	defer cancel()
 	req := owner.DecisionRequest{UserCode: r.UserCode, Decision: owner.DecisionDeny}
 	if allow {
-		req.Decision = owner.DecisionAllow
+		req.Decision, req.Duration = owner.DecisionAllow, owner.Duration30Days // the default
 	}
 	d, err := a.node.Owner().Decide(ctx, r.ID, req)
 	who, brand := "The agent that "+r.Agent.Claim, clean(r.Brand.Name)

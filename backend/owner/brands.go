@@ -29,9 +29,12 @@ func (s *Service) editable() (*policy.Policy, error) {
 	return p.Clone(), nil
 }
 
-// PutBrand creates or replaces brand id (in.ID == id), saves policy.json and serves it;
+// PutBrand creates or replaces brand id (in.ID must be id), saves policy.json and serves it;
 // *FieldErrors when the brand is not valid. It returns all brands.
 func (s *Service) PutBrand(ctx context.Context, id string, in Brand) ([]Brand, error) {
+	if err := in.CheckID(id); err != nil {
+		return nil, err
+	}
 	s.save.Lock()
 	defer s.save.Unlock()
 	p, err := s.editable()
