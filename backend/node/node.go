@@ -23,11 +23,16 @@ import (
 
 	"github.com/aether/aether/backend/admin"
 	"github.com/aether/aether/backend/codex"
+	"github.com/aether/aether/backend/codexget"
+	"github.com/aether/aether/backend/codexsetup"
 	"github.com/aether/aether/backend/consent"
 	"github.com/aether/aether/backend/fsutil"
 	"github.com/aether/aether/backend/gateway"
 	"github.com/aether/aether/backend/keys"
+	"github.com/aether/aether/backend/model"
 	"github.com/aether/aether/backend/owner"
+	"github.com/aether/aether/backend/policy"
+	"github.com/aether/aether/backend/reach"
 	"github.com/aether/aether/backend/receipts"
 	"github.com/aether/aether/backend/store"
 )
@@ -95,37 +100,32 @@ type Node struct {
 	ring    *keys.Ring   // the signing key and the keys it replaced
 	history keys.History // the ring for verifiers: each retired key bounded by its rotation (T13)
 	key     *keys.Key    // ring.Current
+	cert    tls.Certificate
 	db      *store.DB
 	token   string
+	policy  *policy.File // policy.json: its one owner
 	consent *consent.Service
 	ledger  *receipts.Ledger
 	head    *receipts.HeadFile // receipts.head
 	runner  *codex.Runner
-	setup   *codexSetup // Get Codex and the model settings (the Status page)
+	setup   *codexsetup.Setup // Codex's health, Get Codex and the model settings (the Status page)
 	turns   gateway.Runner
 	owner   *owner.Service
 	admin   *admin.Server
-	// gw is nil until a policy first loads. Its routes are the one served policy: consent and
-	// the owner read the brands from there (served).
+	// gw is nil until a policy first loads. Its routes are the served policy: consent reads the
+	// brands from there (served).
 	gw atomic.Pointer[gateway.Gateway]
 	// ids checks identities for the served publicUrl and audience; funnel publishes the gateway.
 	ids    identities
-	funnel funnel
+	funnel *reach.Switch
 
-	applyMu    sync.Mutex // one policy applied at a time
-	mu         sync.Mutex // the policy file's state
-	polErr     error      // the current file's problem, if any
-	polPath    string
-	polModTime time.Time
-
-	servers  []*http.Server
-	lns      []net.Listener
-	addrs    Addresses
-	bgCtx    context.Context // ends when the node stops
-	stop     context.CancelFunc
-	bg       sync.WaitGroup
-	health   codex.Health
-	healthMu sync.Mutex
+	mu      sync.Mutex // addrs
+	addrs   Addresses
+	servers []*http.Server
+	lns     []net.Listener
+	bgCtx   context.Context // ends when the node stops
+	stop    context.CancelFunc
+	bg      sync.WaitGroup
 }
 
 // Addresses are the listeners as bound, written to <data-dir>/node.json for local tools.
@@ -150,59 +150,103 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 			started.close()
 		}
 	}()
-	if n.dataDir = o.DataDir; n.dataDir == "" {
-		if n.dataDir, err = DefaultDataDir(); err != nil {
+	if err = n.openDataDir(); err != nil {
+		return nil, err
+	}
+	if err = n.openPolicy(); err != nil {
+		return nil, err
+	}
+	if perr := n.policy.Current().Err; perr != nil && !o.Desktop {
+		return nil, perr
+	}
+	n.newRunner()
+	// Listeners first: the consent URL and the node API address are only known once bound.
+	if err = n.bind(); err != nil {
+		return nil, err
+	}
+	if err = n.newServices(ctx); err != nil {
+		return nil, err
+	}
+	if s := n.policy.Current(); s.Policy != nil {
+		if err = n.startGateway(s); err != nil && !o.Desktop {
 			return nil, err
 		}
 	}
+	n.policy.Subscribe(policy.Subscriber{Serve: n.servePolicy, Changed: func(s policy.Snapshot) { n.syncFunnel(s.Policy) }})
+	n.serveAll()
+	if err = n.writeAddresses(); err != nil {
+		return nil, err
+	}
+	n.startBackground()
+	n.syncFunnel(n.policy.Current().Policy)
+	n.log.Info("gateway listening", "addr", n.addrs.Gateway, "publicUrl", n.addrs.PublicURL)
+	n.log.Info("admin UI listening", "addr", "https://"+n.addrs.Admin)
+	n.log.Info("node API listening", "addr", "http://"+n.addrs.API)
+	// Never the link: it carries a live sign-in code (A4). `node serve` shows one on a terminal.
+	n.log.Info("admin UI: sign in with a link from `aether admin link`", "url", "https://"+n.addrs.Admin)
+	return n, nil
+}
+
+// openDataDir takes the data dir's lock and opens what is kept there: the key ring, the admin
+// token, the admin listener's certificate, pact.sqlite.
+func (n *Node) openDataDir() (err error) {
+	if n.dataDir = n.opts.DataDir; n.dataDir == "" {
+		if n.dataDir, err = DefaultDataDir(); err != nil {
+			return err
+		}
+	}
 	if n.dataDir, err = filepath.Abs(n.dataDir); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
+		return fmt.Errorf("data dir: %w", err)
 	}
 	if err = prepareDataDir(n.dataDir); err != nil {
-		return nil, err
+		return err
 	}
 	if n.lock, err = lockDataDir(n.path(fileLock)); err != nil {
-		return nil, err
+		return err
 	}
 	if n.ring, err = keys.LoadRing(n.dataDir); err != nil {
-		return nil, err
+		return err
 	}
 	n.key = n.ring.Current
 	// The JWKS carries each retired key's rotation statement, so they must check out (T13).
 	if n.history, err = n.ring.VerifyRotations(n.dataDir); err != nil {
-		return nil, fmt.Errorf("key rotations in %s: %w", n.dataDir, err)
+		return fmt.Errorf("key rotations in %s: %w", n.dataDir, err)
 	}
 	if n.token, err = admin.LoadOrCreateToken(n.path(fileToken)); err != nil {
-		return nil, err
+		return err
 	}
-	cert, err := keys.LoadOrCreateTLS(n.path(fileTLSCert), n.path(fileTLSKey), time.Now())
-	if err != nil {
-		return nil, err
+	if n.cert, err = keys.LoadOrCreateTLS(n.path(fileTLSCert), n.path(fileTLSKey), time.Now()); err != nil {
+		return err
 	}
-	if n.db, err = store.Open(n.path(fileDB)); err != nil {
-		return nil, err
-	}
-	pol, err := n.loadPolicy()
-	if err != nil && !o.Desktop {
-		return nil, err
-	}
-	n.setup = newCodexSetup(n, o.CodexRegistry)
-	n.runner = &codex.Runner{Path: o.CodexPath, Find: n.setup.find, Upstream: n.setup.upstream, Home: o.CodexHome, StateDir: n.path(dirCodex),
+	n.db, err = store.Open(n.path(fileDB))
+	return err
+}
+
+// newRunner builds Codex's runner and its setup (which Codex, which model), or takes the
+// stand-in the options give.
+func (n *Node) newRunner() {
+	o := n.opts
+	n.runner = &codex.Runner{Path: o.CodexPath, Home: o.CodexHome, StateDir: n.path(dirCodex),
 		ExtraArgs: o.CodexArgs, Env: append([]string{"CODEX_API_KEY"}, o.CodexEnv...), TestMounts: o.CodexTestMounts, Logger: n.log}
+	n.setup = codexsetup.New(codexsetup.Config{Runner: n.runner, Models: &model.Store{Dir: n.dataDir},
+		Getter: &codexget.Getter{Dir: n.path(dirCodexBin), Registry: o.CodexRegistry}, ProbeDir: n.path(dirCodex), Logger: n.log})
 	n.turns = n.runner
 	if o.Runner != nil {
 		n.turns = o.Runner
 	}
+}
 
-	// Listeners first: the consent URL and the node API address are only known once bound.
+// bind opens the gateway, admin and node API listeners.
+func (n *Node) bind() error {
+	o := n.opts
 	adminLn, err := o.listenLoopback(o.AdminPort, "admin")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	apiLn, err := o.listenLoopback(o.Port, "node API")
 	if err != nil {
 		adminLn.Close()
-		return nil, err
+		return err
 	}
 	gwAddr := o.PactListen
 	if gwAddr == "" {
@@ -212,44 +256,47 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	if err != nil {
 		adminLn.Close()
 		apiLn.Close()
-		return nil, fmt.Errorf("gateway: listen on %s: %w (is another program using it? choose another with --pact-listen)", gwAddr, err)
+		return fmt.Errorf("gateway: listen on %s: %w (is another program using it? choose another with --pact-listen)", gwAddr, err)
 	}
 	n.lns = []net.Listener{gwLn, adminLn, apiLn}
 	n.addrs = Addresses{Gateway: gwLn.Addr().String(), Admin: adminLn.Addr().String(), API: apiLn.Addr().String(), PID: os.Getpid()}
-	consentURL := "https://" + n.addrs.Admin + "/pact/consent"
-
-	publicURL := "http://" + n.addrs.Gateway
-	if pol != nil {
-		publicURL = pol.Pact.PublicURL
+	n.addrs.PublicURL = "http://" + n.addrs.Gateway
+	if p := n.policy.Current().Policy; p != nil {
+		n.addrs.PublicURL = p.Pact.PublicURL
 	}
-	n.addrs.PublicURL = publicURL
+	return nil
+}
+
+func (n *Node) consentURL() string { return "https://" + n.addrs.Admin + "/pact/consent" }
+
+// newServices builds consent, the receipt ledger and the owner's service, checks
+// receipts.head and ends what the last stop left running.
+func (n *Node) newServices(ctx context.Context) error {
+	publicURL := n.addrs.PublicURL
 	n.consent = consent.New(n.db, n.key, consent.Config{
-		PublicURL: publicURL, ConsentURL: consentURL, Brands: n.consentBrands, Logger: n.log,
+		PublicURL: publicURL, ConsentURL: n.consentURL(), Brands: n.consentBrands, Logger: n.log,
 	})
 	n.ledger = receipts.NewLedger(n.db, n.key, publicURL, time.Now)
 	n.owner = owner.New(owner.Config{
-		Consent: n.consent, Ledger: n.ledger, Keys: n.history, Node: ownerNode{n},
+		Consent: n.consent, Ledger: n.ledger, Keys: n.history, Node: ownerNode{n}, Policy: n.policy,
 		Listen: n.addrs.Gateway, PublicURL: publicURL, AdminURL: "https://" + n.addrs.Admin, Setup: n.setup,
 	})
+	n.funnel = n.newFunnel()
 	n.head = &receipts.HeadFile{Path: n.path(fileHead)}
-	if err = n.head.Check(ctx, n.ledger); err != nil {
-		return nil, err
+	if err := n.head.Check(ctx, n.ledger); err != nil {
+		return err
 	}
 	// From here on, no receipt is handed out before receipts.head holds it (T14).
 	n.db.SetHeadMark(n.head.Mark)
-	if err = n.recover(ctx); err != nil {
-		return nil, err
+	if err := n.recover(ctx); err != nil {
+		return err
 	}
-	if err = n.head.Save(ctx, n.ledger); err != nil {
-		return nil, err
-	}
-	if pol != nil {
-		if err = n.startGateway(pol, publicURL, consentURL); err != nil && !o.Desktop {
-			return nil, err
-		}
-	}
+	return n.head.Save(ctx, n.ledger)
+}
 
-	n.admin = admin.New(admin.Config{Token: n.token, TokenFile: n.path(fileToken), Addr: n.addrs.Admin, UI: o.UI, Log: n.log, OnConsentLink: o.OnConsentLink}, n.owner)
+// serveAll serves the three listeners: the gateway, the admin UI, the node API.
+func (n *Node) serveAll() {
+	n.admin = admin.New(admin.Config{Token: n.token, TokenFile: n.path(fileToken), Addr: n.addrs.Admin, UI: n.opts.UI, Log: n.log, OnConsentLink: n.opts.OnConsentLink}, n.owner)
 	// No ReadTimeout: net/http keeps reading after the body to notice a client that goes away,
 	// and would end streaming turns with it. The gateway gives each body its own deadline
 	// (docs/wire.md, "Limits").
@@ -257,18 +304,18 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	// Browsers that do not trust the self-signed certificate yet fail handshakes: debug noise.
 	quiet := slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)
 	adminSrv := &http.Server{Handler: n.admin.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: quiet,
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{n.cert}, MinVersion: tls.VersionTLS12}}
 	apiSrv := &http.Server{Handler: n.admin.NodeHandler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
 	n.servers = []*http.Server{gwSrv, adminSrv, apiSrv}
-	go n.serve(gwSrv, gwLn, false)
-	go n.serve(adminSrv, adminLn, true)
-	go n.serve(apiSrv, apiLn, false)
+	go n.serve(gwSrv, n.lns[0], false)
+	go n.serve(adminSrv, n.lns[1], true)
+	go n.serve(apiSrv, n.lns[2], false)
+}
 
-	if err = n.writeAddresses(); err != nil {
-		return nil, err
-	}
+// startBackground starts the services' background jobs; they end with the node.
+func (n *Node) startBackground() {
 	bgCtx := n.bgCtx
-	for _, job := range []func(context.Context){n.consent.EndWaitingTasks, n.owner.Forward} {
+	for _, job := range []func(context.Context){n.consent.EndWaitingTasks, n.owner.Forward, n.watchPolicy} {
 		n.bg.Add(1)
 		go func() {
 			defer n.bg.Done()
@@ -276,18 +323,12 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 		}()
 	}
 	n.every(bgCtx, 2*time.Second, n.sweep)
-	n.every(bgCtx, 2*time.Second, n.watchPolicy)
 	n.every(bgCtx, n.opts.pruneEvery(), n.pruneTasks)
-	n.every(bgCtx, 5*time.Minute, n.checkCodex)
-
-	n.syncFunnel(pol)
-	n.log.Info("gateway listening", "addr", n.addrs.Gateway, "publicUrl", publicURL)
-	n.log.Info("admin UI listening", "addr", "https://"+n.addrs.Admin)
-	n.log.Info("node API listening", "addr", "http://"+n.addrs.API)
-	// Never the link: it carries a live sign-in code (A4). `node serve` shows one on a terminal.
-	n.log.Info("admin UI: sign in with a link from `aether admin link`", "url", "https://"+n.addrs.Admin)
-	return n, nil
+	n.every(bgCtx, 5*time.Minute, n.setup.CheckHealth)
 }
+
+// watchPolicy notices hand edits of policy.json (a cheap stat every 2 s).
+func (n *Node) watchPolicy(ctx context.Context) { n.policy.Watch(ctx, 2*time.Second) }
 
 func (n *Node) path(name string) string { return filepath.Join(n.dataDir, name) }
 
@@ -295,11 +336,7 @@ func (n *Node) path(name string) string { return filepath.Join(n.dataDir, name) 
 func (n *Node) DataDir() string { return n.dataDir }
 
 // PolicyPath is the policy file the node serves (Options.PolicyPath, else the data dir's).
-func (n *Node) PolicyPath() string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.polPath
-}
+func (n *Node) PolicyPath() string { return n.policy.Path() }
 
 // Addresses are the bound listeners.
 func (n *Node) Addresses() Addresses {
@@ -387,11 +424,11 @@ func (n *Node) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("stop running turns: %w", err))
 		}
 	}
-	n.funnel.mu.Lock()
-	if err := n.stopFunnel(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("stop Tailscale Funnel: %w", err))
+	if n.funnel != nil {
+		if err := n.funnel.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop Tailscale Funnel: %w", err))
+		}
 	}
-	n.funnel.mu.Unlock()
 	for _, s := range n.servers {
 		if err := s.Shutdown(ctx); err != nil {
 			errs = append(errs, err)
@@ -399,6 +436,9 @@ func (n *Node) Stop(ctx context.Context) error {
 		}
 	}
 	n.bg.Wait()
+	if n.setup != nil {
+		n.setup.Close()
+	}
 	n.runner.Wait()
 	if n.ledger != nil {
 		// Drain the last receipts (each commit has marked receipts.head).

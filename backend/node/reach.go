@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,80 +27,31 @@ type ReachOptions struct {
 	ConnectTimeout time.Duration
 }
 
-// funnel holds the running Publisher, if any; mu orders starts and stops, readers load pub.
-type funnel struct {
-	mu  sync.Mutex
-	pub atomic.Pointer[reach.Publisher]
+// newFunnel is the switch that publishes the gateway's handler, and only it, with Funnel.
+func (n *Node) newFunnel() *reach.Switch {
+	hostname := n.opts.Reach.Hostname
+	if hostname == "" {
+		hostname = "aether"
+	}
+	return &reach.Switch{Config: reach.Config{
+		Dir: n.path(dirTailscale), Hostname: hostname, Handler: http.HandlerFunc(n.serveGateway),
+		Logger: n.log, OnChange: func(reach.Status) { n.owner.ReachabilityChanged() }, ConnectTimeout: n.opts.Reach.ConnectTimeout,
+		ControlURL: n.opts.Reach.ControlURL, Ephemeral: n.opts.Reach.Ephemeral, TLS: n.opts.Reach.TLS,
+	}}
 }
 
-// funnelWanted: the --funnel flag, or pact.funnel in the served policy.
-func (n *Node) funnelWanted(p *policy.Policy) bool {
-	return n.opts.Funnel || (p != nil && p.Pact != nil && p.Pact.Funnel)
-}
-
-// syncFunnel starts or stops publishing to match what is wanted now.
+// syncFunnel publishes with Funnel when the --funnel flag or pact.funnel in the served
+// policy asks for it, and stops publishing when neither does.
 func (n *Node) syncFunnel(p *policy.Policy) {
-	want := n.funnelWanted(p)
-	n.funnel.mu.Lock()
-	changed := n.syncFunnelLocked(want)
-	n.funnel.mu.Unlock()
-	if changed && n.owner != nil {
-		n.owner.ReachabilityChanged()
-	}
-}
-
-func (n *Node) syncFunnelLocked(want bool) bool {
-	switch {
-	case want && n.funnel.pub.Load() == nil:
-		pub, err := reach.Start(reach.Config{
-			Dir: n.path(dirTailscale), Hostname: n.reachHostname(), Handler: http.HandlerFunc(n.serveGateway),
-			Logger: n.log, OnChange: n.reachChanged, ConnectTimeout: n.opts.Reach.ConnectTimeout,
-			ControlURL: n.opts.Reach.ControlURL, Ephemeral: n.opts.Reach.Ephemeral, TLS: n.opts.Reach.TLS,
-		})
-		if err != nil {
-			n.log.Error("Tailscale Funnel could not start", "err", err)
-			return false
-		}
-		n.funnel.pub.Store(pub)
-		n.log.Info("Tailscale Funnel: joining the tailnet to publish the gateway", "state", n.path(dirTailscale))
-	case !want && n.funnel.pub.Load() != nil:
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := n.stopFunnel(ctx); err != nil {
-			n.log.Warn("Tailscale Funnel: requests still running were cut off", "err", err)
-		}
-		n.log.Info("Tailscale Funnel: turned off; the gateway is no longer published")
-	default:
-		return false
-	}
-	return true
-}
-
-func (n *Node) reachHostname() string {
-	if n.opts.Reach.Hostname != "" {
-		return n.opts.Reach.Hostname
-	}
-	return "aether"
-}
-
-// stopFunnel ends publishing; n.funnel.mu is held.
-func (n *Node) stopFunnel(ctx context.Context) error {
-	pub := n.funnel.pub.Swap(nil)
-	if pub == nil {
-		return nil
-	}
-	return pub.Stop(ctx)
-}
-
-func (n *Node) reachChanged(reach.Status) {
-	if n.owner != nil {
+	want := n.opts.Funnel || (p != nil && p.Pact != nil && p.Pact.Funnel)
+	if n.funnel.Set(want) {
 		n.owner.ReachabilityChanged()
 	}
 }
 
 // reachability is the Publisher's state as the owner's service shows it; Mode "" when off.
 func (n *Node) reachability() owner.Reachability {
-	pub := n.funnel.pub.Load()
+	pub := n.funnel.Publisher()
 	if pub == nil {
 		return owner.Reachability{}
 	}
@@ -111,7 +61,7 @@ func (n *Node) reachability() owner.Reachability {
 }
 
 // FunnelTailnet is the Funnel node when publishing is on (tests drive their ingress with it).
-func (n *Node) FunnelTailnet() *reach.Publisher { return n.funnel.pub.Load() }
+func (n *Node) FunnelTailnet() *reach.Publisher { return n.funnel.Publisher() }
 
 // identities is the gateway's identity verifier for the served publicUrl and audience: a
 // policy that changes them gets a new verifier (applyPublicURL).

@@ -43,7 +43,7 @@ func TestOneServedPolicy(t *testing.T) {
 		for i := 1; i <= 2000; i++ {
 			p := base.Clone()
 			p.Pact.Brands[0].Name = fmt.Sprintf("v%d", i)
-			if err := n.applyPolicy(p); err != nil {
+			if err := n.servePolicy(p.Snapshot()); err != nil {
 				done <- err
 				return
 			}
