@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/aether/aether/backend/node"
+	"github.com/aether/aether/backend/datadir"
 	"github.com/aether/aether/backend/owner"
 )
 
@@ -24,7 +24,7 @@ func newNodeClient(dir string) (*nodeClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	addr, tok, err := node.LocalAPI(d)
+	addr, tok, err := datadir.LocalAPI(d)
 	if err != nil {
 		return nil, err
 	}

@@ -1,13 +1,12 @@
 // Package node is the composition root: it opens the data dir, builds the services, the
 // owner's service over them and the gateway from flags and policy.json, binds the listeners
 // with their handlers, and starts and stops all of it. The CLI and the desktop app are thin
-// shells over it; the offline CLI verbs open the data dir through it (datadir.go).
+// shells over it; the offline CLI verbs open the data dir through backend/datadir.
 package node
 
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -26,8 +24,9 @@ import (
 	"github.com/aether/aether/backend/codexget"
 	"github.com/aether/aether/backend/codexsetup"
 	"github.com/aether/aether/backend/consent"
-	"github.com/aether/aether/backend/fsutil"
+	"github.com/aether/aether/backend/datadir"
 	"github.com/aether/aether/backend/gateway"
+	"github.com/aether/aether/backend/identity"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/model"
 	"github.com/aether/aether/backend/owner"
@@ -40,7 +39,7 @@ import (
 // Options are the flags of `aether node serve`.
 type Options struct {
 	PolicyPath string // policy.json; "" = the desktop default (last used, else <data>/policy.json)
-	DataDir    string // "" = DefaultDataDir()
+	DataDir    string // "" = datadir.Default()
 	Port       int    // node API on 127.0.0.1; 0 = a free port
 	AdminPort  int    // admin UI on 127.0.0.1; 0 = a free port
 	PactListen string // gateway address, e.g. 127.0.0.1:8080
@@ -69,9 +68,10 @@ type Options struct {
 	// PruneEvery is how often expired and retired tasks are deleted; 0 means every 30 s.
 	PruneEvery time.Duration
 	// Funnel publishes the gateway with Tailscale Funnel whatever pact.funnel says
-	// (`node serve --funnel`); Reach configures it.
+	// (`node serve --funnel`). Reach configures it: its device name, and tests' own control
+	// server; the node sets where it keeps its state, what it serves and whom it tells.
 	Funnel bool
-	Reach  ReachOptions
+	Reach  reach.Config
 	// Listen opens the node's listeners; nil is net.Listen. Tests wrap it to see what
 	// reaches the node.
 	Listen func(network, address string) (net.Listener, error)
@@ -95,8 +95,7 @@ func (o Options) pruneEvery() time.Duration {
 type Node struct {
 	opts    Options
 	log     *slog.Logger
-	dataDir string
-	lock    *os.File
+	dir     *datadir.Dir
 	ring    *keys.Ring   // the signing key and the keys it replaced
 	history keys.History // the ring for verifiers: each retired key bounded by its rotation (T13)
 	key     *keys.Key    // ring.Current
@@ -113,28 +112,19 @@ type Node struct {
 	owner   *owner.Service
 	admin   *admin.Server
 	// gw is nil until a policy first loads. Its routes are the served policy: consent reads the
-	// brands from there (served).
+	// brands from there (consentBrands).
 	gw atomic.Pointer[gateway.Gateway]
 	// ids checks identities for the served publicUrl and audience; funnel publishes the gateway.
-	ids    identities
+	ids    identity.Current
 	funnel *reach.Switch
 
-	mu      sync.Mutex // addrs
-	addrs   Addresses
+	mu      sync.Mutex        // addrs
+	addrs   datadir.Addresses // node.json
 	servers []*http.Server
 	lns     []net.Listener
 	bgCtx   context.Context // ends when the node stops
 	stop    context.CancelFunc
 	bg      sync.WaitGroup
-}
-
-// Addresses are the listeners as bound, written to <data-dir>/node.json for local tools.
-type Addresses struct {
-	Gateway   string `json:"gateway"`
-	Admin     string `json:"admin"`
-	API       string `json:"api"`
-	PublicURL string `json:"publicUrl"`
-	PID       int    `json:"pid"`
 }
 
 // Start opens the data dir, loads the policy and starts every listener.
@@ -190,35 +180,24 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 // openDataDir takes the data dir's lock and opens what is kept there: the key ring, the admin
 // token, the admin listener's certificate, pact.sqlite.
 func (n *Node) openDataDir() (err error) {
-	if n.dataDir = n.opts.DataDir; n.dataDir == "" {
-		if n.dataDir, err = DefaultDataDir(); err != nil {
-			return err
-		}
-	}
-	if n.dataDir, err = filepath.Abs(n.dataDir); err != nil {
-		return fmt.Errorf("data dir: %w", err)
-	}
-	if err = prepareDataDir(n.dataDir); err != nil {
+	if n.dir, err = datadir.Open(n.opts.DataDir); err != nil {
 		return err
 	}
-	if n.lock, err = lockDataDir(n.path(fileLock)); err != nil {
-		return err
-	}
-	if n.ring, err = keys.LoadRing(n.dataDir); err != nil {
+	if n.ring, err = keys.LoadRing(n.dir.Path); err != nil {
 		return err
 	}
 	n.key = n.ring.Current
 	// The JWKS carries each retired key's rotation statement, so they must check out (T13).
-	if n.history, err = n.ring.VerifyRotations(n.dataDir); err != nil {
-		return fmt.Errorf("key rotations in %s: %w", n.dataDir, err)
+	if n.history, err = n.ring.VerifyRotations(n.dir.Path); err != nil {
+		return fmt.Errorf("key rotations in %s: %w", n.dir.Path, err)
 	}
-	if n.token, err = admin.LoadOrCreateToken(n.path(fileToken)); err != nil {
+	if n.token, err = admin.LoadOrCreateToken(n.path(datadir.TokenFile)); err != nil {
 		return err
 	}
-	if n.cert, err = keys.LoadOrCreateTLS(n.path(fileTLSCert), n.path(fileTLSKey), time.Now()); err != nil {
+	if n.cert, err = keys.LoadOrCreateTLS(n.path(datadir.TLSCertFile), n.path(datadir.TLSKeyFile), time.Now()); err != nil {
 		return err
 	}
-	n.db, err = store.Open(n.path(fileDB))
+	n.db, err = store.Open(n.path(datadir.DBFile))
 	return err
 }
 
@@ -226,10 +205,10 @@ func (n *Node) openDataDir() (err error) {
 // stand-in the options give.
 func (n *Node) newRunner() {
 	o := n.opts
-	n.runner = &codex.Runner{Path: o.CodexPath, Home: o.CodexHome, StateDir: n.path(dirCodex),
+	n.runner = &codex.Runner{Path: o.CodexPath, Home: o.CodexHome, StateDir: n.path(datadir.CodexDir),
 		ExtraArgs: o.CodexArgs, Env: append([]string{"CODEX_API_KEY"}, o.CodexEnv...), TestMounts: o.CodexTestMounts, Logger: n.log}
-	n.setup = codexsetup.New(codexsetup.Config{Runner: n.runner, Models: &model.Store{Dir: n.dataDir},
-		Getter: &codexget.Getter{Dir: n.path(dirCodexBin), Registry: o.CodexRegistry}, ProbeDir: n.path(dirCodex), Logger: n.log})
+	n.setup = codexsetup.New(codexsetup.Config{Runner: n.runner, Models: &model.Store{Dir: n.dir.Path},
+		Getter: &codexget.Getter{Dir: n.path(datadir.CodexBinDir), Registry: o.CodexRegistry}, ProbeDir: n.path(datadir.CodexDir), Logger: n.log})
 	n.turns = n.runner
 	if o.Runner != nil {
 		n.turns = o.Runner
@@ -239,27 +218,27 @@ func (n *Node) newRunner() {
 // bind opens the gateway, admin and node API listeners.
 func (n *Node) bind() error {
 	o := n.opts
-	adminLn, err := o.listenLoopback(o.AdminPort, "admin")
-	if err != nil {
-		return err
-	}
-	apiLn, err := o.listenLoopback(o.Port, "node API")
-	if err != nil {
-		adminLn.Close()
-		return err
-	}
 	gwAddr := o.PactListen
 	if gwAddr == "" {
 		gwAddr = "127.0.0.1:8080"
 	}
+	// What is bound is in n.lns at once: a failed start closes it.
+	for _, l := range []struct {
+		what string
+		port int
+	}{{"admin", o.AdminPort}, {"node API", o.Port}} {
+		ln, err := o.listen(net.JoinHostPort("127.0.0.1", strconv.Itoa(l.port)))
+		if err != nil {
+			return fmt.Errorf("%s: listen on 127.0.0.1:%d: %w", l.what, l.port, err)
+		}
+		n.lns = append(n.lns, ln)
+	}
 	gwLn, err := o.listen(gwAddr)
 	if err != nil {
-		adminLn.Close()
-		apiLn.Close()
 		return fmt.Errorf("gateway: listen on %s: %w (is another program using it? choose another with --pact-listen)", gwAddr, err)
 	}
-	n.lns = []net.Listener{gwLn, adminLn, apiLn}
-	n.addrs = Addresses{Gateway: gwLn.Addr().String(), Admin: adminLn.Addr().String(), API: apiLn.Addr().String(), PID: os.Getpid()}
+	n.lns = []net.Listener{gwLn, n.lns[0], n.lns[1]}
+	n.addrs = datadir.Addresses{Gateway: gwLn.Addr().String(), Admin: n.lns[1].Addr().String(), API: n.lns[2].Addr().String(), PID: os.Getpid()}
 	n.addrs.PublicURL = "http://" + n.addrs.Gateway
 	if p := n.policy.Current().Policy; p != nil {
 		n.addrs.PublicURL = p.Pact.PublicURL
@@ -282,7 +261,7 @@ func (n *Node) newServices(ctx context.Context) error {
 		Listen: n.addrs.Gateway, PublicURL: publicURL, AdminURL: "https://" + n.addrs.Admin, Setup: n.setup,
 	})
 	n.funnel = n.newFunnel()
-	n.head = &receipts.HeadFile{Path: n.path(fileHead)}
+	n.head = &receipts.HeadFile{Path: n.path(datadir.HeadFile)}
 	if err := n.head.Check(ctx, n.ledger); err != nil {
 		return err
 	}
@@ -296,7 +275,7 @@ func (n *Node) newServices(ctx context.Context) error {
 
 // serveAll serves the three listeners: the gateway, the admin UI, the node API.
 func (n *Node) serveAll() {
-	n.admin = admin.New(admin.Config{Token: n.token, TokenFile: n.path(fileToken), Addr: n.addrs.Admin, UI: n.opts.UI, Log: n.log, OnConsentLink: n.opts.OnConsentLink}, n.owner)
+	n.admin = admin.New(admin.Config{Token: n.token, TokenFile: n.path(datadir.TokenFile), Addr: n.addrs.Admin, UI: n.opts.UI, Log: n.log, OnConsentLink: n.opts.OnConsentLink}, n.owner)
 	// No ReadTimeout: net/http keeps reading after the body to notice a client that goes away,
 	// and would end streaming turns with it. The gateway gives each body its own deadline
 	// (docs/wire.md, "Limits").
@@ -330,16 +309,16 @@ func (n *Node) startBackground() {
 // watchPolicy notices hand edits of policy.json (a cheap stat every 2 s).
 func (n *Node) watchPolicy(ctx context.Context) { n.policy.Watch(ctx, 2*time.Second) }
 
-func (n *Node) path(name string) string { return filepath.Join(n.dataDir, name) }
+func (n *Node) path(name string) string { return n.dir.File(name) }
 
 // DataDir is the folder everything is kept in.
-func (n *Node) DataDir() string { return n.dataDir }
+func (n *Node) DataDir() string { return n.dir.Path }
 
 // PolicyPath is the policy file the node serves (Options.PolicyPath, else the data dir's).
 func (n *Node) PolicyPath() string { return n.policy.Path() }
 
 // Addresses are the bound listeners.
-func (n *Node) Addresses() Addresses {
+func (n *Node) Addresses() datadir.Addresses {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.addrs
@@ -355,14 +334,6 @@ func (n *Node) Admin() *admin.Server { return n.admin }
 // Owner is the owner's service: the desktop's tray and notifications act through it.
 func (n *Node) Owner() *owner.Service { return n.owner }
 
-func (o Options) listenLoopback(port int, what string) (net.Listener, error) {
-	ln, err := o.listen(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	if err != nil {
-		return nil, fmt.Errorf("%s: listen on 127.0.0.1:%d: %w", what, port, err)
-	}
-	return ln, nil
-}
-
 func (n *Node) serve(srv *http.Server, ln net.Listener, useTLS bool) {
 	var err error
 	if useTLS {
@@ -375,13 +346,7 @@ func (n *Node) serve(srv *http.Server, ln net.Listener, useTLS bool) {
 	}
 }
 
-func (n *Node) writeAddresses() error {
-	data, err := json.MarshalIndent(n.Addresses(), "", "  ")
-	if err != nil {
-		return err
-	}
-	return fsutil.WriteFileAtomic(n.path(fileAddresses), append(data, '\n'), 0o600)
-}
+func (n *Node) writeAddresses() error { return n.dir.WriteAddresses(n.Addresses()) }
 
 // recover ends what a crash left running: turns get a failed receipt, tasks end FAILED.
 func (n *Node) recover(ctx context.Context) error {
@@ -410,12 +375,8 @@ func (n *Node) recover(ctx context.Context) error {
 // Stop shuts down gracefully: listeners stop accepting, in-flight requests
 // finish (up to ctx), the receipt ledger drains, the database closes.
 func (n *Node) Stop(ctx context.Context) error {
-	if n.stop != nil {
-		n.stop()
-	}
-	if n.admin != nil {
-		n.admin.Close()
-	}
+	n.stop()
+	n.admin.Close()
 	var errs []error
 	// Turns first: a streaming request stays open until its turn ends.
 	if gw := n.gw.Load(); gw != nil {
@@ -424,10 +385,8 @@ func (n *Node) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("stop running turns: %w", err))
 		}
 	}
-	if n.funnel != nil {
-		if err := n.funnel.Stop(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("stop Tailscale Funnel: %w", err))
-		}
+	if err := n.funnel.Stop(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("stop Tailscale Funnel: %w", err))
 	}
 	for _, s := range n.servers {
 		if err := s.Shutdown(ctx); err != nil {
@@ -436,9 +395,7 @@ func (n *Node) Stop(ctx context.Context) error {
 		}
 	}
 	n.bg.Wait()
-	if n.setup != nil {
-		n.setup.Close()
-	}
+	n.setup.Close()
 	n.runner.Wait()
 	if n.ledger != nil {
 		// Drain the last receipts (each commit has marked receipts.head).
@@ -467,9 +424,8 @@ func (n *Node) close() error {
 	if n.head != nil {
 		errs = append(errs, n.head.Close()) // after the store: its last commits mark it
 	}
-	if n.lock != nil {
-		n.lock.Close()
-		os.Remove(n.path(fileAddresses))
+	if n.dir != nil {
+		n.dir.Close()
 	}
 	return errors.Join(errs...)
 }

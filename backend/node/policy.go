@@ -4,35 +4,11 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/aether/aether/backend/consent"
-	"github.com/aether/aether/backend/fsutil"
 	"github.com/aether/aether/backend/gateway"
 	"github.com/aether/aether/backend/policy"
 )
-
-// policyPath picks the policy file: the flag, else (desktop) the last used
-// path, else <data-dir>/policy.json.
-func (n *Node) policyPath() string {
-	if n.opts.PolicyPath != "" {
-		p, err := filepath.Abs(n.opts.PolicyPath)
-		if err == nil {
-			return p
-		}
-		return n.opts.PolicyPath
-	}
-	if last, err := os.ReadFile(n.path(fileLastPol)); err == nil {
-		if p := strings.TrimSpace(string(last)); filepath.IsAbs(p) {
-			if _, err := os.Stat(p); err == nil {
-				return p
-			}
-		}
-	}
-	return n.path(filePolicy)
-}
 
 // openPolicy opens policy.json (policy.File, its one owner), writing a starter policy on a
 // first run. A broken file never yields a guessed policy: its error is kept for the UI and the
@@ -40,17 +16,17 @@ func (n *Node) policyPath() string {
 func (n *Node) openPolicy() error {
 	var starter *policy.Policy
 	if n.opts.StarterPolicy {
-		starter = n.starterPolicy()
+		starter = policy.Starter(n.opts.PactListen)
 	}
 	// The data dir is what every workspace keeps clear of besides the policy file, so a save
 	// from the Brands page is checked by the same rules as a hand edit (docs/confinement.md).
-	f, err := policy.OpenFile(policy.FileConfig{Path: n.policyPath(), Limits: policy.Limits{DataDir: n.dataDir}, Starter: starter, Logger: n.log})
+	f, err := policy.OpenFile(policy.FileConfig{Path: n.dir.PolicyPath(n.opts.PolicyPath), Limits: policy.Limits{DataDir: n.dir.Path}, Starter: starter, Logger: n.log})
 	if err != nil {
 		return err
 	}
 	n.policy = f
 	if f.Current().Err == nil && (n.opts.PolicyPath == "" || n.opts.Desktop) {
-		fsutil.WriteFileAtomic(n.path(fileLastPol), []byte(f.Path()+"\n"), 0o600)
+		n.dir.RememberPolicy(f.Path())
 	}
 	return nil
 }
@@ -121,20 +97,13 @@ func (n *Node) serveGateway(w http.ResponseWriter, r *http.Request) {
 	gw.Handler().ServeHTTP(w, r)
 }
 
-// served is the policy the gateway serves; nil before one loaded.
-func (n *Node) served() *policy.Policy {
-	if gw := n.gw.Load(); gw != nil {
-		return gw.Policy()
-	}
-	return nil
-}
-
-// consentBrands is what consent knows of the brands: those of the served policy.
+// consentBrands is what consent knows of the brands: those the gateway serves.
 func (n *Node) consentBrands() []consent.BrandInfo {
-	p := n.served()
-	if p == nil {
+	gw := n.gw.Load()
+	if gw == nil {
 		return nil
 	}
+	p := gw.Policy()
 	out := make([]consent.BrandInfo, 0, len(p.Pact.Brands))
 	for _, b := range p.Pact.Brands {
 		out = append(out, consent.BrandInfo{
@@ -143,17 +112,4 @@ func (n *Node) consentBrands() []consent.BrandInfo {
 		})
 	}
 	return out
-}
-
-// starterPolicy is the first-run policy, its publicUrl the gateway's own
-// address (on loopback: agents on this machine can try it at once).
-func (n *Node) starterPolicy() *policy.Policy {
-	p := policy.Starter()
-	_, port, err := net.SplitHostPort(n.opts.PactListen)
-	if err != nil || port == "0" {
-		return p
-	}
-	p.Pact.PublicURL = "http://127.0.0.1:" + port
-	p.Pact.Audience = p.Pact.PublicURL
-	return p
 }

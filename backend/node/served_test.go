@@ -37,7 +37,7 @@ func TestOneServedPolicy(t *testing.T) {
 	consentView := func() string { return n.consentBrands()[0].Name }
 	gatewayView := func() string { return n.gw.Load().Policy().Pact.Brands[0].Name }
 
-	base := n.served()
+	base := n.gw.Load().Policy()
 	done := make(chan error, 1)
 	go func() {
 		for i := 1; i <= 2000; i++ {

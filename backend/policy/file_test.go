@@ -199,15 +199,18 @@ func TestFileModify(t *testing.T) {
 // left as it is.
 func TestFileStarter(t *testing.T) {
 	path := policyDir(t) + "/policy.json"
-	f, err := OpenFile(FileConfig{Path: path, Starter: Starter(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	f, err := OpenFile(FileConfig{Path: path, Starter: Starter("127.0.0.1:0"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cur := f.Current(); cur.Err != nil || cur.Policy == nil || len(cur.Policy.Pact.Brands) != 0 {
+	if cur := f.Current(); cur.Err != nil || cur.Policy == nil || len(cur.Policy.Pact.Brands) != 0 || cur.Policy.Pact.PublicURL != "http://127.0.0.1:8080" {
 		t.Fatalf("starter: %+v", cur)
 	}
+	if got := Starter("127.0.0.1:9123").Pact.PublicURL; got != "http://127.0.0.1:9123" {
+		t.Fatalf("the starter of a gateway on port 9123 has publicUrl %s", got)
+	}
 	noPact := writePolicy(t, policyDir(t), `{"scopes": []}`)
-	f, err = OpenFile(FileConfig{Path: noPact, Starter: Starter(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	f, err = OpenFile(FileConfig{Path: noPact, Starter: Starter("127.0.0.1:0"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
