@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/aether/aether/backend/admin"
-	"github.com/aether/aether/backend/node"
+	"github.com/aether/aether/backend/datadir"
 )
 
 // adminVerb is `aether admin new-token|link`: the owner's sign-in credentials (docs/admin-api.md).
@@ -38,8 +38,8 @@ func adminNewToken(args []string, env Env) int {
 		return 2
 	}
 	running := false
-	err = node.NewAdminToken(d)
-	if errors.Is(err, node.ErrLocked) {
+	err = datadir.NewAdminToken(d)
+	if errors.Is(err, datadir.ErrLocked) {
 		running = true
 		var c *admin.Client
 		if c, err = nodeAPI(d); err == nil {

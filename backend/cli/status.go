@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/aether/aether/backend/admin"
-	"github.com/aether/aether/backend/node"
+	"github.com/aether/aether/backend/datadir"
 )
 
 // nodeAPI is the running node's API client, with the admin token from the data dir.
@@ -15,7 +15,7 @@ func nodeAPI(dir string) (*admin.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	addr, tok, err := node.LocalAPI(d)
+	addr, tok, err := datadir.LocalAPI(d)
 	if err != nil {
 		return nil, err
 	}
