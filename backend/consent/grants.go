@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/store"
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -66,14 +67,14 @@ func (s *Service) grantView(g *store.Grant, now time.Time) GrantView {
 }
 
 // newGrant builds and signs the grant an approval of flow f writes.
-func (s *Service) newGrant(f *store.DeviceFlow, b BrandInfo, d Duration, now time.Time) (*store.Grant, error) {
+func (s *Service) newGrant(f *store.DeviceFlow, b policy.Brand, d Duration, now time.Time) (*store.Grant, error) {
 	exp, err := d.expiry(now)
 	if err != nil {
 		return nil, err
 	}
 	g := &store.Grant{
 		ID: "g_" + randomToken(16), AgentIss: f.AgentIss, AgentSub: f.AgentSub, Brand: b.ID,
-		Capability: b.Capability, Workspace: b.Workspace, AccessMode: b.AccessMode, Scope: f.Scope,
+		Capability: b.Capability, Workspace: b.WorkspaceDir, AccessMode: string(b.AccessMode), Scope: f.Scope,
 		IssuedAt: now, ExpiresAt: exp,
 	}
 	claims := GrantClaims{

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/site"
 	"github.com/aether/aether/backend/store"
 )
@@ -40,28 +41,23 @@ func (d Duration) expiry(now time.Time) (*time.Time, error) {
 }
 
 // Request is a pending (or looked-up) device authorization request as the
-// owner sees it. Display data comes from server state only (C10).
+// owner sees it. Display data comes from server state only (C10): this, and the
+// brand's name and scope text in the policy the owner's side serves.
 type Request struct {
-	ID               string       `json:"id"`
-	UserCode         string       `json:"userCode"` // XXXX-XXXX
-	Agent            domain.Agent `json:"agent"`
-	Brand            string       `json:"brand"`
-	BrandName        string       `json:"brandName"` // from the current policy; empty if the brand is gone
-	Scope            string       `json:"scope"`
-	ScopeDescription string       `json:"scopeDescription"`
-	CreatedAt        time.Time    `json:"createdAt"`
-	ExpiresAt        time.Time    `json:"expiresAt"`
+	ID        string       `json:"id"`
+	UserCode  string       `json:"userCode"` // XXXX-XXXX
+	Agent     domain.Agent `json:"agent"`
+	Brand     string       `json:"brand"`
+	Scope     string       `json:"scope"`
+	CreatedAt time.Time    `json:"createdAt"`
+	ExpiresAt time.Time    `json:"expiresAt"`
 }
 
 func (s *Service) request(f store.DeviceFlow) Request {
-	r := Request{
+	return Request{
 		ID: f.ID, UserCode: FormatUserCode(f.UserCode), Agent: domain.Agent{Issuer: f.AgentIss, Subject: f.AgentSub},
 		Brand: f.Brand, Scope: f.Scope, CreatedAt: f.CreatedAt, ExpiresAt: f.ExpiresAt,
 	}
-	if b, ok := s.brand(f.Brand); ok {
-		r.BrandName, r.ScopeDescription = b.Name, b.ScopeDescription
-	}
-	return r
 }
 
 // Pending lists the requests awaiting the owner, oldest first.
@@ -114,8 +110,9 @@ type Decision struct {
 // request (D16, ErrLocked). The decision is one conditional update: of two
 // racing decisions exactly one wins, the other gets ErrAlreadyDecided (C6,
 // C12). A request past its expiry is ErrExpired and gets no grant (C7). Allow
-// writes a grant signed by the node key lasting d (zero: DefaultDuration).
-func (s *Service) Decide(ctx context.Context, requestID, userCode string, allow bool, d Duration) (*Decision, error) {
+// writes a grant signed by the node key lasting d (zero: DefaultDuration), for the brand
+// as p, the policy the caller serves, offers it now.
+func (s *Service) Decide(ctx context.Context, requestID, userCode string, allow bool, d Duration, p *policy.Policy) (*Decision, error) {
 	if d == "" {
 		d = DefaultDuration
 	}
@@ -158,8 +155,8 @@ func (s *Service) Decide(ctx context.Context, requestID, userCode string, allow 
 			f.DecidedAt = &now
 			return nil, nil
 		}
-		b, ok := s.brand(f.Brand)
-		if !ok || b.ScopeID != f.Scope {
+		b, ok := p.Brand(f.Brand)
+		if !ok || b.Scope.ID != f.Scope {
 			// The owner saw a request for terms that no longer exist: close it.
 			f.Status = domain.FlowDenied
 			f.DecidedAt = &now

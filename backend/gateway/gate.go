@@ -134,7 +134,7 @@ func (gt *gate) beforeTurn(ctx context.Context, cc *a2asrv.CallContext, id ident
 	if token == "" {
 		derr = &consent.DelegationError{Reason: "missing", Detail: "no " + DelegationHeader + " header"}
 	} else {
-		d, derr = gt.g.cfg.Consent.CheckDelegation(ctx, token, id.Agent, gt.brand)
+		d, derr = gt.g.cfg.Consent.CheckDelegation(ctx, token, id.Agent, gt.brand, gt.g.Policy())
 	}
 	if derr != nil {
 		task, err := gt.authRequired(ctx, id, p.Message, existing, derr)

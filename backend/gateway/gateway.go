@@ -87,7 +87,7 @@ func New(cfg Config, p *policy.Policy) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: cfg, requests: newRequestSlots(), brands: map[string]*brandRoute{}}
 	g.turns = turn.New(turn.Config{Ledger: cfg.Ledger, Runner: cfg.Runner, Consent: cfg.Consent,
-		Offered: func(brandID string) bool { return g.routes.Load().brands[brandID] != nil },
+		Served:  g.Policy,
 		Timeout: cfg.TurnTimeout, OnReceipt: cfg.OnReceipt, Logger: cfg.Logger})
 	if err := g.Reload(p); err != nil {
 		return nil, err

@@ -29,7 +29,7 @@ func (g *Gateway) deviceAuthorization(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	start, err := g.cfg.Consent.StartFlow(r.Context(), id.Agent, r.PostForm.Get("scope"), r.PostForm.Get("brand"))
+	start, err := g.cfg.Consent.StartFlow(r.Context(), id.Agent, r.PostForm.Get("scope"), r.PostForm.Get("brand"), g.Policy())
 	if err != nil {
 		writeOAuthError(w, err)
 		return
@@ -56,7 +56,7 @@ func (g *Gateway) token(w http.ResponseWriter, r *http.Request) {
 		}
 		tok, err = g.cfg.Consent.Poll(r.Context(), agent, code)
 	case grantRefreshGrant:
-		tok, err = g.cfg.Consent.Refresh(r.Context(), agent, r.PostForm.Get("brand"))
+		tok, err = g.cfg.Consent.Refresh(r.Context(), agent, r.PostForm.Get("brand"), g.Policy())
 	case "":
 		err = &consent.OAuthError{Code: "invalid_request", Description: "grant_type is required", Status: http.StatusBadRequest}
 	default:

@@ -224,7 +224,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	}
 	n.addrs.PublicURL = publicURL
 	n.consent = consent.New(n.db, n.key, consent.Config{
-		PublicURL: publicURL, ConsentURL: consentURL, Brands: n.consentBrands, Logger: n.log,
+		PublicURL: publicURL, ConsentURL: consentURL, Logger: n.log,
 	})
 	n.ledger = receipts.NewLedger(n.db, n.key, publicURL, time.Now)
 	n.owner = owner.New(owner.Config{

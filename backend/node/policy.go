@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/aether/aether/backend/consent"
 	"github.com/aether/aether/backend/fsutil"
 	"github.com/aether/aether/backend/gateway"
 	"github.com/aether/aether/backend/policy"
@@ -200,22 +199,6 @@ func (n *Node) served() *policy.Policy {
 		return gw.Policy()
 	}
 	return nil
-}
-
-// consentBrands is what consent knows of the brands: those of the served policy.
-func (n *Node) consentBrands() []consent.BrandInfo {
-	p := n.served()
-	if p == nil {
-		return nil
-	}
-	out := make([]consent.BrandInfo, 0, len(p.Pact.Brands))
-	for _, b := range p.Pact.Brands {
-		out = append(out, consent.BrandInfo{
-			ID: b.ID, Name: b.Name, Capability: b.Capability, Workspace: b.WorkspaceDir,
-			AccessMode: string(b.AccessMode), ScopeID: b.Scope.ID, ScopeDescription: b.Scope.Description,
-		})
-	}
-	return out
 }
 
 // starterPolicy is the first-run policy, its publicUrl the gateway's own

@@ -18,7 +18,7 @@ func (s *Service) Pending(ctx context.Context) ([]ConsentRequest, error) {
 	}
 	out := make([]ConsentRequest, 0, len(reqs))
 	for _, r := range reqs {
-		out = append(out, requestDTO(r))
+		out = append(out, s.requestDTO(r))
 	}
 	return out, nil
 }
@@ -59,7 +59,7 @@ func (s *Service) Decide(ctx context.Context, id string, req DecisionRequest) (D
 	if err != nil {
 		return DecisionResult{}, err
 	}
-	d, err := s.cfg.Consent.Decide(ctx, id, req.UserCode, allow, dur)
+	d, err := s.cfg.Consent.Decide(ctx, id, req.UserCode, allow, dur, s.cfg.Node.Served())
 	if err != nil {
 		return DecisionResult{}, consentErr(err)
 	}

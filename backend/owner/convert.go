@@ -54,14 +54,19 @@ func (s *Service) scopeDesc(brand, scope string) string {
 	return ""
 }
 
-func requestDTO(r consent.Request) ConsentRequest {
-	name := r.BrandName
-	if name == "" {
-		name = r.Brand
+// requestDTO names the request's brand and describes its scope as the served policy has the
+// brand now (its id alone when the brand is gone).
+func (s *Service) requestDTO(r consent.Request) ConsentRequest {
+	name, desc := r.Brand, ""
+	if br, ok := s.cfg.Node.Served().Brand(r.Brand); ok {
+		desc = br.Scope.Description
+		if br.Name != "" {
+			name = br.Name
+		}
 	}
 	return ConsentRequest{
 		ID: r.ID, UserCode: r.UserCode, Agent: agentDTO(r.Agent.Issuer, r.Agent.Subject),
-		Brand: BrandRef{ID: r.Brand, Name: name}, Scope: Scope{ID: r.Scope, Description: r.ScopeDescription},
+		Brand: BrandRef{ID: r.Brand, Name: name}, Scope: Scope{ID: r.Scope, Description: desc},
 		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
 	}
 }

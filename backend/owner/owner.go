@@ -18,8 +18,8 @@ import (
 
 // Node is what the service needs of the node that runs it; the node implements it.
 type Node interface {
-	// Served is the policy the gateway serves now, nil before one loaded: the same snapshot
-	// consent and the gateway read.
+	// Served is the policy the gateway serves now, nil before one loaded: the snapshot the
+	// gateway reads, and the one the owner's side passes to consent.
 	Served() *policy.Policy
 	// PolicyFile is policy.json's path and, when the file does not load, why.
 	PolicyFile() (path string, err error)

@@ -30,8 +30,8 @@ type Config struct {
 	Ledger  *receipts.Ledger
 	Runner  Runner
 	Consent *consent.Service
-	// Offered reports whether the node still offers a brand (its current policy).
-	Offered   func(brandID string) bool
+	// Served is the policy the node serves now: a turn's brand must still be offered there.
+	Served    func() *policy.Policy
 	Timeout   time.Duration
 	OnReceipt func(*receipts.Receipt) // told after each receipt is durable
 	Logger    *slog.Logger
