@@ -51,7 +51,7 @@ func (r *fakeRunner) Run(ctx context.Context, req codex.Request, progress func(c
 	if fail != "" {
 		return codex.Result{Status: "failed", Reason: fail, ExitCode: 1, StartedAt: start, EndedAt: time.Now()}, nil
 	}
-	return codex.Result{Status: "completed", Answer: "Reviewed (" + req.AccessMode + "): looks good.", ThreadID: "th-1", StartedAt: start, EndedAt: time.Now()}, nil
+	return codex.Result{Status: "completed", Answer: "Reviewed (" + string(req.AccessMode) + "): looks good.", ThreadID: "th-1", StartedAt: start, EndedAt: time.Now()}, nil
 }
 
 func (r *fakeRunner) count() int {

@@ -24,30 +24,30 @@ const (
 // for a grant that lasts until revoked.
 type GrantClaims struct {
 	jwt.RegisteredClaims
-	AgentIss   string `json:"agent_iss"`
-	Brand      string `json:"brand"`
-	Capability string `json:"capability"`
-	Workspace  string `json:"workspace"`
-	AccessMode string `json:"access_mode"`
-	Scope      string `json:"scope"`
+	AgentIss   string            `json:"agent_iss"`
+	Brand      string            `json:"brand"`
+	Capability string            `json:"capability"`
+	Workspace  string            `json:"workspace"`
+	AccessMode domain.AccessMode `json:"access_mode"`
+	Scope      string            `json:"scope"`
 }
 
 // GrantView is a grant as the sharing page lists it.
 type GrantView struct {
-	ID         string       `json:"id"`
-	Agent      domain.Agent `json:"agent"`
-	Brand      string       `json:"brand"`
-	Capability string       `json:"capability"`
-	Workspace  string       `json:"workspace"`
-	AccessMode string       `json:"accessMode"`
-	Scope      string       `json:"scope"`
-	IssuedAt   time.Time    `json:"issuedAt"`
-	ExpiresAt  *time.Time   `json:"expiresAt"` // null: until revoked
-	RevokedAt  *time.Time   `json:"revokedAt"`
-	LastUsedAt *time.Time   `json:"lastUsedAt"`
-	Uses       int64        `json:"uses"`
-	Status     string       `json:"status"` // GrantActive, GrantRevoked or GrantExpired
-	JWS        string       `json:"jws"`
+	ID         string            `json:"id"`
+	Agent      domain.Agent      `json:"agent"`
+	Brand      string            `json:"brand"`
+	Capability string            `json:"capability"`
+	Workspace  string            `json:"workspace"`
+	AccessMode domain.AccessMode `json:"accessMode"`
+	Scope      string            `json:"scope"`
+	IssuedAt   time.Time         `json:"issuedAt"`
+	ExpiresAt  *time.Time        `json:"expiresAt"` // null: until revoked
+	RevokedAt  *time.Time        `json:"revokedAt"`
+	LastUsedAt *time.Time        `json:"lastUsedAt"`
+	Uses       int64             `json:"uses"`
+	Status     string            `json:"status"` // GrantActive, GrantRevoked or GrantExpired
+	JWS        string            `json:"jws"`
 }
 
 func (s *Service) grantView(g *store.Grant, now time.Time) GrantView {
@@ -74,7 +74,7 @@ func (s *Service) newGrant(f *store.DeviceFlow, b policy.Brand, d Duration, now 
 	}
 	g := &store.Grant{
 		ID: "g_" + randomToken(16), AgentIss: f.AgentIss, AgentSub: f.AgentSub, Brand: b.ID,
-		Capability: b.Capability, Workspace: b.WorkspaceDir, AccessMode: string(b.AccessMode), Scope: f.Scope,
+		Capability: b.Capability, Workspace: b.WorkspaceDir, AccessMode: b.AccessMode, Scope: f.Scope,
 		IssuedAt: now, ExpiresAt: exp,
 	}
 	claims := GrantClaims{

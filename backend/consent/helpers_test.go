@@ -60,12 +60,12 @@ type fixture struct {
 
 func reviewBrand() policy.Brand {
 	return policy.Brand{ID: "review", Name: "Code review", Capability: "review", WorkspaceDir: "/ws/review",
-		AccessMode: policy.ReadOnly, Scope: policy.Scope{ID: "review:read_only", Description: "Review code (read only)"}}
+		AccessMode: domain.ReadOnly, Scope: policy.Scope{ID: "review:read_only", Description: "Review code (read only)"}}
 }
 
 func fixBrand() policy.Brand {
 	return policy.Brand{ID: "fix", Name: "Fixer", Capability: "fix", WorkspaceDir: "/ws/fix",
-		AccessMode: policy.ReadWrite, Scope: policy.Scope{ID: "fix:read_write", Description: "Fix code"}}
+		AccessMode: domain.ReadWrite, Scope: policy.Scope{ID: "fix:read_write", Description: "Fix code"}}
 }
 
 func newFixture(t *testing.T, tune ...func(*Config)) *fixture {

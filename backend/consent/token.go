@@ -216,5 +216,5 @@ func scopeSubset(child, parent string) bool {
 // read-write, or another folder, when policy.json changes.
 func covers(g *store.Grant, b policy.Brand) bool {
 	return g.Brand == b.ID && scopeSubset(b.Scope.ID, g.Scope) &&
-		g.AccessMode == string(b.AccessMode) && g.Workspace == b.WorkspaceDir && g.Capability == b.Capability
+		g.AccessMode == b.AccessMode && g.Workspace == b.WorkspaceDir && g.Capability == b.Capability
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
-	"github.com/aether/aether/backend/policy"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -184,7 +183,7 @@ func TestDelegationToken(t *testing.T) {
 		}
 		// The policy widens the brand: the grant no longer covers it, at issuance and at use.
 		b := reviewBrand()
-		b.AccessMode = policy.ReadWrite
+		b.AccessMode = domain.ReadWrite
 		f.setBrand(b)
 		_, err := f.svc.Refresh(ctx, alice, "review", f.pol())
 		wantOAuth(t, err, CodeInvalidGrant, 400)

@@ -147,7 +147,7 @@ func (t *turnRun) finish(arts []*a2a.TaskArtifactUpdateEvent, final *a2a.TaskSta
 }
 
 // ending is what the agent gets of a finished turn: the answer, the receipt, the final status.
-func (t *turnRun) ending(out turn.Outcome, rec *receipts.Receipt) ([]*a2a.TaskArtifactUpdateEvent, *a2a.TaskStatusUpdateEvent) {
+func (t *turnRun) ending(out domain.Outcome, rec *receipts.Receipt) ([]*a2a.TaskArtifactUpdateEvent, *a2a.TaskStatusUpdateEvent) {
 	state := taskState(out.Status)
 	var arts []*a2a.TaskArtifactUpdateEvent
 	if state == a2a.TaskStateCompleted {
@@ -162,8 +162,8 @@ func (t *turnRun) ending(out turn.Outcome, rec *receipts.Receipt) ([]*a2a.TaskAr
 }
 
 // keeper is the task a plain send keeps in its receipt's commit, finished (turn.Request.Keep).
-func (t *turnRun) keeper(ctx context.Context) func(turn.Outcome) *receipts.NewTask {
-	return func(out turn.Outcome) *receipts.NewTask {
+func (t *turnRun) keeper(ctx context.Context) func(domain.Outcome) *receipts.NewTask {
+	return func(out domain.Outcome) *receipts.NewTask {
 		owner, err := ownerFromContext(ctx)
 		if err != nil {
 			return nil

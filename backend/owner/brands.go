@@ -40,7 +40,7 @@ func (s *Service) PutBrand(ctx context.Context, id string, in Brand) ([]Brand, e
 	}
 	nb := policy.Brand{
 		ID: in.ID, Name: in.Name, Description: in.Description, Capability: in.Capability, Workspace: in.Workspace,
-		AccessMode: policy.AccessMode(in.AccessMode), Scope: policy.Scope{ID: in.Scope.ID, Description: in.Scope.Description},
+		AccessMode: in.AccessMode, Scope: policy.Scope{ID: in.Scope.ID, Description: in.Scope.Description},
 	}
 	idx := -1
 	for i, br := range p.Pact.Brands {

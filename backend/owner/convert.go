@@ -83,7 +83,7 @@ func receiptDTO(r *receipts.Receipt) ReceiptSummary {
 	c := r.Claims
 	s := ReceiptSummary{
 		ID: r.ID, Seq: r.Seq, TaskID: c.Task, Brand: c.Brand, Scope: c.Scope, GrantID: c.Grant,
-		Agent: agentDTO(c.Agent.Issuer, c.Agent.Subject), Status: string(c.Status), ExitCode: c.Exit, AnswerHash: c.Ans,
+		Agent: agentDTO(c.Agent.Issuer, c.Agent.Subject), Status: c.Status, ExitCode: c.Exit, AnswerHash: c.Ans,
 	}
 	s.StartedAt, _ = time.Parse(time.RFC3339Nano, c.Started)
 	s.EndedAt, _ = time.Parse(time.RFC3339Nano, c.Ended)
@@ -93,7 +93,7 @@ func receiptDTO(r *receipts.Receipt) ReceiptSummary {
 func brandDTO(br policy.Brand, publicURL string) Brand {
 	return Brand{
 		ID: br.ID, Name: br.Name, Description: br.Description, Capability: br.Capability, Workspace: br.Workspace,
-		AccessMode: string(br.AccessMode), Scope: Scope{ID: br.Scope.ID, Description: br.Scope.Description},
+		AccessMode: br.AccessMode, Scope: Scope{ID: br.Scope.ID, Description: br.Scope.Description},
 		CardURL: strings.TrimRight(publicURL, "/") + "/a2a/" + br.ID + "/.well-known/agent-card.json",
 	}
 }

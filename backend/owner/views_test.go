@@ -35,7 +35,7 @@ func TestConsentViewsNameTheBrand(t *testing.T) {
 	cs := consent.New(db, keys.FromPrivate(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))),
 		consent.Config{PublicURL: "https://aether.example.com", ConsentURL: "https://127.0.0.1:3000/pact/consent"})
 	pol := &policy.Policy{Pact: &policy.Pact{Brands: []policy.Brand{{ID: "review", Name: "Code review", Capability: "review",
-		WorkspaceDir: "/ws/review", AccessMode: policy.ReadOnly, Scope: policy.Scope{ID: "review:read_only", Description: "Review code (read only)"}}}}}
+		WorkspaceDir: "/ws/review", AccessMode: domain.ReadOnly, Scope: policy.Scope{ID: "review:read_only", Description: "Review code (read only)"}}}}}
 	node := &servedNode{}
 	node.p.Store(pol)
 	s := New(Config{Consent: cs, Node: node})

@@ -77,6 +77,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 // PactScope is the scope the node adds whenever a policy has a pact section.
@@ -85,20 +87,7 @@ const PactScope = "pact"
 // MaxSize caps the size of policy.json.
 const MaxSize = 1 << 20
 
-// AccessMode says what Codex may do in a brand's workspace.
-type AccessMode string
-
-const (
-	// ReadOnly runs Codex with --sandbox read-only.
-	ReadOnly AccessMode = "read_only"
-	// ReadWrite runs Codex with --sandbox workspace-write.
-	ReadWrite AccessMode = "read_write"
-)
-
-var accessModes = []string{string(ReadOnly), string(ReadWrite)}
-
-// Valid reports whether m is one of the known access modes.
-func (m AccessMode) Valid() bool { return m == ReadOnly || m == ReadWrite }
+var accessModes = []string{string(domain.ReadOnly), string(domain.ReadWrite)}
 
 // Policy is a loaded policy.json. See the package documentation for the rules it obeys and
 // for why it must be treated as read-only.
@@ -175,10 +164,10 @@ type Brand struct {
 	Description string `json:"description"`
 	Capability  string `json:"capability"`
 	// Instructions is the text of an owner-defined capability; empty for built-in ones.
-	Instructions string     `json:"instructions,omitempty"`
-	Workspace    string     `json:"workspace"`
-	AccessMode   AccessMode `json:"accessMode"`
-	Scope        Scope      `json:"scope"`
+	Instructions string            `json:"instructions,omitempty"`
+	Workspace    string            `json:"workspace"`
+	AccessMode   domain.AccessMode `json:"accessMode"`
+	Scope        Scope             `json:"scope"`
 
 	// WorkspaceDir is Workspace resolved: absolute, symlinks evaluated. Set by Load and Parse.
 	WorkspaceDir string `json:"-"`
@@ -272,7 +261,7 @@ func (p *Policy) RecheckWorkspace(brandID string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("recheck workspace of brand %s: %w", brandID, err)
 	}
-	dir, msg := resolveWorkspace(b.Workspace, base, homeDir(), b.AccessMode == ReadWrite, resolveBounds(p.limits, p.file))
+	dir, msg := resolveWorkspace(b.Workspace, base, homeDir(), b.AccessMode == domain.ReadWrite, resolveBounds(p.limits, p.file))
 	if msg != "" {
 		return "", fmt.Errorf("recheck workspace of brand %s: %s", brandID, msg)
 	}

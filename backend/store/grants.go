@@ -26,7 +26,7 @@ type Grant struct {
 	Brand        string
 	Capability   string
 	Workspace    string
-	AccessMode   string
+	AccessMode   domain.AccessMode
 	Scope        string
 	IssuedAt     time.Time
 	ExpiresAt    *time.Time // nil: until revoked
@@ -63,7 +63,7 @@ type grantRow struct {
 func (r *grantRow) record() Grant {
 	g := Grant{
 		ID: r.ID, AgentIss: r.AgentIss, AgentSub: r.AgentSub, Brand: r.Brand,
-		Capability: r.Capability, Workspace: r.Workspace, AccessMode: r.AccessMode, Scope: r.Scope,
+		Capability: r.Capability, Workspace: r.Workspace, AccessMode: domain.AccessMode(r.AccessMode), Scope: r.Scope,
 		IssuedAt: fromMS(r.IssuedAt), ExpiresAt: fromMSPtr(r.ExpiresAt), RevokedAt: fromMSPtr(r.RevokedAt),
 		JWS: r.JWS, LastUsedAt: fromMSPtr(r.LastUsedAt), Uses: r.Uses,
 	}

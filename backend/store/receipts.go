@@ -255,7 +255,7 @@ func endTurn(tx *gorm.DB, r Receipt) error {
 	n, err := exec(tx, `UPDATE turns SET status = ?, reason = ?, ended_at = ?
 		WHERE id = ? AND status = ? AND task_id = ? AND context_id = ? AND brand = ? AND brand_scope = ?
 		AND grant_id = ? AND agent_iss = ? AND agent_sub = ? AND started_at = ?`,
-		r.Status, r.Reason, ms(r.EndedAt), r.TurnID, TurnRunning, r.TaskID, r.ContextID, r.Brand, r.Scope,
+		r.Status, r.Reason, ms(r.EndedAt), r.TurnID, domain.TurnRunning, r.TaskID, r.ContextID, r.Brand, r.Scope,
 		r.GrantID, r.AgentIss, r.AgentSub, ms(r.StartedAt))
 	if err != nil {
 		return fmt.Errorf("end turn %s: %w", r.TurnID, err)
@@ -272,7 +272,7 @@ func endTurn(tx *gorm.DB, r Receipt) error {
 		return &TurnError{TurnID: r.TurnID, Err: ErrTurnNotFound}
 	}
 	t := rows[0]
-	if domain.TurnStatus(t.Status) != TurnRunning {
+	if domain.TurnStatus(t.Status) != domain.TurnRunning {
 		return &TurnError{TurnID: r.TurnID, Err: fmt.Errorf("%w (status %s)", ErrTurnNotRunning, t.Status)}
 	}
 	var diff []string

@@ -199,7 +199,7 @@ func TestAppendReceiptsRefusesWholeBatch(t *testing.T) {
 			if h, _ := db.ReceiptHead(ctx); h.Seq != 2 {
 				t.Errorf("head moved to %d", h.Seq)
 			}
-			if tr, _ := db.GetTurn(ctx, "turn-3"); tr.Status != TurnRunning {
+			if tr, _ := db.GetTurn(ctx, "turn-3"); tr.Status != domain.TurnRunning {
 				t.Errorf("turn-3 ended by a refused batch")
 			}
 		})
@@ -536,7 +536,7 @@ func TestAppendReceiptsCreatingTask(t *testing.T) {
 		}
 		switch {
 		case i%3 == 0:
-			if !errors.Is(err, taskstore.ErrTaskAlreadyExists) || open.Status != TurnRunning {
+			if !errors.Is(err, taskstore.ErrTaskAlreadyExists) || open.Status != domain.TurnRunning {
 				t.Errorf("%d: %v, turn %s; want ErrTaskAlreadyExists and no receipt", i, err, open.Status)
 			}
 		case err != nil || gerr != nil || st.Version != 1 || open.Status != domain.TurnCompleted:
@@ -658,7 +658,7 @@ func TestAppendReceiptsCreatingTaskAhead(t *testing.T) {
 			t.Fatalf("durable = %v, want ErrHighWater", err)
 		}
 		unseen(t, db, turns[1])
-		if open, err := db.GetTurn(ctx, turns[1].ID); err != nil || open.Status != TurnRunning {
+		if open, err := db.GetTurn(ctx, turns[1].ID); err != nil || open.Status != domain.TurnRunning {
 			t.Errorf("turn after the failed commit: %+v, %v", open, err)
 		}
 	})

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 // rcGrant inserts a grant row for turns to reference.
@@ -52,7 +54,7 @@ func TestStartTurn(t *testing.T) {
 	}
 	got := open[1]
 	want := rcTurn(2)
-	want.Status = TurnRunning
+	want.Status = domain.TurnRunning
 	if got.EndedAt != nil || !got.StartedAt.Equal(want.StartedAt) {
 		t.Errorf("times: %+v", got)
 	}

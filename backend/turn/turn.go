@@ -75,7 +75,7 @@ type Request struct {
 	Disconnect <-chan struct{}
 	// Keep, when set, gives the task to store, finished, in the receipt's own commit (a plain
 	// send's new task, docs/wire.md "Plain send"); nil from it stores none there.
-	Keep func(Outcome) *receipts.NewTask
+	Keep func(domain.Outcome) *receipts.NewTask
 }
 
 // Watcher follows a turn while it runs; false from either means nobody can see the turn.
@@ -84,19 +84,10 @@ type Watcher interface {
 	Working(text string) bool // a status on the way
 }
 
-// Outcome is how a turn ended.
-type Outcome struct {
-	Status   domain.TurnStatus
-	Reason   string
-	Answer   string // Codex's answer; shown only when Status is completed
-	ThreadID string
-	Usage    domain.Usage
-}
-
 // Finished is a turn's end: its outcome and receipt. Nothing of them may be shown before
 // Durable has returned nil (docs/threats.md T8).
 type Finished struct {
-	Outcome
+	domain.Outcome
 	Receipt *receipts.Receipt
 	Kept    bool                         // Request.Keep's task went into the receipt's commit
 	ByAgent bool                         // Cancel ended it at the agent's request: the cancel shows the receipt
