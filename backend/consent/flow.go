@@ -56,7 +56,7 @@ func (s *Service) StartFlow(ctx context.Context, agent domain.Agent, scope, bran
 	deviceCode := randomToken(16)
 	f := store.DeviceFlow{
 		ID: "df_" + randomToken(12), DeviceCodeHash: hashDeviceCode(deviceCode),
-		AgentIss: agent.Issuer, AgentSub: agent.Subject, Brand: b.ID, Scope: b.Scope.ID,
+		Agent: agent, Brand: b.ID, Scope: b.Scope.ID,
 		Interval: s.cfg.Interval, CreatedAt: now, ExpiresAt: now.Add(s.cfg.FlowTTL),
 	}
 	lim := store.FlowLimits{PerAgent: s.cfg.MaxPendingPerAgent, PerSite: s.cfg.MaxPendingPerSite, Total: s.cfg.MaxPendingTotal, Site: site.OfIssuer}
@@ -132,7 +132,7 @@ func (s *Service) Poll(ctx context.Context, agent domain.Agent, deviceCode strin
 		expiredNow bool
 	)
 	f, err := s.db.UpdateFlowByDeviceCode(ctx, hashDeviceCode(deviceCode), func(f *store.DeviceFlow, g *store.Grant) (*store.Grant, error) {
-		if f.AgentIss != agent.Issuer || f.AgentSub != agent.Subject {
+		if f.Agent != agent {
 			return nil, errForeignCode
 		}
 		if !now.Before(f.ExpiresAt) {

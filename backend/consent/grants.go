@@ -52,7 +52,7 @@ type GrantView struct {
 
 func (s *Service) grantView(g *store.Grant, now time.Time) GrantView {
 	v := GrantView{
-		ID: g.ID, Agent: domain.Agent{Issuer: g.AgentIss, Subject: g.AgentSub}, Brand: g.Brand, Capability: g.Capability,
+		ID: g.ID, Agent: g.Agent, Brand: g.Brand, Capability: g.Capability,
 		Workspace: g.Workspace, AccessMode: g.AccessMode, Scope: g.Scope, IssuedAt: g.IssuedAt,
 		ExpiresAt: g.ExpiresAt, RevokedAt: g.RevokedAt, LastUsedAt: g.LastUsedAt, Uses: g.Uses,
 		Status: GrantActive, JWS: g.JWS,
@@ -73,15 +73,15 @@ func (s *Service) newGrant(f *store.DeviceFlow, b policy.Brand, d Duration, now 
 		return nil, err
 	}
 	g := &store.Grant{
-		ID: "g_" + randomToken(16), AgentIss: f.AgentIss, AgentSub: f.AgentSub, Brand: b.ID,
+		ID: "g_" + randomToken(16), Agent: f.Agent, Brand: b.ID,
 		Capability: b.Capability, Workspace: b.WorkspaceDir, AccessMode: b.AccessMode, Scope: f.Scope,
 		IssuedAt: now, ExpiresAt: exp,
 	}
 	claims := GrantClaims{
 		RegisteredClaims: jwt.RegisteredClaims{
-			Issuer: s.PublicURL(), Subject: g.AgentSub, ID: g.ID, IssuedAt: jwt.NewNumericDate(now),
+			Issuer: s.PublicURL(), Subject: g.Agent.Subject, ID: g.ID, IssuedAt: jwt.NewNumericDate(now),
 		},
-		AgentIss: g.AgentIss, Brand: g.Brand, Capability: g.Capability, Workspace: g.Workspace,
+		AgentIss: g.Agent.Issuer, Brand: g.Brand, Capability: g.Capability, Workspace: g.Workspace,
 		AccessMode: g.AccessMode, Scope: g.Scope,
 	}
 	if exp != nil {
@@ -142,7 +142,7 @@ func (s *Service) Revoke(ctx context.Context, id string) (*GrantView, error) {
 	}
 	v := s.grantView(g, now)
 	if revoked {
-		agent := domain.Agent{Issuer: g.AgentIss, Subject: g.AgentSub}
+		agent := g.Agent
 		s.log.Info("grant revoked", "grant", g.ID, "agent_iss", agent.Issuer, "agent_sub", agent.Subject, "brand", g.Brand, "denied_requests", len(denied))
 		for _, f := range denied {
 			req := s.request(f)

@@ -55,7 +55,7 @@ type Request struct {
 
 func (s *Service) request(f store.DeviceFlow) Request {
 	return Request{
-		ID: f.ID, UserCode: FormatUserCode(f.UserCode), Agent: domain.Agent{Issuer: f.AgentIss, Subject: f.AgentSub},
+		ID: f.ID, UserCode: FormatUserCode(f.UserCode), Agent: f.Agent,
 		Brand: f.Brand, Scope: f.Scope, CreatedAt: f.CreatedAt, ExpiresAt: f.ExpiresAt,
 	}
 }
@@ -178,7 +178,7 @@ func (s *Service) Decide(ctx context.Context, requestID, userCode string, allow 
 	}
 	agent := domain.Agent{}
 	if f != nil {
-		agent = domain.Agent{Issuer: f.AgentIss, Subject: f.AgentSub}
+		agent = f.Agent
 	}
 	switch {
 	case expiredNow:
@@ -211,7 +211,7 @@ func (s *Service) Decide(ctx context.Context, requestID, userCode string, allow 
 func (s *Service) DenySite(ctx context.Context, siteName string) ([]Request, error) {
 	now := s.now()
 	flows, err := s.db.DenyFlows(ctx, now, func(f store.DeviceFlow) bool {
-		return site.OfIssuer(f.AgentIss) == siteName
+		return site.OfIssuer(f.Agent.Issuer) == siteName
 	})
 	if err != nil {
 		return nil, err
@@ -220,7 +220,7 @@ func (s *Service) DenySite(ctx context.Context, siteName string) ([]Request, err
 	ended := map[[2]string]bool{}
 	for i, f := range flows {
 		out[i] = s.request(f)
-		agent := domain.Agent{Issuer: f.AgentIss, Subject: f.AgentSub}
+		agent := f.Agent
 		// A flood's events overrun the subscribers' buffers, so the waiting tasks are ended
 		// here rather than left to EndWaitingTasks.
 		if k := [2]string{agent.Key(), f.Brand}; !ended[k] {

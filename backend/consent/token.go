@@ -48,13 +48,13 @@ func (s *Service) mint(g *store.Grant, now time.Time) (*Token, error) {
 	claims := delegationClaims{
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer:    s.PublicURL(),
-			Subject:   g.AgentSub,
+			Subject:   g.Agent.Subject,
 			Audience:  jwt.ClaimStrings{s.Audience(g.Brand)},
 			ID:        randomToken(16),
 			IssuedAt:  jwt.NewNumericDate(now),
 			ExpiresAt: jwt.NewNumericDate(exp), // truncated to the second: never after the grant
 		},
-		AgentIss: g.AgentIss,
+		AgentIss: g.Agent.Issuer,
 		Scope:    g.Scope,
 		Grant:    g.ID,
 	}
@@ -125,7 +125,7 @@ func (s *Service) checkDelegation(ctx context.Context, token string, agent domai
 	if err != nil {
 		return nil, fmt.Errorf("check delegation: %w", err)
 	}
-	if g.AgentIss != agent.Issuer || g.AgentSub != agent.Subject || g.Brand != brandID {
+	if g.Agent != agent || g.Brand != brandID {
 		return nil, refuse(ReasonInvalid, "the delegation token does not match its grant")
 	}
 	if refusal := grantRefusal(g, now); refusal != nil {

@@ -79,7 +79,7 @@ func (l *Ledger) Start(ctx context.Context, t Turn) error {
 		return fmt.Errorf("start turn %s: %w", t.ID, err)
 	}
 	return l.db.StartTurn(ctx, store.Turn{ID: t.ID, TaskID: t.TaskID, ContextID: t.ContextID, Brand: t.Brand,
-		BrandScope: t.BrandScope, GrantID: t.GrantID, AgentIss: t.Agent.Issuer, AgentSub: t.Agent.Subject,
+		BrandScope: t.BrandScope, GrantID: t.GrantID, Agent: t.Agent,
 		PolicyHash: t.PolicyHash, StartedAt: t.StartedAt})
 }
 
@@ -206,7 +206,7 @@ func (l *Ledger) Recover(ctx context.Context) (int, error) {
 	turns := make([]Turn, len(open))
 	for i, o := range open {
 		turns[i] = Turn{ID: o.ID, TaskID: o.TaskID, ContextID: o.ContextID, Brand: o.Brand, BrandScope: o.BrandScope,
-			GrantID: o.GrantID, Agent: domain.Agent{Issuer: o.AgentIss, Subject: o.AgentSub}, PolicyHash: o.PolicyHash,
+			GrantID: o.GrantID, Agent: o.Agent, PolicyHash: o.PolicyHash,
 			Status: domain.TurnFailed, Reason: interrupted(o), ExitCode: -1,
 			StartedAt: o.StartedAt, EndedAt: later(now, o.StartedAt)}
 	}
@@ -374,7 +374,7 @@ func (l *Ledger) sign(turns []Turn, tail store.Checkpoint, revoked func(grantID 
 		hash := HashBytes([]byte(jws))
 		rows[i] = store.Receipt{Seq: seq, ID: rid, TurnID: t.ID, PrevHash: prev, Hash: hash, TaskID: t.TaskID,
 			ContextID: t.ContextID, Brand: t.Brand, Scope: t.BrandScope, GrantID: t.GrantID,
-			AgentIss: t.Agent.Issuer, AgentSub: t.Agent.Subject, Status: t.Status, Reason: t.Reason,
+			Agent: t.Agent, Status: t.Status, Reason: t.Reason,
 			ExitCode: t.ExitCode, StartedAt: started, EndedAt: ended, JWS: jws}
 		recs[i] = &Receipt{Seq: seq, ID: rid, Hash: hash, PrevHash: prev, JWS: jws, Claims: c}
 		prev = hash

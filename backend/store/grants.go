@@ -21,8 +21,7 @@ var ErrGrantNotFound = errors.New("grant not found")
 // Grant is what the owner allowed one agent on one brand, with its signed form.
 type Grant struct {
 	ID           string
-	AgentIss     string
-	AgentSub     string
+	Agent        domain.Agent
 	Brand        string
 	Capability   string
 	Workspace    string
@@ -62,7 +61,7 @@ type grantRow struct {
 
 func (r *grantRow) record() Grant {
 	g := Grant{
-		ID: r.ID, AgentIss: r.AgentIss, AgentSub: r.AgentSub, Brand: r.Brand,
+		ID: r.ID, Agent: domain.Agent{Issuer: r.AgentIss, Subject: r.AgentSub}, Brand: r.Brand,
 		Capability: r.Capability, Workspace: r.Workspace, AccessMode: domain.AccessMode(r.AccessMode), Scope: r.Scope,
 		IssuedAt: fromMS(r.IssuedAt), ExpiresAt: fromMSPtr(r.ExpiresAt), RevokedAt: fromMSPtr(r.RevokedAt),
 		JWS: r.JWS, LastUsedAt: fromMSPtr(r.LastUsedAt), Uses: r.Uses,
@@ -82,7 +81,7 @@ func insertGrant(tx *gorm.DB, g *Grant) error {
 		flowID = &g.DeviceFlowID
 	}
 	err := tx.Exec(`INSERT INTO grants (`+grantColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, NULL, 0)`,
-		g.ID, g.AgentIss, g.AgentSub, g.Brand, g.Capability, g.Workspace, g.AccessMode, g.Scope,
+		g.ID, g.Agent.Issuer, g.Agent.Subject, g.Brand, g.Capability, g.Workspace, g.AccessMode, g.Scope,
 		ms(g.IssuedAt), msPtr(g.ExpiresAt), g.JWS, flowID).Error
 	if err != nil {
 		return fmt.Errorf("insert grant %s: %w", g.ID, err)
@@ -362,7 +361,7 @@ func (db *DB) RevokeGrant(ctx context.Context, id string, now time.Time) (g *Gra
 		}
 		var rows []flowRow
 		if err := tx.Raw(`SELECT `+flowColumns+` FROM device_flows WHERE agent_iss = ? AND agent_sub = ? AND brand = ? AND status = 'pending'
-			ORDER BY created_at, id`, g.AgentIss, g.AgentSub, g.Brand).Scan(&rows).Error; err != nil {
+			ORDER BY created_at, id`, g.Agent.Issuer, g.Agent.Subject, g.Brand).Scan(&rows).Error; err != nil {
 			return err
 		}
 		for i := range rows {

@@ -296,7 +296,7 @@ func TestGrantMemory(t *testing.T) {
 			t.Fatalf("uses = %d: the grant was read again, not remembered", n)
 		}
 		turn := Turn{ID: "t1", TaskID: "task-1", ContextID: "ctx-1", Brand: "review", BrandScope: "review:read_only",
-			GrantID: "g1", AgentIss: "https://id.example", AgentSub: "alice", PolicyHash: "p1", StartedAt: flowT0}
+			GrantID: "g1", Agent: domain.Agent{Issuer: "https://id.example", Subject: "alice"}, PolicyHash: "p1", StartedAt: flowT0}
 		if err := db.StartTurn(ctx, turn); err != nil {
 			t.Fatal(err)
 		}

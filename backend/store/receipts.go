@@ -54,8 +54,7 @@ type Receipt struct {
 	Brand     string
 	Scope     string // the brand's scope
 	GrantID   string
-	AgentIss  string
-	AgentSub  string
+	Agent     domain.Agent
 	Status    domain.TurnStatus
 	Reason    string
 	ExitCode  int
@@ -73,7 +72,7 @@ func scanReceipts(rows *sql.Rows, out []Receipt) ([]Receipt, error) {
 		var r Receipt
 		var started, ended int64
 		if err := rows.Scan(&r.Seq, &r.ID, &r.TurnID, &r.PrevHash, &r.Hash, &r.TaskID, &r.ContextID, &r.Brand,
-			&r.Scope, &r.GrantID, &r.AgentIss, &r.AgentSub, &r.Status, &r.Reason, &r.ExitCode,
+			&r.Scope, &r.GrantID, &r.Agent.Issuer, &r.Agent.Subject, &r.Status, &r.Reason, &r.ExitCode,
 			&started, &ended, &r.JWS); err != nil {
 			return out, err
 		}
@@ -256,7 +255,7 @@ func endTurn(tx *gorm.DB, r Receipt) error {
 		WHERE id = ? AND status = ? AND task_id = ? AND context_id = ? AND brand = ? AND brand_scope = ?
 		AND grant_id = ? AND agent_iss = ? AND agent_sub = ? AND started_at = ?`,
 		r.Status, r.Reason, ms(r.EndedAt), r.TurnID, domain.TurnRunning, r.TaskID, r.ContextID, r.Brand, r.Scope,
-		r.GrantID, r.AgentIss, r.AgentSub, ms(r.StartedAt))
+		r.GrantID, r.Agent.Issuer, r.Agent.Subject, ms(r.StartedAt))
 	if err != nil {
 		return fmt.Errorf("end turn %s: %w", r.TurnID, err)
 	}
@@ -278,8 +277,8 @@ func endTurn(tx *gorm.DB, r Receipt) error {
 	var diff []string
 	for _, c := range []struct{ name, got, want string }{
 		{"task_id", r.TaskID, t.TaskID}, {"context_id", r.ContextID, t.ContextID}, {"brand", r.Brand, t.Brand},
-		{"scope", r.Scope, t.BrandScope}, {"grant_id", r.GrantID, t.GrantID}, {"agent_iss", r.AgentIss, t.AgentIss},
-		{"agent_sub", r.AgentSub, t.AgentSub},
+		{"scope", r.Scope, t.BrandScope}, {"grant_id", r.GrantID, t.GrantID}, {"agent_iss", r.Agent.Issuer, t.AgentIss},
+		{"agent_sub", r.Agent.Subject, t.AgentSub},
 	} {
 		if c.got != c.want {
 			diff = append(diff, c.name)
@@ -303,7 +302,7 @@ func insertReceipts(tx *gorm.DB, rows []Receipt) error {
 		args := make([]any, 0, n*18)
 		for _, r := range rows[:n] {
 			args = append(args, r.Seq, r.ID, r.TurnID, r.PrevHash, r.Hash, r.TaskID, r.ContextID, r.Brand, r.Scope,
-				r.GrantID, r.AgentIss, r.AgentSub, r.Status, r.Reason, r.ExitCode, ms(r.StartedAt), ms(r.EndedAt), r.JWS)
+				r.GrantID, r.Agent.Issuer, r.Agent.Subject, r.Status, r.Reason, r.ExitCode, ms(r.StartedAt), ms(r.EndedAt), r.JWS)
 		}
 		q := `INSERT INTO receipts (` + receiptColumns + `) VALUES ` +
 			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?), ", n), ", ")

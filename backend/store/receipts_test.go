@@ -22,7 +22,7 @@ import (
 func rcReceipt(tr Turn, seq int64, prev string) Receipt {
 	return Receipt{Seq: seq, ID: fmt.Sprintf("r_%d", seq), TurnID: tr.ID, PrevHash: prev, Hash: fmt.Sprintf("h%d", seq),
 		TaskID: tr.TaskID, ContextID: tr.ContextID, Brand: tr.Brand, Scope: tr.BrandScope, GrantID: tr.GrantID,
-		AgentIss: tr.AgentIss, AgentSub: tr.AgentSub, Status: domain.TurnCompleted, ExitCode: 0,
+		Agent: domain.Agent{Issuer: tr.Agent.Issuer, Subject: tr.Agent.Subject}, Status: domain.TurnCompleted, ExitCode: 0,
 		StartedAt: tr.StartedAt, EndedAt: tr.StartedAt.Add(time.Second), JWS: "jws"}
 }
 
@@ -47,7 +47,7 @@ func rcSeed(t *testing.T, db *DB, turns []Turn, batch int) {
 		for _, tr := range turns {
 			if err := tx.Exec(`INSERT INTO turns (id, task_id, context_id, brand, scope, brand_scope, grant_id,
 				agent_iss, agent_sub, policy_hash, status, started_at) VALUES (?, ?, ?, ?, 'pact', ?, ?, ?, ?, ?, 'running', ?)`,
-				tr.ID, tr.TaskID, tr.ContextID, tr.Brand, tr.BrandScope, tr.GrantID, tr.AgentIss, tr.AgentSub,
+				tr.ID, tr.TaskID, tr.ContextID, tr.Brand, tr.BrandScope, tr.GrantID, tr.Agent.Issuer, tr.Agent.Subject,
 				tr.PolicyHash, ms(tr.StartedAt)).Error; err != nil {
 				return err
 			}
@@ -358,10 +358,10 @@ func rcListFixture(t *testing.T) (*DB, []Receipt) {
 	var turns []Turn
 	for i := 1; i <= 600; i++ {
 		tr := rcTurn(i)
-		tr.AgentIss = fmt.Sprintf("https://Agent-%d.example", i%40)
-		tr.AgentSub = []string{"alice", "bob", "carol"}[i%3]
+		tr.Agent.Issuer = fmt.Sprintf("https://Agent-%d.example", i%40)
+		tr.Agent.Subject = []string{"alice", "bob", "carol"}[i%3]
 		if i%40 == 7 {
-			tr.AgentSub = "Zed"
+			tr.Agent.Subject = "Zed"
 		}
 		tr.Brand = []string{"acme", "globex", "initech"}[i%5%3]
 		tr.Status = []domain.TurnStatus{domain.TurnCompleted, domain.TurnFailed, domain.TurnCanceled}[i%7%3]
@@ -389,7 +389,7 @@ func TestListReceipts(t *testing.T) {
 	ctx := context.Background()
 	match := func(f ReceiptFilter, r Receipt) bool {
 		needle := strings.ToLower(f.Agent)
-		return (f.Agent == "" || strings.Contains(strings.ToLower(r.AgentIss), needle) || strings.Contains(strings.ToLower(r.AgentSub), needle)) &&
+		return (f.Agent == "" || strings.Contains(strings.ToLower(r.Agent.Issuer), needle) || strings.Contains(strings.ToLower(r.Agent.Subject), needle)) &&
 			(f.Brand == "" || r.Brand == f.Brand) && (f.Status == "" || r.Status == f.Status) &&
 			(f.From.IsZero() || !r.EndedAt.Before(f.From)) && (f.To.IsZero() || r.EndedAt.Before(f.To))
 	}

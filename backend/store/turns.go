@@ -38,8 +38,7 @@ type Turn struct {
 	Brand      string
 	BrandScope string // the brand's scope; the turn itself always runs in PactScope
 	GrantID    string
-	AgentIss   string
-	AgentSub   string
+	Agent      domain.Agent
 	PolicyHash string
 	Status     domain.TurnStatus
 	Reason     string
@@ -65,7 +64,7 @@ type turnRow struct {
 
 func (r turnRow) record() Turn {
 	return Turn{ID: r.ID, TaskID: r.TaskID, ContextID: r.ContextID, Brand: r.Brand, BrandScope: r.BrandScope,
-		GrantID: r.GrantID, AgentIss: r.AgentIss, AgentSub: r.AgentSub, PolicyHash: r.PolicyHash,
+		GrantID: r.GrantID, Agent: domain.Agent{Issuer: r.AgentIss, Subject: r.AgentSub}, PolicyHash: r.PolicyHash,
 		Status: domain.TurnStatus(r.Status), Reason: r.Reason, StartedAt: fromMS(r.StartedAt), EndedAt: fromMSPtr(r.EndedAt)}
 }
 
@@ -80,7 +79,7 @@ func (db *DB) StartTurn(ctx context.Context, t Turn) error {
 			grant_id, agent_iss, agent_sub, policy_hash, status, reason, started_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?)`,
 			t.ID, t.TaskID, t.ContextID, t.Brand, PactScope, t.BrandScope,
-			t.GrantID, t.AgentIss, t.AgentSub, t.PolicyHash, domain.TurnRunning, ms(t.StartedAt))
+			t.GrantID, t.Agent.Issuer, t.Agent.Subject, t.PolicyHash, domain.TurnRunning, ms(t.StartedAt))
 		return err
 	})
 	switch {

@@ -24,7 +24,7 @@ var rcT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func rcTurn(i int) Turn {
 	return Turn{ID: fmt.Sprintf("turn-%d", i), TaskID: fmt.Sprintf("task-%d", i), ContextID: "ctx-1", Brand: "acme",
-		BrandScope: "acme.read", GrantID: "g1", AgentIss: "https://agent.example", AgentSub: "alice",
+		BrandScope: "acme.read", GrantID: "g1", Agent: domain.Agent{Issuer: "https://agent.example", Subject: "alice"},
 		PolicyHash: "p1", StartedAt: rcT0.Add(time.Duration(i) * time.Second)}
 }
 
