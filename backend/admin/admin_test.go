@@ -133,7 +133,7 @@ func (f *fakeBackend) Revoke(ctx context.Context, id string) (owner.Grant, error
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i := range f.grants {
-		if f.grants[i].ID == id {
+		if string(f.grants[i].ID) == id {
 			f.grants[i].Status = "revoked"
 			return f.grants[i], nil
 		}

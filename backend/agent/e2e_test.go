@@ -254,7 +254,7 @@ func TestRunAfterTheGrantIsRevoked(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("V1 revoked grant asks the owner again", func(t *testing.T) {
-		if _, err := n.consent.Revoke(context.Background(), first.Receipt.Grant); err != nil {
+		if _, err := n.consent.Revoke(context.Background(), domain.GrantID(first.Receipt.Grant)); err != nil {
 			t.Fatal(err)
 		}
 		res, err := Run(context.Background(), n.options(t, dir, io.Discard))

@@ -34,7 +34,7 @@ type GrantClaims struct {
 
 // GrantView is a grant as the sharing page lists it.
 type GrantView struct {
-	ID         string            `json:"id"`
+	ID         domain.GrantID    `json:"id"`
 	Agent      domain.Agent      `json:"agent"`
 	Brand      string            `json:"brand"`
 	Capability string            `json:"capability"`
@@ -73,13 +73,13 @@ func (s *Service) newGrant(f *store.DeviceFlow, b policy.Brand, d Duration, now 
 		return nil, err
 	}
 	g := &store.Grant{
-		ID: "g_" + randomToken(16), Agent: f.Agent, Brand: b.ID,
+		ID: domain.GrantID("g_" + randomToken(16)), Agent: f.Agent, Brand: b.ID,
 		Capability: b.Capability, Workspace: b.WorkspaceDir, AccessMode: b.AccessMode, Scope: f.Scope,
 		IssuedAt: now, ExpiresAt: exp,
 	}
 	claims := GrantClaims{
 		RegisteredClaims: jwt.RegisteredClaims{
-			Issuer: s.PublicURL(), Subject: g.Agent.Subject, ID: g.ID, IssuedAt: jwt.NewNumericDate(now),
+			Issuer: s.PublicURL(), Subject: g.Agent.Subject, ID: string(g.ID), IssuedAt: jwt.NewNumericDate(now),
 		},
 		AgentIss: g.Agent.Issuer, Brand: g.Brand, Capability: g.Capability, Workspace: g.Workspace,
 		AccessMode: g.AccessMode, Scope: g.Scope,
@@ -131,7 +131,7 @@ func (s *Service) Grants(ctx context.Context) ([]GrantView, error) {
 // grant_revoked (and request_decided for each request it ended).
 // Re-approving later writes a new grant with a new id; tokens of this one stay
 // invalid (V5).
-func (s *Service) Revoke(ctx context.Context, id string) (*GrantView, error) {
+func (s *Service) Revoke(ctx context.Context, id domain.GrantID) (*GrantView, error) {
 	now := s.now()
 	g, revoked, denied, err := s.db.RevokeGrant(ctx, id, now)
 	if errors.Is(err, store.ErrGrantNotFound) {

@@ -155,7 +155,7 @@ func (f *fixture) decide(fs *FlowStart, allow bool, d Duration) *Decision {
 }
 
 // grant runs a whole flow for agent on brand and returns the token and the grant id.
-func (f *fixture) grant(a domain.Agent, brand string, d Duration) (*Token, string) {
+func (f *fixture) grant(a domain.Agent, brand string, d Duration) (*Token, domain.GrantID) {
 	f.t.Helper()
 	fs := f.start(a, "", brand)
 	dec := f.decide(fs, true, d)

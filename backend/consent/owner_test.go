@@ -54,7 +54,7 @@ func TestConsentDecisions(t *testing.T) {
 		}
 		// One grant per allowed request, never two.
 		gs, _ := f.svc.Grants(ctx)
-		seen := map[string]bool{}
+		seen := map[domain.GrantID]bool{}
 		for _, g := range gs {
 			if seen[g.ID] {
 				t.Errorf("grant %s twice", g.ID)
@@ -174,14 +174,14 @@ func TestSignedGrant(t *testing.T) {
 	dec := f.decide(f.start(alice, "", "fix"), true, Month)
 	g := dec.Grant
 	if g.Agent != alice || g.Brand != "fix" || g.Capability != "fix" || g.Workspace != "/ws/fix" ||
-		g.AccessMode != "read_write" || g.Scope != "fix:read_write" || g.Status != GrantActive || !strings.HasPrefix(g.ID, "g_") {
+		g.AccessMode != "read_write" || g.Scope != "fix:read_write" || g.Status != GrantActive || !strings.HasPrefix(string(g.ID), "g_") {
 		t.Errorf("grant = %+v", g)
 	}
 	c, err := f.svc.VerifyGrant(g.JWS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Issuer != publicURL || c.Subject != "alice" || c.AgentIss != alice.Issuer || c.ID != g.ID || c.Brand != "fix" ||
+	if c.Issuer != publicURL || c.Subject != "alice" || c.AgentIss != alice.Issuer || c.ID != string(g.ID) || c.Brand != "fix" ||
 		c.Capability != "fix" || c.Workspace != "/ws/fix" || c.AccessMode != "read_write" || c.Scope != "fix:read_write" ||
 		!c.IssuedAt.Equal(g.IssuedAt) || !c.ExpiresAt.Equal(*g.ExpiresAt) {
 		t.Errorf("claims = %+v", c)

@@ -82,7 +82,7 @@ func TestRevocation(t *testing.T) {
 			t.Fatalf("new token: %+v, %v", d, err)
 		}
 		ref, err := f.svc.Refresh(ctx, alice, "review", f.pol())
-		if err != nil || f.claimsOf(ref.AccessToken).Grant != newID {
+		if err != nil || f.claimsOf(ref.AccessToken).Grant != string(newID) {
 			t.Fatalf("refresh: %v", err)
 		}
 	})

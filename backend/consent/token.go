@@ -30,7 +30,7 @@ type delegationClaims struct {
 
 // Delegation is what a verified delegation token authorizes.
 type Delegation struct {
-	GrantID   string
+	GrantID   domain.GrantID
 	Scope     string
 	Brand     string
 	Agent     domain.Agent
@@ -56,7 +56,7 @@ func (s *Service) mint(g *store.Grant, now time.Time) (*Token, error) {
 		},
 		AgentIss: g.Agent.Issuer,
 		Scope:    g.Scope,
-		Grant:    g.ID,
+		Grant:    string(g.ID),
 	}
 	jws, err := s.key.Sign(DelegationTokenType, claims)
 	if err != nil {
@@ -118,7 +118,7 @@ func (s *Service) checkDelegation(ctx context.Context, token string, agent domai
 		return nil, refuse(ReasonWrongBrand, "unknown brand")
 	}
 	now := s.now()
-	g, err := s.db.GrantByID(ctx, c.Grant)
+	g, err := s.db.GrantByID(ctx, domain.GrantID(c.Grant))
 	if errors.Is(err, store.ErrGrantNotFound) {
 		return nil, refuse(ReasonInvalid, "the delegation token names an unknown grant")
 	}
@@ -165,7 +165,7 @@ func (s *Service) verifyToken(token string) (delegationClaims, error) {
 // GrantStands re-checks a grant that a turn got past the gate with: it must still be live,
 // unrevoked and cover its brand as p, the policy the node serves now, offers it. A turn that waited for its
 // workspace asks right before Codex starts (W13); a *DelegationError says why not.
-func (s *Service) GrantStands(ctx context.Context, grantID, brandID string, p *policy.Policy) error {
+func (s *Service) GrantStands(ctx context.Context, grantID domain.GrantID, brandID string, p *policy.Policy) error {
 	g, err := s.db.GrantByID(ctx, grantID)
 	if errors.Is(err, store.ErrGrantNotFound) {
 		return refuse(ReasonInvalid, "the grant no longer exists")

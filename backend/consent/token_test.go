@@ -41,7 +41,7 @@ func TestTokenClaims(t *testing.T) {
 	now := f.clock.Now()
 	if c.Issuer != publicURL || c.Subject != "alice" || c.AgentIss != alice.Issuer ||
 		len(c.Audience) != 1 || c.Audience[0] != publicURL+"/a2a/review/.well-known/agent-card.json" || c.Scope != "review:read_only" ||
-		c.Grant != gid || c.ID == "" || !c.IssuedAt.Equal(now) || !c.ExpiresAt.Equal(now.Add(time.Hour)) {
+		c.Grant != string(gid) || c.ID == "" || !c.IssuedAt.Equal(now) || !c.ExpiresAt.Equal(now.Add(time.Hour)) {
 		t.Errorf("claims = %+v", c)
 	}
 	if tok.TokenType != "Bearer" || tok.ExpiresIn != 3600 || tok.Scope != "review:read_only" {

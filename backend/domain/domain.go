@@ -20,11 +20,9 @@ func (a Agent) Key() string {
 	return strconv.Itoa(len(a.Issuer)) + ":" + a.Issuer + "|" + a.Subject
 }
 
-// BrandID names a brand of policy.json; GrantID a grant the owner signed.
-type (
-	BrandID = string
-	GrantID = string
-)
+// GrantID names a grant the owner signed (its jti, "g_…"): a type of its own, so that no other
+// string is taken for one.
+type GrantID string
 
 // AccessMode says what Codex may do in a brand's workspace: policy.json's accessMode, a grant's
 // and a receipt's access_mode (docs/confinement.md).

@@ -142,7 +142,7 @@ func (s *Service) Grants(ctx context.Context) ([]Grant, error) {
 
 // Revoke revokes grant id; revoking a revoked grant returns it unchanged. ErrNotFound.
 func (s *Service) Revoke(ctx context.Context, id string) (Grant, error) {
-	g, err := s.cfg.Consent.Revoke(ctx, id)
+	g, err := s.cfg.Consent.Revoke(ctx, domain.GrantID(id))
 	if err != nil {
 		return Grant{}, consentErr(err)
 	}

@@ -73,7 +73,7 @@ type ConsentRequest struct {
 
 // Grant is a signed grant; nil times are JSON null.
 type Grant struct {
-	ID         string            `json:"id"`
+	ID         domain.GrantID    `json:"id"`
 	Agent      Agent             `json:"agent"`
 	Brand      BrandRef          `json:"brand"`
 	Scope      Scope             `json:"scope"`

@@ -296,7 +296,7 @@ func checkTurnStart(t Turn) error {
 	var missing []string
 	for _, f := range []struct{ name, v string }{
 		{"id", t.ID}, {"task id", t.TaskID}, {"context id", t.ContextID}, {"brand", t.Brand},
-		{"brand scope", t.BrandScope}, {"grant id", t.GrantID}, {"agent issuer", t.Agent.Issuer},
+		{"brand scope", t.BrandScope}, {"grant id", string(t.GrantID)}, {"agent issuer", t.Agent.Issuer},
 		{"agent subject", t.Agent.Subject},
 	} {
 		if f.v == "" {
@@ -330,7 +330,7 @@ func checkTurnEnd(t Turn) error {
 // signer is the store's Signer for turns: it signs them with sign and leaves the receipts in
 // *recs for the caller.
 func (l *Ledger) signer(turns []Turn, recs *[]*Receipt) store.Signer {
-	return func(tail store.Checkpoint, revoked func(string) (bool, error)) (rows []store.Receipt, err error) {
+	return func(tail store.Checkpoint, revoked func(domain.GrantID) (bool, error)) (rows []store.Receipt, err error) {
 		rows, *recs, err = l.sign(turns, tail, revoked)
 		return rows, err
 	}
@@ -340,7 +340,7 @@ func (l *Ledger) signer(turns []Turn, recs *[]*Receipt) store.Signer {
 // from tail. The store calls it inside the write that commits them, and a turn
 // whose grant is revoked by then says so (V2: it ran, or began, under a grant
 // the owner has since withdrawn).
-func (l *Ledger) sign(turns []Turn, tail store.Checkpoint, revoked func(grantID string) (bool, error)) ([]store.Receipt, []*Receipt, error) {
+func (l *Ledger) sign(turns []Turn, tail store.Checkpoint, revoked func(grantID domain.GrantID) (bool, error)) ([]store.Receipt, []*Receipt, error) {
 	rows := make([]store.Receipt, len(turns))
 	recs := make([]*Receipt, len(turns))
 	prev, seq := tail.Hash, tail.Seq
@@ -361,7 +361,7 @@ func (l *Ledger) sign(turns []Turn, tail store.Checkpoint, revoked func(grantID 
 		}
 		started, ended := t.StartedAt.UTC().Truncate(time.Millisecond), t.EndedAt.UTC().Truncate(time.Millisecond)
 		c := Claims{RID: rid, Seq: seq, Prev: prev, Turn: t.ID, Task: t.TaskID, Ctx: t.ContextID,
-			Brand: t.Brand, Scope: t.BrandScope, PactScope: store.PactScope, Grant: t.GrantID, Agent: t.Agent,
+			Brand: t.Brand, Scope: t.BrandScope, PactScope: store.PactScope, Grant: string(t.GrantID), Agent: t.Agent,
 			Req: t.RequestHash, Ans: t.AnswerHash, Policy: t.PolicyHash, Status: t.Status, Reason: t.Reason,
 			Exit: t.ExitCode, Started: formatTime(started), Ended: formatTime(ended), Usage: t.Usage,
 			Violation: t.Violation, GrantRevoked: t.GrantRevokedDuringTurn, Kid: l.key.ID()}

@@ -58,7 +58,7 @@ type Turn struct {
 	ContextID   string
 	Brand       string
 	BrandScope  string
-	GrantID     string
+	GrantID     domain.GrantID
 	Agent       domain.Agent
 	PolicyHash  string
 	RequestHash string // HashJSON of the request message

@@ -392,7 +392,7 @@ func differ(r store.Receipt, c *Claims) (col, stored, signed string) {
 		{"context_id", r.ContextID, c.Ctx},
 		{"brand", r.Brand, c.Brand},
 		{"scope", r.Scope, c.Scope},
-		{"grant_id", r.GrantID, c.Grant},
+		{"grant_id", string(r.GrantID), c.Grant},
 		{"agent_iss", r.Agent.Issuer, c.Agent.Issuer},
 		{"agent_sub", r.Agent.Subject, c.Agent.Subject},
 		{"status", string(r.Status), string(c.Status)},

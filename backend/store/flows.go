@@ -42,8 +42,8 @@ type DeviceFlow struct {
 	Interval       time.Duration // whole seconds
 	LastPollAt     *time.Time
 	FailedGuesses  int
-	Duration       string // the lifetime the owner chose for the grant
-	GrantID        string // set once approved
+	Duration       string         // the lifetime the owner chose for the grant
+	GrantID        domain.GrantID // set once approved
 	CreatedAt      time.Time
 	ExpiresAt      time.Time
 	DecidedAt      *time.Time
@@ -111,7 +111,7 @@ func (r *flowRow) record() DeviceFlow {
 		CreatedAt: fromMS(r.CreatedAt), ExpiresAt: fromMS(r.ExpiresAt), DecidedAt: fromMSPtr(r.DecidedAt),
 	}
 	if r.GrantID != nil {
-		f.GrantID = *r.GrantID
+		f.GrantID = domain.GrantID(*r.GrantID)
 	}
 	return f
 }
@@ -240,7 +240,8 @@ func (db *DB) updateFlow(ctx context.Context, where string, arg string, fn FlowU
 		}
 		var grantID *string
 		if f.GrantID != "" {
-			grantID = &f.GrantID
+			s := string(f.GrantID)
+			grantID = &s
 		}
 		// Conditional on the status read: exactly one decision or redemption (C6, D9).
 		upd := tx.Exec(`UPDATE device_flows SET status = ?, interval_s = ?, last_poll_at = ?, failed_guesses = ?,

@@ -24,7 +24,7 @@ func testFlow(id, userCode, sub string) DeviceFlow {
 
 func testGrant(id, sub string) *Grant {
 	return &Grant{
-		ID: id, Agent: domain.Agent{Issuer: "https://id.example", Subject: sub}, Brand: "review", Capability: "review",
+		ID: domain.GrantID(id), Agent: domain.Agent{Issuer: "https://id.example", Subject: sub}, Brand: "review", Capability: "review",
 		Workspace: "/ws", AccessMode: "read_only", Scope: "review:read_only", IssuedAt: flowT0, JWS: "jws-" + id,
 	}
 }

@@ -53,7 +53,7 @@ type Receipt struct {
 	ContextID string
 	Brand     string
 	Scope     string // the brand's scope
-	GrantID   string
+	GrantID   domain.GrantID
 	Agent     domain.Agent
 	Status    domain.TurnStatus
 	Reason    string
@@ -140,7 +140,7 @@ func (db *DB) ReceiptHead(ctx context.Context) (Checkpoint, error) {
 // genesis value, the signer's business, when tail.Seq is 0). revoked says
 // whether the owner has revoked a grant, as of this very write: a revocation
 // committed before the receipt is in it (docs/threats.md V2).
-type Signer func(tail Checkpoint, revoked func(grantID string) (bool, error)) ([]Receipt, error)
+type Signer func(tail Checkpoint, revoked func(grantID domain.GrantID) (bool, error)) ([]Receipt, error)
 
 // AppendReceipts is the one write path of the receipt chain. In one write of
 // the group commit it reads the chain's tail, calls sign with it, inserts the
@@ -192,7 +192,7 @@ func appendReceipts(tx *gorm.DB, ch *chain, sign Signer) (Head, error) {
 		}
 		ch.start, ch.tail, ch.read, ch.checked = tail, tail, true, true
 	}
-	batch, err := sign(ch.tail, func(id string) (bool, error) { return grantRevoked(tx, id) })
+	batch, err := sign(ch.tail, func(id domain.GrantID) (bool, error) { return grantRevoked(tx, id) })
 	if err != nil {
 		return Head{}, err
 	}
@@ -277,7 +277,7 @@ func endTurn(tx *gorm.DB, r Receipt) error {
 	var diff []string
 	for _, c := range []struct{ name, got, want string }{
 		{"task_id", r.TaskID, t.TaskID}, {"context_id", r.ContextID, t.ContextID}, {"brand", r.Brand, t.Brand},
-		{"scope", r.Scope, t.BrandScope}, {"grant_id", r.GrantID, t.GrantID}, {"agent_iss", r.Agent.Issuer, t.AgentIss},
+		{"scope", r.Scope, t.BrandScope}, {"grant_id", string(r.GrantID), t.GrantID}, {"agent_iss", r.Agent.Issuer, t.AgentIss},
 		{"agent_sub", r.Agent.Subject, t.AgentSub},
 	} {
 		if c.got != c.want {

@@ -28,7 +28,7 @@ func rcReceipt(tr Turn, seq int64, prev string) Receipt {
 
 // signed is a signer that ignores the tail and returns rows as they are.
 func signed(rows []Receipt) Signer {
-	return func(Checkpoint, func(string) (bool, error)) ([]Receipt, error) { return rows, nil }
+	return func(Checkpoint, func(domain.GrantID) (bool, error)) ([]Receipt, error) { return rows, nil }
 }
 
 func rcPrev(seq int64) string {
@@ -234,7 +234,7 @@ func TestAppendReceiptsSignsOnTail(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range errs {
 		wg.Go(func() {
-			errs[i] = db.AppendReceipts(ctx, func(tail Checkpoint, _ func(string) (bool, error)) ([]Receipt, error) {
+			errs[i] = db.AppendReceipts(ctx, func(tail Checkpoint, _ func(domain.GrantID) (bool, error)) ([]Receipt, error) {
 				tr := rcTurn(1000 + i) // never started
 				switch {
 				case i < len(turns):
@@ -305,7 +305,7 @@ func TestReceiptHighWater(t *testing.T) {
 	// The next receipt, signed on whatever tail the store hands over, as the ledger does,
 	// for the next turn still running.
 	running := 5
-	next := func(tail Checkpoint, _ func(string) (bool, error)) ([]Receipt, error) {
+	next := func(tail Checkpoint, _ func(domain.GrantID) (bool, error)) ([]Receipt, error) {
 		return []Receipt{rcReceipt(turns[running], tail.Seq+1, tail.Hash)}, nil
 	}
 	t.Run("T4 mark rewritten while the store is open", func(t *testing.T) {
@@ -513,7 +513,7 @@ func TestAppendReceiptsCreatingTask(t *testing.T) {
 			if i%3 == 0 {
 				id = taken.ID // a task id that is stored already: the receipt must not land either
 			}
-			durable, err := db.AppendReceiptsCreatingTask(ctx, func(tail Checkpoint, _ func(string) (bool, error)) ([]Receipt, error) {
+			durable, err := db.AppendReceiptsCreatingTask(ctx, func(tail Checkpoint, _ func(domain.GrantID) (bool, error)) ([]Receipt, error) {
 				seq := tail.Seq + 1
 				return []Receipt{rcReceipt(tr, seq, rcPrev(seq))}, nil
 			}, "review", "alice", func() (*a2a.Task, error) {

@@ -37,7 +37,7 @@ type Turn struct {
 	ContextID  string
 	Brand      string
 	BrandScope string // the brand's scope; the turn itself always runs in PactScope
-	GrantID    string
+	GrantID    domain.GrantID
 	Agent      domain.Agent
 	PolicyHash string
 	Status     domain.TurnStatus
@@ -64,7 +64,7 @@ type turnRow struct {
 
 func (r turnRow) record() Turn {
 	return Turn{ID: r.ID, TaskID: r.TaskID, ContextID: r.ContextID, Brand: r.Brand, BrandScope: r.BrandScope,
-		GrantID: r.GrantID, Agent: domain.Agent{Issuer: r.AgentIss, Subject: r.AgentSub}, PolicyHash: r.PolicyHash,
+		GrantID: domain.GrantID(r.GrantID), Agent: domain.Agent{Issuer: r.AgentIss, Subject: r.AgentSub}, PolicyHash: r.PolicyHash,
 		Status: domain.TurnStatus(r.Status), Reason: r.Reason, StartedAt: fromMS(r.StartedAt), EndedAt: fromMSPtr(r.EndedAt)}
 }
 

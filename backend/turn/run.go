@@ -157,7 +157,7 @@ func (s *Service) runCodex(ctx context.Context, req Request, creq codex.Request,
 
 // admit runs once a turn holds its workspace, right before Codex starts: the grant must
 // still stand and the brand still be offered, however long the turn waited (W13).
-func (s *Service) admit(ctx context.Context, grantID, brandID string) error {
+func (s *Service) admit(ctx context.Context, grantID domain.GrantID, brandID string) error {
 	served := s.cfg.Served()
 	if _, ok := served.Brand(brandID); !ok {
 		return errors.New("the brand " + quoteTrunc(brandID) + " is no longer offered by this node")

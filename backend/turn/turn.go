@@ -141,12 +141,12 @@ func (s *Service) Run(ctx context.Context, req Request, w Watcher) (*Finished, e
 		// The gateway lets no turn through without a delegation; refuse loudly if one gets here.
 		return nil, &Refusal{"no delegation on this turn"}
 	}
-	if !s.grants.Take(req.Grant) {
+	if !s.grants.Take(string(req.Grant)) {
 		return nil, &Refusal{fmt.Sprintf("too many turns of this grant are running or waiting (at most %d at once); retry when one has finished", MaxPerGrant)}
 	}
 	r := s.add(ctx, req.TaskID)
 	if r == nil {
-		s.grants.Release(req.Grant)
+		s.grants.Release(string(req.Grant))
 		return nil, ErrRunning
 	}
 	fin, err := s.run(ctx, r, req, w)
@@ -175,7 +175,7 @@ func (s *Service) end(r *running, req Request, fin *Finished, durErr error) {
 	s.mu.Unlock()
 	close(r.done)
 	r.cancel(nil)
-	s.grants.Release(req.Grant)
+	s.grants.Release(string(req.Grant))
 }
 
 // add registers a turn on the task, detached from the request: a client that goes away does
