@@ -193,7 +193,7 @@ func (f *fakeBackend) PutBrand(ctx context.Context, id string, b owner.Brand) ([
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i := range f.brands {
-		if f.brands[i].ID == id {
+		if string(f.brands[i].ID) == id {
 			f.brands[i] = b
 			return f.brands, nil
 		}
@@ -207,7 +207,7 @@ func (f *fakeBackend) DeleteBrand(ctx context.Context, id string) ([]owner.Brand
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i := range f.brands {
-		if f.brands[i].ID == id {
+		if string(f.brands[i].ID) == id {
 			f.brands = append(f.brands[:i], f.brands[i+1:]...)
 			return f.brands, nil
 		}

@@ -303,7 +303,7 @@ func (s *Server) putBrand(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	if b.ID != id {
+	if string(b.ID) != id {
 		s.fail(w, r, &owner.FieldErrors{Fields: []owner.FieldError{{Field: "id", Message: fmt.Sprintf("must be %q, the brand in the address", id)}}})
 		return
 	}

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/text/unicode/norm"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/policy"
 )
 
@@ -134,7 +135,7 @@ func foldScope(s string) string {
 
 // resolveScope maps a requested scope (and optional brand) to exactly one
 // brand: the scope must be that brand's scope id, byte for byte.
-func resolveScope(scope, brand string, p *policy.Policy) (policy.Brand, *OAuthError) {
+func resolveScope(scope string, brand domain.BrandID, p *policy.Policy) (policy.Brand, *OAuthError) {
 	if len(scope) > maxScopeLen {
 		return policy.Brand{}, oauthError(CodeInvalidScope, "scope is too long")
 	}
@@ -154,7 +155,7 @@ func resolveScope(scope, brand string, p *policy.Policy) (policy.Brand, *OAuthEr
 			return b, nil
 		}
 		if len(fields) != 1 || fields[0] != b.Scope.ID {
-			return policy.Brand{}, oauthError(CodeInvalidScope, "brand "+b.ID+" takes exactly the scope "+b.Scope.ID)
+			return policy.Brand{}, oauthError(CodeInvalidScope, "brand "+string(b.ID)+" takes exactly the scope "+b.Scope.ID)
 		}
 		return b, nil
 	}

@@ -145,8 +145,8 @@ func (s *Service) PublicURL() string { return *s.publicURL.Load() }
 func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Millisecond) }
 
 // Audience is the aud of a brand's delegation tokens: its card URL.
-func (s *Service) Audience(brand string) string {
-	return s.PublicURL() + "/a2a/" + brand + "/.well-known/agent-card.json"
+func (s *Service) Audience(brand domain.BrandID) string {
+	return s.PublicURL() + "/a2a/" + string(brand) + "/.well-known/agent-card.json"
 }
 
 // brandsOf is the brands of p, the policy the caller serves (docs/architecture.md, "Consent"):

@@ -39,7 +39,7 @@ type Token struct {
 // The agents of one issuer site (its registrable domain) share a budget of new
 // requests and of pending ones, a tenth of the node's by default, so a flood
 // of made-up subjects from one issuer never takes the others' room (F1, F2).
-func (s *Service) StartFlow(ctx context.Context, agent domain.Agent, scope, brand string, p *policy.Policy) (*FlowStart, error) {
+func (s *Service) StartFlow(ctx context.Context, agent domain.Agent, scope string, brand domain.BrandID, p *policy.Policy) (*FlowStart, error) {
 	if err := s.checkAgent(agent); err != nil {
 		return nil, err
 	}
@@ -202,7 +202,7 @@ func (s *Service) Poll(ctx context.Context, agent domain.Agent, deviceCode strin
 // Errors: invalid_grant when there is no live grant for the agent and brand,
 // or the brand's terms changed since it was granted (run the device flow);
 // invalid_request when p, the policy the caller serves, does not offer brand.
-func (s *Service) Refresh(ctx context.Context, agent domain.Agent, brand string, p *policy.Policy) (*Token, error) {
+func (s *Service) Refresh(ctx context.Context, agent domain.Agent, brand domain.BrandID, p *policy.Policy) (*Token, error) {
 	if err := s.checkAgent(agent); err != nil {
 		return nil, err
 	}

@@ -104,7 +104,7 @@ func TestDeviceFlow(t *testing.T) {
 			"pact", "PACT", " Pact ", "review:read_only pact", "pact,review:read_only", "p a c t",
 			"ｐａｃｔ", "𝐩𝐚𝐜𝐭", "pa\u200bct", "\u0440\u0430\u0441\u0442", "P\u0391CT", "pact\u3000",
 		} {
-			for _, brand := range []string{"", "review"} {
+			for _, brand := range []domain.BrandID{"", "review"} {
 				_, err := f.svc.StartFlow(ctx, alice, scope, brand, f.pol())
 				wantOAuth(t, err, CodeInvalidScope, 400)
 				if !strings.Contains(err.Error(), "the node adds the pact scope") {
@@ -119,7 +119,11 @@ func TestDeviceFlow(t *testing.T) {
 
 	t.Run("D4 unknown or oversized scope", func(t *testing.T) {
 		f := newFixture(t)
-		for _, c := range []struct{ scope, brand, code string }{
+		for _, c := range []struct {
+			scope string
+			brand domain.BrandID
+			code  string
+		}{
 			{"admin", "", CodeInvalidScope},
 			{"", "", CodeInvalidScope},
 			{strings.Repeat("a", 100<<10), "", CodeInvalidScope},

@@ -36,7 +36,7 @@ type GrantClaims struct {
 type GrantView struct {
 	ID         domain.GrantID    `json:"id"`
 	Agent      domain.Agent      `json:"agent"`
-	Brand      string            `json:"brand"`
+	Brand      domain.BrandID    `json:"brand"`
 	Capability string            `json:"capability"`
 	Workspace  string            `json:"workspace"`
 	AccessMode domain.AccessMode `json:"accessMode"`
@@ -81,7 +81,7 @@ func (s *Service) newGrant(f *store.DeviceFlow, b policy.Brand, d Duration, now 
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer: s.PublicURL(), Subject: g.Agent.Subject, ID: string(g.ID), IssuedAt: jwt.NewNumericDate(now),
 		},
-		AgentIss: g.Agent.Issuer, Brand: g.Brand, Capability: g.Capability, Workspace: g.Workspace,
+		AgentIss: g.Agent.Issuer, Brand: string(g.Brand), Capability: g.Capability, Workspace: g.Workspace,
 		AccessMode: g.AccessMode, Scope: g.Scope,
 	}
 	if exp != nil {

@@ -126,7 +126,7 @@ func (f *fixture) setBrand(b policy.Brand) {
 	}
 }
 
-func (f *fixture) start(a domain.Agent, scope, brand string) *FlowStart {
+func (f *fixture) start(a domain.Agent, scope string, brand domain.BrandID) *FlowStart {
 	f.t.Helper()
 	fs, err := f.svc.StartFlow(ctx, a, scope, brand, f.pol())
 	if err != nil {
@@ -155,7 +155,7 @@ func (f *fixture) decide(fs *FlowStart, allow bool, d Duration) *Decision {
 }
 
 // grant runs a whole flow for agent on brand and returns the token and the grant id.
-func (f *fixture) grant(a domain.Agent, brand string, d Duration) (*Token, domain.GrantID) {
+func (f *fixture) grant(a domain.Agent, brand domain.BrandID, d Duration) (*Token, domain.GrantID) {
 	f.t.Helper()
 	fs := f.start(a, "", brand)
 	dec := f.decide(fs, true, d)

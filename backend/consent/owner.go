@@ -44,13 +44,13 @@ func (d Duration) expiry(now time.Time) (*time.Time, error) {
 // owner sees it. Display data comes from server state only (C10): this, and the
 // brand's name and scope text in the policy the owner's side serves.
 type Request struct {
-	ID        string       `json:"id"`
-	UserCode  string       `json:"userCode"` // XXXX-XXXX
-	Agent     domain.Agent `json:"agent"`
-	Brand     string       `json:"brand"`
-	Scope     string       `json:"scope"`
-	CreatedAt time.Time    `json:"createdAt"`
-	ExpiresAt time.Time    `json:"expiresAt"`
+	ID        string         `json:"id"`
+	UserCode  string         `json:"userCode"` // XXXX-XXXX
+	Agent     domain.Agent   `json:"agent"`
+	Brand     domain.BrandID `json:"brand"`
+	Scope     string         `json:"scope"`
+	CreatedAt time.Time      `json:"createdAt"`
+	ExpiresAt time.Time      `json:"expiresAt"`
 }
 
 func (s *Service) request(f store.DeviceFlow) Request {
@@ -223,7 +223,7 @@ func (s *Service) DenySite(ctx context.Context, siteName string) ([]Request, err
 		agent := f.Agent
 		// A flood's events overrun the subscribers' buffers, so the waiting tasks are ended
 		// here rather than left to EndWaitingTasks.
-		if k := [2]string{agent.Key(), f.Brand}; !ended[k] {
+		if k := [2]string{agent.Key(), string(f.Brand)}; !ended[k] {
 			ended[k] = true
 			if _, err := s.db.RejectAuthRequired(ctx, agent.Key(), f.Brand, deniedReason); err != nil {
 				s.log.Warn("could not end waiting tasks", "brand", f.Brand, "err", err)

@@ -32,7 +32,7 @@ type delegationClaims struct {
 type Delegation struct {
 	GrantID   domain.GrantID
 	Scope     string
-	Brand     string
+	Brand     domain.BrandID
 	Agent     domain.Agent
 	ExpiresAt time.Time // the token's expiry
 }
@@ -76,7 +76,7 @@ func (s *Service) mint(g *store.Grant, now time.Time) (*Token, error) {
 //
 // A refusal is a *DelegationError whose Reason the gateway reports; any other
 // error is the store failing, not the token.
-func (s *Service) CheckDelegation(ctx context.Context, token string, agent domain.Agent, brandID string, p *policy.Policy) (*Delegation, error) {
+func (s *Service) CheckDelegation(ctx context.Context, token string, agent domain.Agent, brandID domain.BrandID, p *policy.Policy) (*Delegation, error) {
 	d, err := s.checkDelegation(ctx, token, agent, brandID, p)
 	if de := (*DelegationError)(nil); errors.As(err, &de) {
 		s.log.Info("delegation refused", "reason", de.Reason, "detail", de.Detail, "agent_iss", agent.Issuer, "agent_sub", agent.Subject, "brand", brandID)
@@ -88,7 +88,7 @@ func refuse(reason, detail string) *DelegationError {
 	return &DelegationError{Reason: reason, Detail: detail}
 }
 
-func (s *Service) checkDelegation(ctx context.Context, token string, agent domain.Agent, brandID string, p *policy.Policy) (*Delegation, error) {
+func (s *Service) checkDelegation(ctx context.Context, token string, agent domain.Agent, brandID domain.BrandID, p *policy.Policy) (*Delegation, error) {
 	if token == "" {
 		return nil, refuse(ReasonMissing, "no PACT-Delegation token")
 	}
@@ -165,7 +165,7 @@ func (s *Service) verifyToken(token string) (delegationClaims, error) {
 // GrantStands re-checks a grant that a turn got past the gate with: it must still be live,
 // unrevoked and cover its brand as p, the policy the node serves now, offers it. A turn that waited for its
 // workspace asks right before Codex starts (W13); a *DelegationError says why not.
-func (s *Service) GrantStands(ctx context.Context, grantID domain.GrantID, brandID string, p *policy.Policy) error {
+func (s *Service) GrantStands(ctx context.Context, grantID domain.GrantID, brandID domain.BrandID, p *policy.Policy) error {
 	g, err := s.db.GrantByID(ctx, grantID)
 	if errors.Is(err, store.ErrGrantNotFound) {
 		return refuse(ReasonInvalid, "the grant no longer exists")

@@ -20,6 +20,9 @@ func (a Agent) Key() string {
 	return strconv.Itoa(len(a.Issuer)) + ":" + a.Issuer + "|" + a.Subject
 }
 
+// BrandID names a brand of policy.json (its id, the path segment of its card URL).
+type BrandID string
+
 // GrantID names a grant the owner signed (its jti, "g_…"): a type of its own, so that no other
 // string is taken for one.
 type GrantID string

@@ -26,7 +26,7 @@ const metaThread = "aether.codexThreadId"
 // statuses, its answer and receipt as artifacts, its end as the final status.
 type executor struct {
 	g     *Gateway
-	brand string
+	brand domain.BrandID
 	tasks taskstore.Store // the route's
 }
 
@@ -192,7 +192,7 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) *turn.Finished {
 	rt := e.g.routes.Load() // the policy snapshot this turn runs on (P11)
 	br := rt.brands[e.brand]
 	if br == nil {
-		t.status(a2a.TaskStateFailed, "the brand "+quoteTrunc(e.brand)+" is no longer offered by this node")
+		t.status(a2a.TaskStateFailed, "the brand "+quoteTrunc(string(e.brand))+" is no longer offered by this node")
 		return nil
 	}
 	reqHash, err := receipts.HashJSON(ec.Message)

@@ -44,7 +44,7 @@ func (s *Service) PutBrand(ctx context.Context, id string, in Brand) ([]Brand, e
 	}
 	idx := -1
 	for i, br := range p.Pact.Brands {
-		if br.ID == id {
+		if string(br.ID) == id {
 			idx = i
 			nb.Instructions = br.Instructions
 		}
@@ -70,7 +70,7 @@ func (s *Service) DeleteBrand(ctx context.Context, id string) ([]Brand, error) {
 	kept := p.Pact.Brands[:0]
 	found := false
 	for _, br := range p.Pact.Brands {
-		if br.ID == id {
+		if string(br.ID) == id {
 			found = true
 			continue
 		}

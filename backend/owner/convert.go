@@ -10,6 +10,7 @@ import (
 	"golang.org/x/net/idna"
 
 	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/receipts"
 	"github.com/aether/aether/backend/site"
@@ -40,14 +41,14 @@ func issuerOrigin(iss string) string {
 	return u.Scheme + "://" + host
 }
 
-func (s *Service) brandName(id string) string {
+func (s *Service) brandName(id domain.BrandID) string {
 	if br, ok := s.cfg.Node.Served().Brand(id); ok {
 		return br.Name
 	}
-	return id
+	return string(id)
 }
 
-func (s *Service) scopeDesc(brand, scope string) string {
+func (s *Service) scopeDesc(brand domain.BrandID, scope string) string {
 	if br, ok := s.cfg.Node.Served().Brand(brand); ok && br.Scope.ID == scope {
 		return br.Scope.Description
 	}
@@ -57,7 +58,7 @@ func (s *Service) scopeDesc(brand, scope string) string {
 // requestDTO names the request's brand and describes its scope as the served policy has the
 // brand now (its id alone when the brand is gone).
 func (s *Service) requestDTO(r consent.Request) ConsentRequest {
-	name, desc := r.Brand, ""
+	name, desc := string(r.Brand), ""
 	if br, ok := s.cfg.Node.Served().Brand(r.Brand); ok {
 		desc = br.Scope.Description
 		if br.Name != "" {
@@ -94,7 +95,7 @@ func brandDTO(br policy.Brand, publicURL string) Brand {
 	return Brand{
 		ID: br.ID, Name: br.Name, Description: br.Description, Capability: br.Capability, Workspace: br.Workspace,
 		AccessMode: br.AccessMode, Scope: Scope{ID: br.Scope.ID, Description: br.Scope.Description},
-		CardURL: strings.TrimRight(publicURL, "/") + "/a2a/" + br.ID + "/.well-known/agent-card.json",
+		CardURL: strings.TrimRight(publicURL, "/") + "/a2a/" + string(br.ID) + "/.well-known/agent-card.json",
 	}
 }
 

@@ -20,14 +20,14 @@ type Scope struct {
 
 // BrandRef names a brand inside a consent request or grant.
 type BrandRef struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
+	ID   domain.BrandID `json:"id"`
+	Name string         `json:"name"`
 }
 
 // Brand is one brand of policy.json. CardURL is computed by the service; it is accepted (and
 // ignored) in a PUT body because the UI sends back what it got.
 type Brand struct {
-	ID          string            `json:"id"`
+	ID          domain.BrandID    `json:"id"`
 	Name        string            `json:"name"`
 	Description string            `json:"description"`
 	Capability  string            `json:"capability"`

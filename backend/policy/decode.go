@@ -212,7 +212,7 @@ func (d *decoder) brand(path string, n *node) Brand {
 		return Brand{}
 	}
 	b := Brand{
-		ID:           d.str(path+".id", f["id"]),
+		ID:           domain.BrandID(d.str(path+".id", f["id"])),
 		Name:         d.str(path+".name", f["name"]),
 		Description:  d.str(path+".description", f["description"]),
 		Capability:   d.str(path+".capability", f["capability"]),

@@ -159,10 +159,10 @@ func parseProxy(s string) (netip.Prefix, error) {
 
 // Brand is one capability the owner offers to personal agents.
 type Brand struct {
-	ID          string `json:"id"`
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	Capability  string `json:"capability"`
+	ID          domain.BrandID `json:"id"`
+	Name        string         `json:"name"`
+	Description string         `json:"description"`
+	Capability  string         `json:"capability"`
 	// Instructions is the text of an owner-defined capability; empty for built-in ones.
 	Instructions string            `json:"instructions,omitempty"`
 	Workspace    string            `json:"workspace"`
@@ -198,7 +198,7 @@ func Starter() *Policy {
 }
 
 // Brand returns a copy of the brand with the given id.
-func (p *Policy) Brand(id string) (Brand, bool) {
+func (p *Policy) Brand(id domain.BrandID) (Brand, bool) {
 	if p == nil || p.Pact == nil {
 		return Brand{}, false
 	}
@@ -252,7 +252,7 @@ func pathKey(p string) string {
 // RecheckWorkspace resolves the brand's workspace again and fails if it is no longer valid or
 // now resolves elsewhere than at load (a folder swapped for a symlink since, P7). Call it at the
 // start of a turn; it returns the folder to run in.
-func (p *Policy) RecheckWorkspace(brandID string) (string, error) {
+func (p *Policy) RecheckWorkspace(brandID domain.BrandID) (string, error) {
 	b, ok := p.Brand(brandID)
 	if !ok {
 		return "", fmt.Errorf("recheck workspace: no brand %q", brandID)

@@ -93,7 +93,7 @@ func (c *checker) pact(path string, pc *Pact) {
 	if d := pc.TaskRetentionDays; d < 0 || d > MaxTaskRetentionDays {
 		c.add(path+".taskRetentionDays", fmt.Sprintf("must be a whole number of days from 1 to %d, found %d", MaxTaskRetentionDays, d))
 	}
-	ids := map[string]int{}
+	ids := map[domain.BrandID]int{}
 	c.dirs = make([]string, len(pc.Brands))
 	for i, b := range pc.Brands {
 		bp := indexPath(path+".brands", i)
@@ -143,7 +143,7 @@ func (c *checker) overlaps(path string, brands []Brand) {
 func (c *checker) brand(path string, b Brand) string {
 	if b.ID == "" {
 		c.add(path+".id", `is required: a short lowercase name such as "review"; it becomes the URL path /a2a/<id>`)
-	} else if msg := idProblem(b.ID, "it becomes the URL path /a2a/<id>"); msg != "" {
+	} else if msg := idProblem(string(b.ID), "it becomes the URL path /a2a/<id>"); msg != "" {
 		c.add(path+".id", msg)
 	}
 	c.text(path+".name", b.Name, maxNameLen, false, `the name agents see, e.g. "Code review"`)

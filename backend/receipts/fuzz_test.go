@@ -37,7 +37,7 @@ func fuzzChain(n int) []store.Receipt {
 		rid := fmt.Sprintf("r_%024d", i+1)
 		started, ended := tr.StartedAt.UTC().Truncate(time.Millisecond), tr.EndedAt.UTC().Truncate(time.Millisecond)
 		c := Claims{RID: rid, Seq: int64(i + 1), Prev: prev, Turn: tr.ID, Task: tr.TaskID, Ctx: tr.ContextID,
-			Brand: tr.Brand, Scope: tr.BrandScope, PactScope: store.PactScope, Grant: string(tr.GrantID), Agent: tr.Agent,
+			Brand: string(tr.Brand), Scope: tr.BrandScope, PactScope: store.PactScope, Grant: string(tr.GrantID), Agent: tr.Agent,
 			Req: tr.RequestHash, Ans: tr.AnswerHash, Policy: tr.PolicyHash, Status: tr.Status, Reason: tr.Reason,
 			Exit: tr.ExitCode, Started: formatTime(started), Ended: formatTime(ended), Usage: tr.Usage, Kid: key.ID()}
 		c.Issuer, c.ID, c.IssuedAt = testIssuer, rid, jwt.NewNumericDate(ended)

@@ -127,7 +127,7 @@ type NewTask struct {
 // durable, so that the caller can make its answer while the commit is made: nothing of the
 // receipt or the task may leave the node before the Pending commit's Durable has returned nil
 // (T8). Close waits for that commit.
-func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand, owner string, build func(*Receipt) (*a2a.Task, error)) (*Receipt, *store.Pending, error) {
+func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand domain.BrandID, owner string, build func(*Receipt) (*a2a.Task, error)) (*Receipt, *store.Pending, error) {
 	if t.EndedAt.IsZero() {
 		t.EndedAt = l.now()
 	}
@@ -295,7 +295,7 @@ func (l *Ledger) Source(ctx context.Context, f store.ReceiptFilter) Source {
 func checkTurnStart(t Turn) error {
 	var missing []string
 	for _, f := range []struct{ name, v string }{
-		{"id", t.ID}, {"task id", t.TaskID}, {"context id", t.ContextID}, {"brand", t.Brand},
+		{"id", t.ID}, {"task id", t.TaskID}, {"context id", t.ContextID}, {"brand", string(t.Brand)},
 		{"brand scope", t.BrandScope}, {"grant id", string(t.GrantID)}, {"agent issuer", t.Agent.Issuer},
 		{"agent subject", t.Agent.Subject},
 	} {
@@ -361,7 +361,7 @@ func (l *Ledger) sign(turns []Turn, tail store.Checkpoint, revoked func(grantID 
 		}
 		started, ended := t.StartedAt.UTC().Truncate(time.Millisecond), t.EndedAt.UTC().Truncate(time.Millisecond)
 		c := Claims{RID: rid, Seq: seq, Prev: prev, Turn: t.ID, Task: t.TaskID, Ctx: t.ContextID,
-			Brand: t.Brand, Scope: t.BrandScope, PactScope: store.PactScope, Grant: string(t.GrantID), Agent: t.Agent,
+			Brand: string(t.Brand), Scope: t.BrandScope, PactScope: store.PactScope, Grant: string(t.GrantID), Agent: t.Agent,
 			Req: t.RequestHash, Ans: t.AnswerHash, Policy: t.PolicyHash, Status: t.Status, Reason: t.Reason,
 			Exit: t.ExitCode, Started: formatTime(started), Ended: formatTime(ended), Usage: t.Usage,
 			Violation: t.Violation, GrantRevoked: t.GrantRevokedDuringTurn, Kid: l.key.ID()}

@@ -56,7 +56,7 @@ type Turn struct {
 	ID          string
 	TaskID      string
 	ContextID   string
-	Brand       string
+	Brand       domain.BrandID
 	BrandScope  string
 	GrantID     domain.GrantID
 	Agent       domain.Agent

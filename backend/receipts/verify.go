@@ -390,7 +390,7 @@ func differ(r store.Receipt, c *Claims) (col, stored, signed string) {
 		{"prev_hash", r.PrevHash, c.Prev},
 		{"task_id", r.TaskID, c.Task},
 		{"context_id", r.ContextID, c.Ctx},
-		{"brand", r.Brand, c.Brand},
+		{"brand", string(r.Brand), c.Brand},
 		{"scope", r.Scope, c.Scope},
 		{"grant_id", string(r.GrantID), c.Grant},
 		{"agent_iss", r.Agent.Issuer, c.Agent.Issuer},

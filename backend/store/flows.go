@@ -36,7 +36,7 @@ type DeviceFlow struct {
 	DeviceCodeHash string // SHA-256 of the device code; the code itself is never stored
 	UserCode       string // normalised: 8 letters, no dash
 	Agent          domain.Agent
-	Brand          string
+	Brand          domain.BrandID
 	Scope          string
 	Status         domain.FlowStatus
 	Interval       time.Duration // whole seconds
@@ -105,7 +105,7 @@ type flowRow struct {
 func (r *flowRow) record() DeviceFlow {
 	f := DeviceFlow{
 		ID: r.ID, DeviceCodeHash: r.DeviceCodeHash, UserCode: r.UserCode,
-		Agent: domain.Agent{Issuer: r.AgentIss, Subject: r.AgentSub}, Brand: r.Brand, Scope: r.Scope,
+		Agent: domain.Agent{Issuer: r.AgentIss, Subject: r.AgentSub}, Brand: domain.BrandID(r.Brand), Scope: r.Scope,
 		Status: r.Status, Interval: time.Duration(r.IntervalS) * time.Second,
 		LastPollAt: fromMSPtr(r.LastPollAt), FailedGuesses: r.FailedGuesses, Duration: r.Duration,
 		CreatedAt: fromMS(r.CreatedAt), ExpiresAt: fromMS(r.ExpiresAt), DecidedAt: fromMSPtr(r.DecidedAt),

@@ -22,7 +22,7 @@ var ErrGrantNotFound = errors.New("grant not found")
 type Grant struct {
 	ID           domain.GrantID
 	Agent        domain.Agent
-	Brand        string
+	Brand        domain.BrandID
 	Capability   string
 	Workspace    string
 	AccessMode   domain.AccessMode
@@ -61,7 +61,7 @@ type grantRow struct {
 
 func (r *grantRow) record() Grant {
 	g := Grant{
-		ID: domain.GrantID(r.ID), Agent: domain.Agent{Issuer: r.AgentIss, Subject: r.AgentSub}, Brand: r.Brand,
+		ID: domain.GrantID(r.ID), Agent: domain.Agent{Issuer: r.AgentIss, Subject: r.AgentSub}, Brand: domain.BrandID(r.Brand),
 		Capability: r.Capability, Workspace: r.Workspace, AccessMode: domain.AccessMode(r.AccessMode), Scope: r.Scope,
 		IssuedAt: fromMS(r.IssuedAt), ExpiresAt: fromMSPtr(r.ExpiresAt), RevokedAt: fromMSPtr(r.RevokedAt),
 		JWS: r.JWS, LastUsedAt: fromMSPtr(r.LastUsedAt), Uses: r.Uses,
@@ -252,7 +252,7 @@ func (db *DB) ListGrants(ctx context.Context) ([]Grant, error) {
 // revoked nor expired at now, inside a write transaction: a revocation commits
 // either before (ErrGrantNotFound) or after fn has run, never in between (V4).
 // fn must not use the DB and should be quick; signing is fine.
-func (db *DB) WithLiveGrant(ctx context.Context, agentIss, agentSub, brand string, now time.Time, fn func(g *Grant) error) error {
+func (db *DB) WithLiveGrant(ctx context.Context, agentIss, agentSub string, brand domain.BrandID, now time.Time, fn func(g *Grant) error) error {
 	err := db.write(ctx, func(tx *gorm.DB) error {
 		var row grantRow
 		res := tx.Raw(`SELECT `+grantColumns+` FROM grants

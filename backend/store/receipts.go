@@ -51,7 +51,7 @@ type Receipt struct {
 	Hash      string // SHA-256 of the JWS, lowercase hex
 	TaskID    string
 	ContextID string
-	Brand     string
+	Brand     domain.BrandID
 	Scope     string // the brand's scope
 	GrantID   domain.GrantID
 	Agent     domain.Agent
@@ -276,7 +276,7 @@ func endTurn(tx *gorm.DB, r Receipt) error {
 	}
 	var diff []string
 	for _, c := range []struct{ name, got, want string }{
-		{"task_id", r.TaskID, t.TaskID}, {"context_id", r.ContextID, t.ContextID}, {"brand", r.Brand, t.Brand},
+		{"task_id", r.TaskID, t.TaskID}, {"context_id", r.ContextID, t.ContextID}, {"brand", string(r.Brand), t.Brand},
 		{"scope", r.Scope, t.BrandScope}, {"grant_id", string(r.GrantID), t.GrantID}, {"agent_iss", r.Agent.Issuer, t.AgentIss},
 		{"agent_sub", r.Agent.Subject, t.AgentSub},
 	} {
@@ -390,7 +390,7 @@ func (db *DB) AllReceipts(ctx context.Context) iter.Seq2[Receipt, error] {
 // ReceiptFilter selects receipts for the receipts page and for exports.
 type ReceiptFilter struct {
 	Agent  string            // ASCII case-insensitive substring of the agent's issuer or subject
-	Brand  string            // exact brand id
+	Brand  domain.BrandID    // exact brand id
 	Status domain.TurnStatus // exact status
 	From   time.Time         // ended at or after (zero: unbounded)
 	To     time.Time         // ended before (zero: unbounded)

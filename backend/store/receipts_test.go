@@ -363,7 +363,7 @@ func rcListFixture(t *testing.T) (*DB, []Receipt) {
 		if i%40 == 7 {
 			tr.Agent.Subject = "Zed"
 		}
-		tr.Brand = []string{"acme", "globex", "initech"}[i%5%3]
+		tr.Brand = []domain.BrandID{"acme", "globex", "initech"}[i%5%3]
 		tr.Status = []domain.TurnStatus{domain.TurnCompleted, domain.TurnFailed, domain.TurnCanceled}[i%7%3]
 		tr.StartedAt = rcT0.Add(time.Duration(i) * time.Minute)
 		end := tr.StartedAt.Add(30 * time.Second)

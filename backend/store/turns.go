@@ -35,7 +35,7 @@ type Turn struct {
 	ID         string
 	TaskID     string
 	ContextID  string
-	Brand      string
+	Brand      domain.BrandID
 	BrandScope string // the brand's scope; the turn itself always runs in PactScope
 	GrantID    domain.GrantID
 	Agent      domain.Agent
@@ -63,7 +63,7 @@ type turnRow struct {
 }
 
 func (r turnRow) record() Turn {
-	return Turn{ID: r.ID, TaskID: r.TaskID, ContextID: r.ContextID, Brand: r.Brand, BrandScope: r.BrandScope,
+	return Turn{ID: r.ID, TaskID: r.TaskID, ContextID: r.ContextID, Brand: domain.BrandID(r.Brand), BrandScope: r.BrandScope,
 		GrantID: domain.GrantID(r.GrantID), Agent: domain.Agent{Issuer: r.AgentIss, Subject: r.AgentSub}, PolicyHash: r.PolicyHash,
 		Status: domain.TurnStatus(r.Status), Reason: r.Reason, StartedAt: fromMS(r.StartedAt), EndedAt: fromMSPtr(r.EndedAt)}
 }

@@ -104,7 +104,7 @@ func (s *Service) codex(r *running, req Request, turn receipts.Turn, recorded fu
 		Prompt:     codex.BuildPrompt(req.Brand.InstructionText(), req.Texts),
 		ThreadID:   req.ThreadID,
 		// Codex's sessions are kept per agent and brand: a thread resumes only for them.
-		Conversation: turn.Agent.Issuer + "\x00" + turn.Agent.Subject + "\x00" + req.Brand.ID,
+		Conversation: turn.Agent.Issuer + "\x00" + turn.Agent.Subject + "\x00" + string(req.Brand.ID),
 		Admit: func(ctx context.Context) error {
 			if err := recorded(); err != nil {
 				return fmt.Errorf("record turn: %w", err)
@@ -157,10 +157,10 @@ func (s *Service) runCodex(ctx context.Context, req Request, creq codex.Request,
 
 // admit runs once a turn holds its workspace, right before Codex starts: the grant must
 // still stand and the brand still be offered, however long the turn waited (W13).
-func (s *Service) admit(ctx context.Context, grantID domain.GrantID, brandID string) error {
+func (s *Service) admit(ctx context.Context, grantID domain.GrantID, brandID domain.BrandID) error {
 	served := s.cfg.Served()
 	if _, ok := served.Brand(brandID); !ok {
-		return errors.New("the brand " + quoteTrunc(brandID) + " is no longer offered by this node")
+		return errors.New("the brand " + quoteTrunc(string(brandID)) + " is no longer offered by this node")
 	}
 	err := s.cfg.Consent.GrantStands(ctx, grantID, brandID, served)
 	var de *consent.DelegationError
