@@ -104,7 +104,7 @@ func startNode(t *testing.T) *testNode {
 		ConsentURL: consentURL,
 		Identity:   identity.New(identity.Config{Audience: pub, NodeIssuer: pub, AllowInsecureLocalIssuers: true, Logger: quiet}),
 		Consent:    cs, Tasks: db, Ledger: ledger, Runner: runner, Keys: keys.History{Set: key.Set()}, Signer: key, Logger: quiet,
-	}, pol)
+	}, pol.Snapshot())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,14 +42,14 @@ func issuerOrigin(iss string) string {
 }
 
 func (s *Service) brandName(id domain.BrandID) string {
-	if br, ok := s.cfg.Node.Served().Brand(id); ok {
+	if br, ok := s.served().Brand(id); ok {
 		return br.Name
 	}
 	return string(id)
 }
 
 func (s *Service) scopeDesc(brand domain.BrandID, scope string) string {
-	if br, ok := s.cfg.Node.Served().Brand(brand); ok && br.Scope.ID == scope {
+	if br, ok := s.served().Brand(brand); ok && br.Scope.ID == scope {
 		return br.Scope.Description
 	}
 	return ""
@@ -59,7 +59,7 @@ func (s *Service) scopeDesc(brand domain.BrandID, scope string) string {
 // brand now (its id alone when the brand is gone).
 func (s *Service) requestDTO(r consent.Request) ConsentRequest {
 	name, desc := string(r.Brand), ""
-	if br, ok := s.cfg.Node.Served().Brand(r.Brand); ok {
+	if br, ok := s.served().Brand(r.Brand); ok {
 		desc = br.Scope.Description
 		if br.Name != "" {
 			name = br.Name

@@ -3,8 +3,8 @@ package owner
 import (
 	"context"
 	"crypto/ed25519"
+	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 
 	"github.com/aether/aether/backend/consent"
@@ -13,14 +13,6 @@ import (
 	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/store"
 )
-
-// servedNode is the node as far as the consent views need it: the policy it serves.
-type servedNode struct {
-	Node
-	p atomic.Pointer[policy.Policy]
-}
-
-func (n *servedNode) Served() *policy.Policy { return n.p.Load() }
 
 // TestConsentViewsNameTheBrand: consent keeps no view of the policy, so the owner's side names
 // a request's brand and describes its scope from the policy it serves (the list, and the events
@@ -34,11 +26,23 @@ func TestConsentViewsNameTheBrand(t *testing.T) {
 	t.Cleanup(func() { db.Close() })
 	cs := consent.New(db, keys.FromPrivate(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))),
 		consent.Config{PublicURL: "https://aether.example.com", ConsentURL: "https://127.0.0.1:3000/pact/consent"})
-	pol := &policy.Policy{Pact: &policy.Pact{Brands: []policy.Brand{{ID: "review", Name: "Code review", Capability: "review",
-		WorkspaceDir: "/ws/review", AccessMode: domain.ReadOnly, Scope: policy.Scope{ID: "review:read_only", Description: "Review code (read only)"}}}}}
-	node := &servedNode{}
-	node.p.Store(pol)
-	s := New(Config{Consent: cs, Node: node})
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "workspace"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "policy.json")
+	if err := os.WriteFile(path, []byte(`{"pact": {"publicUrl": "https://aether.example.com", "audience": "https://aether.example.com",
+  "brands": [{"id": "review", "name": "Code review", "description": "Reviews code in my workspace.",
+    "capability": "review", "workspace": "workspace", "accessMode": "read_only",
+    "scope": {"id": "review:read_only", "description": "Review code (read only)"}}]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file, err := policy.OpenFile(policy.FileConfig{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := file.Current().Policy
+	s := New(Config{Consent: cs, Policy: file})
 
 	alice := domain.Agent{Issuer: "https://id.example", Subject: "alice"}
 	if _, err := cs.StartFlow(ctx, alice, "review:read_only", "", pol); err != nil {
@@ -52,7 +56,9 @@ func TestConsentViewsNameTheBrand(t *testing.T) {
 		t.Fatalf("request = %+v", r)
 	}
 
-	node.p.Store(&policy.Policy{Pact: &policy.Pact{}}) // the brand is gone
+	if _, err := file.Modify(func(p *policy.Policy) error { p.Pact.Brands = nil; return nil }); err != nil { // the brand is gone
+		t.Fatal(err)
+	}
 	reqs, err = s.Pending(ctx)
 	if err != nil || len(reqs) != 1 {
 		t.Fatalf("pending = %v, %v", reqs, err)
