@@ -111,8 +111,8 @@ type Node struct {
 	turns   gateway.Runner
 	owner   *owner.Service
 	admin   *admin.Server
-	// gw is nil until a policy first loads. Its routes are the served policy: consent reads the
-	// brands from there (consentBrands).
+	// gw is nil until a policy first loads. Its routes are the served policy, which the gateway
+	// passes to consent with every check.
 	gw atomic.Pointer[gateway.Gateway]
 	// ids checks identities for the served publicUrl and audience; funnel publishes the gateway.
 	ids    identity.Current
