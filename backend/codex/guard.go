@@ -4,20 +4,22 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 // workspaceGuard is what the runner checks of a workspace around a turn: a read_only one must
 // not change at all (S6); a read_write one must not be left holding what runs on the owner's
 // side (W23).
 type workspaceGuard struct {
-	access string
+	access domain.AccessMode
 	digest workspaceDigest // read_only
 	scan   guardedScan     // read_write
 }
 
 // before looks at the workspace before codex starts.
 func (g *workspaceGuard) before(dir string, now time.Time) (err error) {
-	if g.access == AccessReadOnly {
+	if g.access == domain.ReadOnly {
 		g.digest, err = digestWorkspace(dir, now)
 	} else {
 		g.scan, err = scanGuarded(dir)
@@ -29,7 +31,7 @@ func (g *workspaceGuard) before(dir string, now time.Time) (err error) {
 // turn is a violation, or "". It records the paths in res, and moves what a read_write turn
 // planted out of the workspace (quarantine).
 func (r *Runner) guardAfter(g *workspaceGuard, dir string, res *Result) string {
-	if g.access == AccessReadOnly {
+	if g.access == domain.ReadOnly {
 		after, err := redigest(dir, g.digest)
 		if g.digest.partial || after.partial {
 			r.logger().Warn("read-only workspace too large for a full digest; checked the first entries only",

@@ -20,20 +20,15 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/confine"
+	"github.com/aether/aether/backend/domain"
 )
 
-// Access modes of a brand (Request.AccessMode).
+// Outcomes of a turn (Result.Status): the turn's own ending words, and two of Codex's.
 const (
-	AccessReadOnly  = "read_only"
-	AccessReadWrite = "read_write"
-)
-
-// Outcomes of a turn (Result.Status).
-const (
-	StatusCompleted = "completed"
-	StatusFailed    = "failed"
+	StatusCompleted = string(domain.TurnCompleted)
+	StatusFailed    = string(domain.TurnFailed)
 	StatusTimeout   = "timeout"
-	StatusCanceled  = "canceled"
+	StatusCanceled  = string(domain.TurnCanceled)
 	StatusViolation = "violation" // a read_only workspace changed, or a read_write one was left holding what runs on the owner's side
 )
 
@@ -115,7 +110,7 @@ type Runner struct {
 // Request is one turn.
 type Request struct {
 	Workspace  string // absolute path of the brand's workspace
-	AccessMode string // AccessReadOnly or AccessReadWrite
+	AccessMode domain.AccessMode
 	Prompt     string // sent on stdin; see BuildPrompt
 	ThreadID   string // resume this codex thread when set
 	Model      string // optional -m
@@ -220,7 +215,7 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	if err != nil {
 		return finish(StatusFailed, "invalid request: "+err.Error(), fmt.Errorf("%w: %v", ErrInvalidRequest, err))
 	}
-	view := r.turnView(bin, workspace, req.AccessMode == AccessReadWrite, dirs)
+	view := r.turnView(bin, workspace, req.AccessMode == domain.ReadWrite, dirs)
 	view.InfoFD, view.BlockFD = sandboxInfoFD, sandboxBlockFD
 	wrapper, wrapped, err := box.Wrap(view, append([]string{bin}, args...))
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 // Upstream is the model the owner chose in the window (backend/model): an API key, and
@@ -119,7 +121,7 @@ func (r *Runner) Probe(ctx context.Context, dir string) (Result, error) {
 		return Result{Status: StatusFailed, Reason: err.Error()}, err
 	}
 	defer os.RemoveAll(ws)
-	return r.Run(ctx, Request{Workspace: ws, AccessMode: AccessReadOnly, Prompt: ProbePrompt,
+	return r.Run(ctx, Request{Workspace: ws, AccessMode: domain.ReadOnly, Prompt: ProbePrompt,
 		Conversation: "aether-check"}, nil)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
 	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/identity"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/policy"
@@ -76,7 +77,7 @@ type Gateway struct {
 	requests requestSlots
 
 	mu      sync.Mutex // serialises Reload
-	brands  map[string]*brandRoute
+	brands  map[domain.BrandID]*brandRoute
 	handler http.Handler
 }
 
@@ -85,9 +86,9 @@ func New(cfg Config, s policy.Snapshot) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	g := &Gateway{cfg: cfg, requests: newRequestSlots(), brands: map[string]*brandRoute{}}
+	g := &Gateway{cfg: cfg, requests: newRequestSlots(), brands: map[domain.BrandID]*brandRoute{}}
 	g.turns = turn.New(turn.Config{Ledger: cfg.Ledger, Runner: cfg.Runner, Consent: cfg.Consent,
-		Offered: func(brandID string) bool { return g.routes.Load().brands[brandID] != nil },
+		Served:  g.Policy,
 		Timeout: cfg.TurnTimeout, OnReceipt: cfg.OnReceipt, Logger: cfg.Logger})
 	if err := g.Reload(s); err != nil {
 		return nil, err
@@ -151,7 +152,7 @@ func (g *Gateway) unlessPaused(h http.Handler) http.Handler {
 func (g *Gateway) serveA2A(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.Path, "/a2a/")
 	id, sub, _ := strings.Cut(rest, "/")
-	br := g.routes.Load().brands[id]
+	br := g.routes.Load().brands[domain.BrandID(id)]
 	if br == nil {
 		b := bindingREST
 		if sub == "" {
@@ -186,7 +187,7 @@ func quoteTrunc(s string) string {
 type routes struct {
 	policy   *policy.Policy
 	hash     string
-	brands   map[string]*brandRoute
+	brands   map[domain.BrandID]*brandRoute
 	single   *brandRoute // set when exactly one brand is configured
 	jwks     http.Handler
 	metadata http.Handler

@@ -111,8 +111,8 @@ type Node struct {
 	turns   gateway.Runner
 	owner   *owner.Service
 	admin   *admin.Server
-	// gw is nil until a policy first loads. Its routes are the served policy: consent reads the
-	// brands from there (consentBrands).
+	// gw is nil until a policy first loads. Its routes are the served policy, which the gateway
+	// passes to consent with every check.
 	gw atomic.Pointer[gateway.Gateway]
 	// ids checks identities for the served publicUrl and audience; funnel publishes the gateway.
 	ids    identity.Current
@@ -253,7 +253,7 @@ func (n *Node) consentURL() string { return "https://" + n.addrs.Admin + "/pact/
 func (n *Node) newServices(ctx context.Context) error {
 	publicURL := n.addrs.PublicURL
 	n.consent = consent.New(n.db, n.key, consent.Config{
-		PublicURL: publicURL, ConsentURL: n.consentURL(), Brands: n.consentBrands, Logger: n.log,
+		PublicURL: publicURL, ConsentURL: n.consentURL(), Logger: n.log,
 	})
 	n.ledger = receipts.NewLedger(n.db, n.key, publicURL, time.Now)
 	n.owner = owner.New(owner.Config{

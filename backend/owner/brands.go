@@ -27,12 +27,12 @@ func (s *Service) PutBrand(ctx context.Context, id string, in Brand) ([]Brand, e
 	}
 	nb := policy.Brand{
 		ID: in.ID, Name: in.Name, Description: in.Description, Capability: in.Capability, Workspace: in.Workspace,
-		AccessMode: policy.AccessMode(in.AccessMode), Scope: policy.Scope{ID: in.Scope.ID, Description: in.Scope.Description},
+		AccessMode: in.AccessMode, Scope: policy.Scope{ID: in.Scope.ID, Description: in.Scope.Description},
 	}
 	return s.modify(func(p *policy.Policy) (int, error) {
 		idx := -1
 		for i, br := range p.Pact.Brands {
-			if br.ID == id {
+			if string(br.ID) == id {
 				idx = i
 				nb.Instructions = br.Instructions
 			}
@@ -54,7 +54,7 @@ func (s *Service) DeleteBrand(ctx context.Context, id string) ([]Brand, error) {
 		kept := p.Pact.Brands[:0]
 		found := false
 		for _, br := range p.Pact.Brands {
-			if br.ID == id {
+			if string(br.ID) == id {
 				found = true
 				continue
 			}

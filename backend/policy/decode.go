@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 var (
@@ -210,13 +212,13 @@ func (d *decoder) brand(path string, n *node) Brand {
 		return Brand{}
 	}
 	b := Brand{
-		ID:           d.str(path+".id", f["id"]),
+		ID:           domain.BrandID(d.str(path+".id", f["id"])),
 		Name:         d.str(path+".name", f["name"]),
 		Description:  d.str(path+".description", f["description"]),
 		Capability:   d.str(path+".capability", f["capability"]),
 		Instructions: d.str(path+".instructions", f["instructions"]),
 		Workspace:    d.str(path+".workspace", f["workspace"]),
-		AccessMode:   AccessMode(d.str(path+".accessMode", f["accessMode"])),
+		AccessMode:   domain.AccessMode(d.str(path+".accessMode", f["accessMode"])),
 	}
 	if v := f["scope"]; v != nil {
 		b.Scope = d.scope(path+".scope", v)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -93,7 +94,7 @@ func TestParseValid(t *testing.T) {
 			Audience:  "https://aether.example.com",
 			Brands: []Brand{{
 				ID: "review", Name: "Code review", Description: "Reviews code in my workspace.",
-				Capability: "review", Workspace: "workspace", AccessMode: ReadOnly,
+				Capability: "review", Workspace: "workspace", AccessMode: domain.ReadOnly,
 				Scope:        Scope{ID: "review:read_only", Description: "Review code (read only)"},
 				WorkspaceDir: filepath.Join(realDir, "workspace"),
 			}},
@@ -123,7 +124,7 @@ func TestExamplePolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, ok := p.Brand("review")
-	if !ok || b.AccessMode != ReadOnly || b.Scope.ID != "review:read_only" || b.Capability != "review" {
+	if !ok || b.AccessMode != domain.ReadOnly || b.Scope.ID != "review:read_only" || b.Capability != "review" {
 		t.Fatalf("example brand = %+v", b)
 	}
 	if _, err := os.Stat(filepath.Join(b.WorkspaceDir, "README.md")); err != nil {

@@ -50,18 +50,15 @@ const ReasonUnrecorded = "the node could not commit this turn's receipt: "
 // timeLayout is RFC 3339 with milliseconds; receipts carry UTC times.
 const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 
-// Usage is what the coding agent reported using, as a receipt signs it.
-type Usage = domain.Usage
-
 // Turn is one delegated turn as the turn service knows it. Start takes it before any
 // work runs; Append takes it again, with the end fields set, when it ends.
 type Turn struct {
 	ID          string
 	TaskID      string
 	ContextID   string
-	Brand       string
+	Brand       domain.BrandID
 	BrandScope  string
-	GrantID     string
+	GrantID     domain.GrantID
 	Agent       domain.Agent
 	PolicyHash  string
 	RequestHash string // HashJSON of the request message
@@ -71,7 +68,7 @@ type Turn struct {
 	ExitCode    int
 	StartedAt   time.Time
 	EndedAt     time.Time // zero: now
-	Usage       Usage
+	Usage       domain.Usage
 	Violation   bool // the agent changed the workspace against its access mode
 	// GrantRevokedDuringTurn: the owner revoked the turn's grant before its receipt was
 	// committed. The ledger reads it in that commit; a caller may only set it.
@@ -100,7 +97,7 @@ type Claims struct {
 	Exit         int               `json:"exit"`
 	Started      string            `json:"started"`
 	Ended        string            `json:"ended"`
-	Usage        Usage             `json:"usage"`
+	Usage        domain.Usage      `json:"usage"`
 	Violation    bool              `json:"violation"`
 	GrantRevoked bool              `json:"grant_revoked"`
 	Kid          string            `json:"kid"`

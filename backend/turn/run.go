@@ -73,7 +73,7 @@ func (s *Service) unwatched(ctx context.Context, base receipts.Turn, recorded fu
 // reads the grant in the receipt's commit and marks the receipt (V2). A plain send's task
 // goes into that commit (Request.Keep), and the turn returns as soon as it is written there,
 // before the commit is durable; the answer is made meanwhile and waits for Durable.
-func (s *Service) receipt(ctx context.Context, r *running, req Request, end receipts.Turn, out Outcome) (*Finished, error) {
+func (s *Service) receipt(ctx context.Context, r *running, req Request, end receipts.Turn, out domain.Outcome) (*Finished, error) {
 	ctx = context.WithoutCancel(ctx)
 	fin := &Finished{Outcome: out, ByAgent: errors.Is(context.Cause(r.ctx), errCanceledByAgent)}
 	if req.Keep != nil && !fin.ByAgent {
@@ -100,11 +100,11 @@ func (s *Service) receipt(ctx context.Context, r *running, req Request, end rece
 // turn's record) and the grant's standing both hold.
 func (s *Service) codex(r *running, req Request, turn receipts.Turn, recorded func() error, w Watcher) codex.Result {
 	creq := codex.Request{
-		AccessMode: string(req.Brand.AccessMode),
+		AccessMode: req.Brand.AccessMode,
 		Prompt:     codex.BuildPrompt(req.Brand.InstructionText(), req.Texts),
 		ThreadID:   req.ThreadID,
 		// Codex's sessions are kept per agent and brand: a thread resumes only for them.
-		Conversation: turn.Agent.Issuer + "\x00" + turn.Agent.Subject + "\x00" + req.Brand.ID,
+		Conversation: turn.Agent.Issuer + "\x00" + turn.Agent.Subject + "\x00" + string(req.Brand.ID),
 		Admit: func(ctx context.Context) error {
 			if err := recorded(); err != nil {
 				return fmt.Errorf("record turn: %w", err)
@@ -157,11 +157,12 @@ func (s *Service) runCodex(ctx context.Context, req Request, creq codex.Request,
 
 // admit runs once a turn holds its workspace, right before Codex starts: the grant must
 // still stand and the brand still be offered, however long the turn waited (W13).
-func (s *Service) admit(ctx context.Context, grantID, brandID string) error {
-	if !s.cfg.Offered(brandID) {
-		return errors.New("the brand " + quoteTrunc(brandID) + " is no longer offered by this node")
+func (s *Service) admit(ctx context.Context, grantID domain.GrantID, brandID domain.BrandID) error {
+	served := s.cfg.Served()
+	if _, ok := served.Brand(brandID); !ok {
+		return errors.New("the brand " + quoteTrunc(string(brandID)) + " is no longer offered by this node")
 	}
-	err := s.cfg.Consent.GrantStands(ctx, grantID, brandID)
+	err := s.cfg.Consent.GrantStands(ctx, grantID, brandID, served)
 	var de *consent.DelegationError
 	if errors.As(err, &de) && de.Reason == consent.ReasonRevoked {
 		return errRevokedWhileQueued
@@ -170,8 +171,8 @@ func (s *Service) admit(ctx context.Context, grantID, brandID string) error {
 }
 
 // outcome is how the turn ended, from why its context ended and what Codex returned.
-func outcome(runCtx context.Context, res codex.Result) Outcome {
-	out := Outcome{Status: domain.TurnFailed, Answer: res.Answer, ThreadID: res.ThreadID,
+func outcome(runCtx context.Context, res codex.Result) domain.Outcome {
+	out := domain.Outcome{Status: domain.TurnFailed, Answer: res.Answer, ThreadID: res.ThreadID,
 		Usage: domain.Usage{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens, OutputTokens: res.Usage.OutputTokens}}
 	cause := context.Cause(runCtx)
 	switch {
