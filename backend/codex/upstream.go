@@ -109,6 +109,10 @@ const ProbePrompt = "Reply with the single word OK and nothing else. Do not run 
 // after, against the model as set now: what the Status page's Check shows. Its Result says
 // completed, or why not, in the words a turn's receipt would.
 func (r *Runner) Probe(ctx context.Context, dir string) (Result, error) {
+	return r.probe(ctx, dir, nil)
+}
+
+func (r *Runner) probe(ctx context.Context, dir string, p *Provider) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 	defer cancel()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -120,7 +124,7 @@ func (r *Runner) Probe(ctx context.Context, dir string) (Result, error) {
 	}
 	defer os.RemoveAll(ws)
 	return r.Run(ctx, Request{Workspace: ws, AccessMode: AccessReadOnly, Prompt: ProbePrompt,
-		Conversation: "aether-check"}, nil)
+		Conversation: "aether-check", Provider: p}, nil)
 }
 
 // ProbeAnswer is a short, one-line form of a probe's answer.

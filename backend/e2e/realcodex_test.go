@@ -10,13 +10,15 @@ import (
 
 	"github.com/aether/aether/backend/codex/codextest"
 	"github.com/aether/aether/backend/codex/mockmodel"
+	aimodel "github.com/aether/aether/backend/model"
 	"github.com/aether/aether/backend/receipts"
 )
 
-// TestPactRealCodex runs a whole PACT turn through the real `codex exec`
-// against a local mock of the OpenAI Responses API: the answer the mock
-// scripts comes back through the gateway with a receipt, under the read-only
-// sandbox. It keeps the fake Codex honest. CI installs the real CLI
+// TestPactRealCodex runs a whole PACT turn through the real `codex exec`, the
+// node's model gateway and a local mock of the OpenAI Responses API set as the
+// owner's server: the answer the mock scripts comes back through the gateway
+// with a receipt, under the read-only sandbox, and the receipt's usage is what
+// the mock reported. It keeps the fake Codex honest. CI installs the real CLI
 // (scripts/install-codex.sh) and sets AETHER_REAL_CODEX.
 func TestPactRealCodex(t *testing.T) {
 	bin := os.Getenv("AETHER_REAL_CODEX")
@@ -36,7 +38,14 @@ func TestPactRealCodex(t *testing.T) {
 	e := newEnv(t, withCodexPath(bin), withCodexEnv("CODEX_API_KEY=dummy"))
 	e.stop()
 	e.opts.CodexHome = home
-	e.opts.CodexArgs = model.ProviderArgs()
+	const ownerKey = "sk-e2e-owner-9c4d1f"
+	store := &aimodel.Store{Dir: e.dataDir}
+	if _, err := store.Update(func(s *aimodel.Settings) { s.BaseURL = model.BaseURL() }); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.SetKey(ownerKey); err != nil {
+		t.Fatal(err)
+	}
 	e.start()
 
 	alice := e.agent("alice")
@@ -50,10 +59,20 @@ func TestPactRealCodex(t *testing.T) {
 	if answer != "main.go declares an empty main; nothing to fix." {
 		t.Fatalf("answer %q", answer)
 	}
-	if _, err := receipts.VerifyOne(rec, nodeJWKS(t, e)); err != nil {
+	claims, err := receipts.VerifyOne(rec, nodeJWKS(t, e))
+	if err != nil {
 		t.Fatalf("receipt: %v", err)
 	}
 	reqs := model.Requests()
+	for i, r := range reqs {
+		if got := r.Header.Get("Authorization"); got != "Bearer "+ownerKey {
+			t.Errorf("request %d reached the model with %q, not the owner's key", i, got)
+		}
+	}
+	// The gateway's count: the mock reports 10 in and 5 out per request.
+	if want := (receipts.Usage{InputTokens: 10 * int64(len(reqs)), OutputTokens: 5 * int64(len(reqs))}); claims.Usage != want {
+		t.Errorf("receipt usage %+v, want %+v", claims.Usage, want)
+	}
 	if len(reqs) == 0 || reqs[0].TurnMetadata()["sandbox_mode"] != "read-only" {
 		t.Fatalf("codex did not run read-only: %d requests", len(reqs))
 	}

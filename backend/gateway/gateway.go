@@ -54,7 +54,8 @@ type Config struct {
 	Runner      Runner
 	Keys        keys.History // published at /.well-known/jwks.json, with each retired key's rotation (T13)
 	TurnTimeout time.Duration
-	OnReceipt   func(*receipts.Receipt) // told after each receipt is committed
+	OnReceipt   func(*receipts.Receipt)                       // told after each receipt is committed
+	Models      func(turn.ModelTurn) (*turn.ModelPass, error) // turn.Config.Models
 	Logger      *slog.Logger
 
 	// Signer signs the agent cards (A2A 1.0 §8.4); nil serves them unsigned.
@@ -88,7 +89,7 @@ func New(cfg Config, p *policy.Policy) (*Gateway, error) {
 	g := &Gateway{cfg: cfg, requests: newRequestSlots(), brands: map[string]*brandRoute{}}
 	g.turns = turn.New(turn.Config{Ledger: cfg.Ledger, Runner: cfg.Runner, Consent: cfg.Consent,
 		Offered: func(brandID string) bool { return g.routes.Load().brands[brandID] != nil },
-		Timeout: cfg.TurnTimeout, OnReceipt: cfg.OnReceipt, Logger: cfg.Logger})
+		Timeout: cfg.TurnTimeout, OnReceipt: cfg.OnReceipt, Models: cfg.Models, Logger: cfg.Logger})
 	if err := g.Reload(p); err != nil {
 		return nil, err
 	}

@@ -189,7 +189,7 @@ func (cs *codexSetup) changed() {
 
 // CheckModel runs the runner's probe: one read-only turn in an empty folder, confined as any.
 func (cs *codexSetup) CheckModel(ctx context.Context) owner.ModelCheck {
-	res, err := cs.n.runner.Probe(ctx, cs.n.path(dirCodex))
+	res, err := cs.n.probeModel(ctx)
 	c := owner.ModelCheck{OK: res.Status == codex.StatusCompleted, At: time.Now().UTC()}
 	switch {
 	case c.OK:

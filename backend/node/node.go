@@ -27,6 +27,7 @@ import (
 	"github.com/aether/aether/backend/fsutil"
 	"github.com/aether/aether/backend/gateway"
 	"github.com/aether/aether/backend/keys"
+	"github.com/aether/aether/backend/modelgw"
 	"github.com/aether/aether/backend/owner"
 	"github.com/aether/aether/backend/receipts"
 	"github.com/aether/aether/backend/store"
@@ -101,7 +102,8 @@ type Node struct {
 	ledger  *receipts.Ledger
 	head    *receipts.HeadFile // receipts.head
 	runner  *codex.Runner
-	setup   *codexSetup // Get Codex and the model settings (the Status page)
+	models  *modelgw.Gateway // the model gateway every turn reaches its model through
+	setup   *codexSetup      // Get Codex and the model settings (the Status page)
 	turns   gateway.Runner
 	owner   *owner.Service
 	admin   *admin.Server
@@ -188,7 +190,10 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	}
 	n.setup = newCodexSetup(n, o.CodexRegistry)
 	n.runner = &codex.Runner{Path: o.CodexPath, Find: n.setup.find, Upstream: n.setup.upstream, Home: o.CodexHome, StateDir: n.path(dirCodex),
-		ExtraArgs: o.CodexArgs, Env: append([]string{"CODEX_API_KEY"}, o.CodexEnv...), TestMounts: o.CodexTestMounts, Logger: n.log}
+		ExtraArgs: o.CodexArgs, Env: append([]string{"CODEX_API_KEY", turnTag}, o.CodexEnv...), TestMounts: o.CodexTestMounts, Logger: n.log}
+	if err = n.startModels(); err != nil {
+		return nil, err
+	}
 	n.turns = n.runner
 	if o.Runner != nil {
 		n.turns = o.Runner
@@ -417,6 +422,9 @@ func (n *Node) close() error {
 	}
 	for _, ln := range n.lns {
 		ln.Close()
+	}
+	if n.models != nil {
+		n.models.Close()
 	}
 	if n.ledger != nil {
 		errs = append(errs, n.ledger.Close())

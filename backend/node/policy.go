@@ -86,6 +86,7 @@ func (n *Node) startGateway(p *policy.Policy, publicURL, consentURL string) erro
 		Tasks:      n.db,
 		Ledger:     n.ledger,
 		Runner:     n.turns,
+		Models:     n.openModel,
 		Keys:       n.history,
 		OnReceipt:  n.owner.ReceiptAdded,
 		Logger:     n.log,

@@ -34,6 +34,9 @@ type Config struct {
 	Offered   func(brandID string) bool
 	Timeout   time.Duration
 	OnReceipt func(*receipts.Receipt) // told after each receipt is durable
+	// Models, if set, opens each turn's pass to the node's model gateway: Codex gets a
+	// one-time token, and the receipt the gateway's count of tokens (docs/model-gateway.md).
+	Models func(ModelTurn) (*ModelPass, error)
 	Logger    *slog.Logger
 }
 
