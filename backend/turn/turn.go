@@ -37,7 +37,7 @@ type Config struct {
 	// Models, if set, opens each turn's pass to the node's model gateway: Codex gets a
 	// one-time token, and the receipt the gateway's count of tokens (docs/model-gateway.md).
 	Models func(ModelTurn) (*ModelPass, error)
-	Logger    *slog.Logger
+	Logger *slog.Logger
 }
 
 // MaxPerGrant caps the turns of one grant that run or wait for a workspace at once: no agent
