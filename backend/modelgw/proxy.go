@@ -1,6 +1,7 @@
 package modelgw
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -135,6 +136,9 @@ func (g *Gateway) stream(w http.ResponseWriter, p *Pass, body io.Reader) {
 // a retry will not mend, with the reason in the owner's words.
 func (g *Gateway) relayError(w http.ResponseWriter, p *Pass, resp *http.Response) {
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	if p.up.Key != "" { // a server that echoes the key hands it to no turn (M8)
+		msg = bytes.ReplaceAll(msg, []byte(p.up.Key), []byte("[the owner's key]"))
+	}
 	reason := ownerReason(hostOf(baseOf(p.up)), resp.StatusCode, msg)
 	if resp.StatusCode < 500 {
 		g.fail(p, reason)
