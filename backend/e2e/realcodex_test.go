@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -79,4 +80,51 @@ func TestPactRealCodex(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(e.workspace, "pwned.txt")); !os.IsNotExist(err) {
 		t.Fatal("the read-only sandbox let a write into the workspace")
 	}
+}
+
+// TestPactRealCodexBudget: a brand's budget of model tokens a day, counted by the node's
+// gateway from what the model reported: the turn that crosses it fails, saying so in its
+// status and receipt; the grant's next turn is refused before Codex starts.
+func TestPactRealCodexBudget(t *testing.T) {
+	bin := os.Getenv("AETHER_REAL_CODEX")
+	if bin == "" {
+		t.Skip("no real codex: set AETHER_REAL_CODEX=$(scripts/install-codex.sh)")
+	}
+	model := mockmodel.New(mockmodel.Shell("cat main.go"), mockmodel.Message("done")) // 15 tokens a request
+	defer model.Close()
+	brand := strings.Replace(reviewBrand, `"accessMode"`, `"tokensPerDay":20,"accessMode"`, 1)
+	e := newEnv(t, withCodexPath(bin), withCodexEnv("CODEX_API_KEY=dummy"), withBrands(brand))
+	e.stop()
+	e.opts.CodexHome = codextest.Home(t)
+	if _, err := (&aimodel.Store{Dir: e.dataDir}).Update(func(s *aimodel.Settings) { s.BaseURL = model.BaseURL() }); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	alice := e.agent("alice")
+	alice.setDelegation(e.delegate(t, alice, "review"))
+	c := alice.client("review", a2a.TransportProtocolJSONRPC)
+
+	t.Run("M9 the turn that crosses the budget ends failed", func(t *testing.T) {
+		task := alice.send(c, "", "Review main.go please")
+		claims := receiptClaims(t, e, task)
+		if task.Status.State != a2a.TaskStateFailed || !strings.Contains(statusText(task), "budget_exhausted") ||
+			claims.Status != "failed" || !strings.Contains(claims.Reason, "budget_exhausted") {
+			t.Fatalf("turn ended %s: %q; receipt %s %q", task.Status.State, statusText(task), claims.Status, claims.Reason)
+		}
+		if claims.Usage.InputTokens != 20 || claims.Usage.OutputTokens != 10 {
+			t.Errorf("receipt usage %+v, want the model's 2×(10 in, 5 out)", claims.Usage)
+		}
+	})
+	t.Run("M9 the next turn of the spent grant is refused before Codex starts", func(t *testing.T) {
+		before := len(model.Requests())
+		task := alice.send(c, "", "Review main.go again")
+		claims := receiptClaims(t, e, task)
+		if task.Status.State != a2a.TaskStateFailed || !strings.Contains(statusText(task), "budget_exhausted: this grant has used 30 of its 20 tokens") ||
+			!strings.Contains(claims.Reason, "budget_exhausted") {
+			t.Fatalf("turn ended %s: %q; receipt %q", task.Status.State, statusText(task), claims.Reason)
+		}
+		if n := len(model.Requests()); n != before {
+			t.Errorf("the model was asked %d more times", n-before)
+		}
+	})
 }
