@@ -11,7 +11,7 @@ import (
 var (
 	topFields   = []string{"pact", "scopes"}
 	pactFields  = []string{"publicUrl", "audience", "allowInsecureLocalIssuers", "trustedProxies", "taskRetentionDays", "funnel", "brands"}
-	brandFields = []string{"id", "name", "description", "capability", "instructions", "workspace", "accessMode", "scope", "model", "tokensPerDay"}
+	brandFields = []string{"id", "name", "description", "capability", "instructions", "workspace", "accessMode", "scope", "modelName", "tokensPerDay"}
 	scopeFields = []string{"id", "description"}
 )
 
@@ -227,7 +227,7 @@ func (d *decoder) brand(path string, n *node) Brand {
 		Instructions: d.str(path+".instructions", f["instructions"]),
 		Workspace:    d.str(path+".workspace", f["workspace"]),
 		AccessMode:   AccessMode(d.str(path+".accessMode", f["accessMode"])),
-		Model:        d.str(path+".model", f["model"]),
+		Model:        d.str(path+".modelName", f["modelName"]),
 	}
 	if v := f["tokensPerDay"]; v != nil {
 		b.TokensPerDay = d.tokens(path+".tokensPerDay", v)

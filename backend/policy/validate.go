@@ -175,7 +175,7 @@ func (c *checker) brand(path string, b Brand) string {
 func (c *checker) model(path string, b Brand) {
 	if len(b.Model) > 200 || strings.HasPrefix(b.Model, "-") ||
 		strings.ContainsFunc(b.Model, func(r rune) bool { return r <= ' ' || r > '~' || r == '"' || r == '\\' || r == '\'' }) {
-		c.add(path+".model", "must be a model name of at most 200 printable ASCII characters without spaces, quotes or backslashes, e.g. \"gpt-5\"")
+		c.add(path+".modelName", "must be a model name of at most 200 printable ASCII characters without spaces, quotes or backslashes, e.g. \"gpt-5\"")
 	}
 	if b.TokensPerDay < 0 {
 		c.add(path+".tokensPerDay", "must be 0 (no limit) or a number of tokens a day")
