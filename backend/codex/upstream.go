@@ -42,12 +42,12 @@ func upstreamCredential(up Upstream) (Credential, string, bool) {
 	switch {
 	case up.BaseURL != "" && up.Key != "":
 		return Credential{Kind: CredentialUpstreamKey,
-			Summary: "API key set in Aether for " + hostOf(up.BaseURL) + ": codex alone has it; the commands it runs do not"}, up.Key, true
+			Summary: "API key set in Aether for " + hostOf(up.BaseURL) + ": the node's model gateway holds it; each turn's Codex gets a one-time token"}, up.Key, true
 	case up.BaseURL != "":
 		return Credential{Kind: CredentialUpstreamOpen, Summary: "no key: " + hostOf(up.BaseURL) + " is asked without one"}, "", true
 	case up.Key != "":
 		return Credential{Kind: CredentialAPIKeyStored,
-			Summary: "API key set in Aether: codex alone has it; the commands it runs do not"}, up.Key, true
+			Summary: "API key set in Aether: the node's model gateway holds it; each turn's Codex gets a one-time token"}, up.Key, true
 	}
 	return Credential{}, "", false
 }

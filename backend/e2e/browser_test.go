@@ -413,7 +413,7 @@ func TestBrowserConsent(t *testing.T) {
 	}
 	st := browse[struct{ Text string }](t, o, "status", map[string]any{"shot": "status.png"})
 	for _, want := range []string{e.publicURL, "Code review", "Confinement: bubblewrap", "each turn sees only its brand's workspace",
-		"API key from CODEX_API_KEY: codex alone has it; the commands it runs do not"} {
+		"API key from CODEX_API_KEY: the node's model gateway holds it; each turn's Codex gets a one-time token"} {
 		if !strings.Contains(st.Text, want) {
 			t.Errorf("the status page does not show %q:\n%s", want, st.Text)
 		}
