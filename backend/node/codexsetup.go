@@ -144,7 +144,8 @@ func (cs *codexSetup) Model() (owner.ModelStatus, error) {
 	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	return owner.ModelStatus{KeySet: key != "", BaseURL: st.BaseURL, Model: st.Model, CodexPath: st.CodexPath, Check: cs.check}, nil
+	return owner.ModelStatus{KeySet: key != "", BaseURL: st.BaseURL, Model: st.Model, CodexPath: st.CodexPath, Check: cs.check,
+		Gateway: cs.n.modelStatus()}, nil
 }
 
 // SetModel changes what req gives. The key is never logged: only that it changed.

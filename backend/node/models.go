@@ -7,6 +7,7 @@ import (
 	"github.com/aether/aether/backend/codex"
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/modelgw"
+	"github.com/aether/aether/backend/owner"
 	"github.com/aether/aether/backend/turn"
 )
 
@@ -68,4 +69,18 @@ func (n *Node) probeModel(ctx context.Context) (codex.Result, error) {
 		res.Status, res.Reason = codex.StatusFailed, why.Error()
 	}
 	return res, err
+}
+
+// modelStatus is the gateway as the Status page shows it; nil before it started.
+func (n *Node) modelStatus() *owner.ModelGateway {
+	if n.models == nil {
+		return nil
+	}
+	st := n.models.Status()
+	g := &owner.ModelGateway{Upstream: st.Upstream, KeyPresent: st.KeyPresent, LastError: st.LastError}
+	if !st.LastErrorAt.IsZero() {
+		at := st.LastErrorAt.UTC()
+		g.LastErrorAt = &at
+	}
+	return g
 }

@@ -146,6 +146,15 @@ export interface ModelStatus {
   model: string;
   codexPath: string;
   check: ModelCheck | null;
+  gateway: ModelGateway | null;
+}
+
+/** The node's model gateway: where it forwards, whether it has a key (never the key), its last error. */
+export interface ModelGateway {
+  upstream: string;
+  keyPresent: boolean;
+  lastError?: string;
+  lastErrorAt?: string;
 }
 
 export interface ModelRequest {
