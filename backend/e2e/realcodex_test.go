@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,6 +97,8 @@ func TestPactRealCodexBudget(t *testing.T) {
 	e := newEnv(t, withCodexPath(bin), withCodexEnv("CODEX_API_KEY=dummy"), withBrands(brand))
 	e.stop()
 	e.opts.CodexHome = codextest.Home(t)
+	root, _ := filepath.Abs(filepath.Join("..", ".."))
+	e.opts.UI = os.DirFS(filepath.Join(root, "frontend", "dist"))
 	if _, err := (&aimodel.Store{Dir: e.dataDir}).Update(func(s *aimodel.Settings) { s.BaseURL = model.BaseURL() }); err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +128,19 @@ func TestPactRealCodexBudget(t *testing.T) {
 		}
 		if n := len(model.Requests()); n != before {
 			t.Errorf("the model was asked %d more times", n-before)
+		}
+	})
+	t.Run("the Sharing page shows the grant's use against its budget", func(t *testing.T) {
+		gs, err := e.n.Owner().Grants(context.Background())
+		if err != nil || len(gs) != 1 || gs[0].TokensToday != 30 || gs[0].TokensPerDay != 20 {
+			t.Fatalf("grants %+v %v", gs, err)
+		}
+		root := browserRoot(t)
+		o := startOwner(t, e, root)
+		browse[map[string]any](t, o, "signin", map[string]any{"link": e.n.SignInURL()})
+		got := browse[struct{ Rows []struct{ ID, Text string } }](t, o, "sharing", map[string]any{"shot": "sharing-budget.png", "wait": gs[0].ID})
+		if len(got.Rows) != 1 || !strings.Contains(got.Rows[0].Text, "30 of 20") {
+			t.Errorf("the Sharing page's row: %+v", got.Rows)
 		}
 	})
 }

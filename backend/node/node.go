@@ -235,6 +235,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	n.owner = owner.New(owner.Config{
 		Consent: n.consent, Ledger: n.ledger, Keys: n.history, Node: ownerNode{n},
 		Listen: n.addrs.Gateway, PublicURL: publicURL, AdminURL: "https://" + n.addrs.Admin, Setup: n.setup,
+		TokensToday: n.models.Used,
 	})
 	n.head = &receipts.HeadFile{Path: n.path(fileHead)}
 	if err = n.head.Check(ctx, n.ledger); err != nil {

@@ -60,6 +60,10 @@ export interface Grant {
   uses: number;
   status: GrantStatus;
   revokedAt: string | null;
+  /** Model tokens the grant's turns used today (UTC), as the node's model gateway counted them. */
+  tokensToday: number;
+  /** The brand's budget a day; 0 = no limit. */
+  tokensPerDay: number;
 }
 
 export type ReceiptStatus = "completed" | "failed" | "canceled";
