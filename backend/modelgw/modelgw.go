@@ -220,14 +220,8 @@ func (p *Pass) Close() Usage {
 	return p.usage
 }
 
-// Usage is the count so far.
-func (p *Pass) Usage() Usage {
-	p.g.mu.Lock()
-	defer p.g.mu.Unlock()
-	return p.usage
-}
-
-// end removes the pass from the gateway; g.mu must be held. The first reason stands.
+// end removes the pass from the gateway; g.mu must be held. The first reason stands; one the
+// gateway gave itself is logged with what the pass was bound to (never its token).
 func (p *Pass) end(why error) {
 	if p.why != nil {
 		return
@@ -235,6 +229,10 @@ func (p *Pass) end(why error) {
 	p.why = why
 	delete(p.g.passes, p.hash)
 	close(p.ended)
+	if !errors.Is(why, errClosed) {
+		p.g.cfg.Logger.Warn("model gateway ended a turn's pass", "turn", p.bind.Turn, "grant", p.bind.Grant,
+			"brand", p.bind.Brand, "agent", p.bind.Agent, "reason", why.Error())
+	}
 }
 
 // Used is the tokens a grant has used today, as this gateway counted them.
