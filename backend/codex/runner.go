@@ -91,6 +91,9 @@ type Runner struct {
 	// ExtraArgs are added before the prompt, e.g. -c model_provider=…; only an allow-list
 	// of options is accepted (ErrUnsafeArgs otherwise).
 	ExtraArgs []string
+	// RequireProvider refuses a turn without a Request.Provider: the node's turns all reach
+	// their model through its gateway, so no key of the owner's is ever handed to Codex.
+	RequireProvider bool
 	// Env adds variables to codex's minimal environment: "NAME=value" sets one, a bare
 	// "NAME" copies it from the node's environment when set (e.g. "CODEX_API_KEY").
 	Env            []string
@@ -128,6 +131,9 @@ type Request struct {
 	// committed: those unlinks and mkdirs go through the same filesystem journal as the
 	// commit's fsync, which the answer waits for.
 	Tidy <-chan struct{}
+	// Provider, if set, is the turn's pass to the node's model gateway: Codex gets its token,
+	// never the owner's key (docs/model-gateway.md).
+	Provider *Provider
 }
 
 // Usage is codex's token count for the turn.
@@ -184,9 +190,9 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	if refused != nil {
 		return finish(refused.status, refused.reason, refused.err)
 	}
-	cred, key := r.credential()
-	if cred.Problem != "" {
-		return finish(StatusFailed, cred.Problem, fmt.Errorf("%w: %s", ErrCredential, cred.Problem))
+	key, upArgs, why, err := r.route(req)
+	if err != nil {
+		return finish(StatusFailed, why, err)
 	}
 	workspace := filepath.Clean(req.Workspace)
 	release, err := r.acquire(ctx, workspace)
@@ -202,14 +208,6 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	}
 	defer r.doneWith(dirs, req.Tidy)
 	outFile := filepath.Join(dirs.tmp, "last-message.txt")
-	up, err := r.upstream()
-	if err != nil {
-		return finish(StatusFailed, "cannot read the model settings: "+err.Error(), err)
-	}
-	upArgs, err := upstreamArgs(up)
-	if err != nil {
-		return finish(StatusFailed, "the model settings are refused: "+err.Error(), err)
-	}
 	args, err := buildArgs(Request{Workspace: workspace, AccessMode: req.AccessMode, ThreadID: req.ThreadID, Model: req.Model},
 		filepath.Join(viewTmp, "last-message.txt"), append(slices.Clone(r.ExtraArgs), upArgs...))
 	if err != nil {

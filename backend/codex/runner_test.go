@@ -318,7 +318,7 @@ func TestHuge(t *testing.T) {
 func TestCheck(t *testing.T) {
 	apiKeyLogin := `{"auth_mode":"apikey","OPENAI_API_KEY":"sk-owner-login-key"}`
 	chatgpt := `{"auth_mode":"chatgpt","OPENAI_API_KEY":null,"tokens":{"id_token":"x","access_token":"y","refresh_token":"z"}}`
-	envKey := Credential{Kind: CredentialAPIKeyEnv, Summary: "API key from CODEX_API_KEY: codex alone has it; the commands it runs do not"}
+	envKey := Credential{Kind: CredentialAPIKeyEnv, Summary: "API key from CODEX_API_KEY: the node's model gateway holds it; each turn's Codex gets a one-time token"}
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -329,7 +329,7 @@ func TestCheck(t *testing.T) {
 			Health{Found: true, Version: "0.169.0", VersionOK: true, APIKey: true, Credential: envKey}},
 		{"api key login", []string{"FAKE_CODEX_LOGGED_IN=1"}, apiKeyLogin,
 			Health{Found: true, Version: "0.169.0", VersionOK: true, LoggedIn: true, Credential: Credential{Kind: CredentialAPIKeyLogin,
-				Summary: "API key from `codex login --with-api-key`: codex alone has it; the commands it runs do not"}}},
+				Summary: "API key from `codex login --with-api-key`: the node's model gateway holds it; each turn's Codex gets a one-time token"}}},
 		{"W8 ChatGPT sign-in cannot be protected", []string{"FAKE_CODEX_LOGGED_IN=1"}, chatgpt,
 			Health{Found: true, Version: "0.169.0", VersionOK: true, LoggedIn: true,
 				Credential: Credential{Kind: CredentialChatGPT, Summary: "ChatGPT sign-in (cannot be protected)",

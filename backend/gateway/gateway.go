@@ -55,7 +55,8 @@ type Config struct {
 	Runner      Runner
 	Keys        keys.History // published at /.well-known/jwks.json, with each retired key's rotation (T13)
 	TurnTimeout time.Duration
-	OnReceipt   func(*receipts.Receipt) // told after each receipt is committed
+	OnReceipt   func(*receipts.Receipt)                       // told after each receipt is committed
+	Models      func(turn.ModelTurn) (*turn.ModelPass, error) // turn.Config.Models
 	Logger      *slog.Logger
 
 	// Signer signs the agent cards (A2A 1.0 §8.4); nil serves them unsigned.
@@ -89,7 +90,7 @@ func New(cfg Config, s policy.Snapshot) (*Gateway, error) {
 	g := &Gateway{cfg: cfg, requests: newRequestSlots(), brands: map[domain.BrandID]*brandRoute{}}
 	g.turns = turn.New(turn.Config{Ledger: cfg.Ledger, Runner: cfg.Runner, Consent: cfg.Consent,
 		Served:  g.Policy,
-		Timeout: cfg.TurnTimeout, OnReceipt: cfg.OnReceipt, Logger: cfg.Logger})
+		Timeout: cfg.TurnTimeout, OnReceipt: cfg.OnReceipt, Models: cfg.Models, Logger: cfg.Logger})
 	if err := g.Reload(s); err != nil {
 		return nil, err
 	}

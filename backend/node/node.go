@@ -29,6 +29,7 @@ import (
 	"github.com/aether/aether/backend/identity"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/model"
+	"github.com/aether/aether/backend/modelgw"
 	"github.com/aether/aether/backend/owner"
 	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/reach"
@@ -107,6 +108,7 @@ type Node struct {
 	ledger  *receipts.Ledger
 	head    *receipts.HeadFile // receipts.head
 	runner  *codex.Runner
+	models  *modelgw.Gateway  // the model gateway every turn reaches its model through
 	setup   *codexsetup.Setup // Codex's health, Get Codex and the model settings (the Status page)
 	turns   gateway.Runner
 	owner   *owner.Service
@@ -150,6 +152,9 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 		return nil, perr
 	}
 	n.newRunner()
+	if err = n.startModels(); err != nil {
+		return nil, err
+	}
 	// Listeners first: the consent URL and the node API address are only known once bound.
 	if err = n.bind(); err != nil {
 		return nil, err
@@ -206,9 +211,10 @@ func (n *Node) openDataDir() (err error) {
 func (n *Node) newRunner() {
 	o := n.opts
 	n.runner = &codex.Runner{Path: o.CodexPath, Home: o.CodexHome, StateDir: n.path(datadir.CodexDir),
-		ExtraArgs: o.CodexArgs, Env: append([]string{"CODEX_API_KEY"}, o.CodexEnv...), TestMounts: o.CodexTestMounts, Logger: n.log}
+		ExtraArgs: o.CodexArgs, Env: append([]string{"CODEX_API_KEY", turnTag}, o.CodexEnv...), TestMounts: o.CodexTestMounts, Logger: n.log}
 	n.setup = codexsetup.New(codexsetup.Config{Runner: n.runner, Models: &model.Store{Dir: n.dir.Path},
-		Getter: &codexget.Getter{Dir: n.path(datadir.CodexBinDir), Registry: o.CodexRegistry}, ProbeDir: n.path(datadir.CodexDir), Logger: n.log})
+		Getter: &codexget.Getter{Dir: n.path(datadir.CodexBinDir), Registry: o.CodexRegistry}, ProbeDir: n.path(datadir.CodexDir),
+		Probe: n.probeModel, Gateway: n.modelStatus, Logger: n.log})
 	n.turns = n.runner
 	if o.Runner != nil {
 		n.turns = o.Runner
@@ -259,6 +265,7 @@ func (n *Node) newServices(ctx context.Context) error {
 	n.owner = owner.New(owner.Config{
 		Consent: n.consent, Ledger: n.ledger, Keys: n.history, Node: ownerNode{n}, Policy: n.policy,
 		Listen: n.addrs.Gateway, PublicURL: publicURL, AdminURL: "https://" + n.addrs.Admin, Setup: n.setup,
+		TokensToday: n.models.Used,
 	})
 	n.funnel = n.newFunnel()
 	n.head = &receipts.HeadFile{Path: n.path(datadir.HeadFile)}
@@ -414,6 +421,9 @@ func (n *Node) close() error {
 	}
 	for _, ln := range n.lns {
 		ln.Close()
+	}
+	if n.models != nil {
+		n.models.Close()
 	}
 	if n.ledger != nil {
 		errs = append(errs, n.ledger.Close())

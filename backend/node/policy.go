@@ -40,6 +40,7 @@ func (n *Node) startGateway(s policy.Snapshot) error {
 		Tasks:      n.db,
 		Ledger:     n.ledger,
 		Runner:     n.turns,
+		Models:     n.openModel,
 		Keys:       n.history,
 		OnReceipt:  n.owner.ReceiptAdded,
 		Logger:     n.log,

@@ -73,11 +73,18 @@ func (s *Service) requestDTO(r consent.Request) ConsentRequest {
 }
 
 func (s *Service) grantDTO(g consent.GrantView) Grant {
-	return Grant{
+	out := Grant{
 		ID: g.ID, Agent: agentDTO(g.Agent.Issuer, g.Agent.Subject), Brand: BrandRef{ID: g.Brand, Name: s.brandName(g.Brand)},
 		Scope: Scope{ID: g.Scope, Description: s.scopeDesc(g.Brand, g.Scope)}, AccessMode: g.AccessMode,
 		IssuedAt: g.IssuedAt, ExpiresAt: g.ExpiresAt, LastUsedAt: g.LastUsedAt, Uses: g.Uses, Status: g.Status, RevokedAt: g.RevokedAt,
 	}
+	if br, ok := s.served().Brand(g.Brand); ok {
+		out.TokensPerDay = br.TokensPerDay
+	}
+	if s.cfg.TokensToday != nil {
+		out.TokensToday = s.cfg.TokensToday(string(g.ID))
+	}
+	return out
 }
 
 func receiptDTO(r *receipts.Receipt) ReceiptSummary {

@@ -84,6 +84,10 @@ type Grant struct {
 	Uses       int64             `json:"uses"`
 	Status     string            `json:"status"` // "active", "revoked" or "expired"
 	RevokedAt  *time.Time        `json:"revokedAt"`
+	// TokensToday is the model tokens the grant's turns used today (UTC), as the model gateway
+	// counted them; TokensPerDay its brand's budget, 0 = no limit (docs/model-gateway.md).
+	TokensToday  int64 `json:"tokensToday"`
+	TokensPerDay int64 `json:"tokensPerDay"`
 }
 
 // ReceiptSummary is the listing view of one receipt.

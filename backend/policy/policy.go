@@ -169,6 +169,12 @@ type Brand struct {
 	Workspace    string            `json:"workspace"`
 	AccessMode   domain.AccessMode `json:"accessMode"`
 	Scope        Scope             `json:"scope"`
+	// Model (modelName) names the model the brand's turns ask the node's one upstream for; "" = the
+	// owner's (docs/model-gateway.md).
+	Model string `json:"modelName,omitempty"`
+	// TokensPerDay is each grant's budget of model tokens (input + output) a UTC day;
+	// 0 = no limit.
+	TokensPerDay int64 `json:"tokensPerDay,omitempty"`
 
 	// WorkspaceDir is Workspace resolved: absolute, symlinks evaluated. Set by Load and Parse.
 	WorkspaceDir string `json:"-"`

@@ -160,6 +160,7 @@ func (c *checker) brand(path string, b Brand) string {
 		c.add(path+".accessMode", msg)
 	}
 	c.scope(path+".scope", b.Scope, true)
+	c.model(path, b)
 	if c.baseErr != nil {
 		c.add(path+".workspace", fmt.Sprintf("cannot be checked: %v", c.baseErr))
 		return ""
@@ -169,6 +170,18 @@ func (c *checker) brand(path string, b Brand) string {
 		c.add(path+".workspace", msg)
 	}
 	return dir
+}
+
+// model checks the brand's model name (it becomes a TOML string in a `-c` option to Codex)
+// and its budget.
+func (c *checker) model(path string, b Brand) {
+	if len(b.Model) > 200 || strings.HasPrefix(b.Model, "-") ||
+		strings.ContainsFunc(b.Model, func(r rune) bool { return r <= ' ' || r > '~' || r == '"' || r == '\\' || r == '\'' }) {
+		c.add(path+".modelName", "must be a model name of at most 200 printable ASCII characters without spaces, quotes or backslashes, e.g. \"gpt-5\"")
+	}
+	if b.TokensPerDay < 0 {
+		c.add(path+".tokensPerDay", "must be 0 (no limit) or a number of tokens a day")
+	}
 }
 
 func (c *checker) capability(path string, b Brand) {

@@ -116,9 +116,14 @@ func (s *Service) codex(r *running, req Request, turn receipts.Turn, recorded fu
 	}
 	progress := make(chan string, 16)
 	resc := make(chan codex.Result, 1)
-	timeout, cancelTimeout := context.WithTimeout(r.ctx, s.cfg.Timeout)
+	deadline := time.Now().Add(s.cfg.Timeout)
+	timeout, cancelTimeout := context.WithDeadline(r.ctx, deadline)
 	defer cancelTimeout()
-	go func() { resc <- s.runCodex(timeout, req, creq, progress) }()
+	pass, err := s.openModel(req, turn, deadline)
+	if err != nil {
+		return codex.Result{Status: codex.StatusFailed, Reason: err.Error(), ExitCode: -1}
+	}
+	go func() { resc <- s.runModelTurn(timeout, req, creq, pass, progress) }()
 	for {
 		select {
 		case text := <-progress:
@@ -130,6 +135,22 @@ func (s *Service) codex(r *running, req Request, turn receipts.Turn, recorded fu
 			return res
 		}
 	}
+}
+
+// runModelTurn runs Codex with the turn's pass to the model gateway, if any: the gateway
+// ending the pass ends the turn, and the turn's end kills the pass's token.
+func (s *Service) runModelTurn(ctx context.Context, req Request, creq codex.Request, pass *ModelPass, progress chan<- string) codex.Result {
+	if pass == nil {
+		return s.runCodex(ctx, req, creq, progress)
+	}
+	creq.Provider = &pass.Provider
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := watchModel(pass, cancel)
+	res := s.runCodex(ctx, req, creq, progress)
+	stop()
+	closeModel(pass, &res)
+	return res
 }
 
 // runCodex resolves the workspace again at turn start — it must still be the folder the

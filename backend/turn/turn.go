@@ -34,7 +34,10 @@ type Config struct {
 	Served    func() *policy.Policy
 	Timeout   time.Duration
 	OnReceipt func(*receipts.Receipt) // told after each receipt is durable
-	Logger    *slog.Logger
+	// Models, if set, opens each turn's pass to the node's model gateway: Codex gets a
+	// one-time token, and the receipt the gateway's count of tokens (docs/model-gateway.md).
+	Models func(ModelTurn) (*ModelPass, error)
+	Logger *slog.Logger
 }
 
 // MaxPerGrant caps the turns of one grant that run or wait for a workspace at once: no agent

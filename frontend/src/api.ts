@@ -61,6 +61,10 @@ export interface Grant {
   uses: number;
   status: GrantStatus;
   revokedAt: string | null;
+  /** Model tokens the grant's turns used today (UTC), as the node's model gateway counted them. */
+  tokensToday: number;
+  /** The brand's budget a day; 0 = no limit. */
+  tokensPerDay: number;
 }
 
 export type ReceiptStatus = "completed" | "failed" | "canceled";
@@ -147,6 +151,15 @@ export interface ModelStatus {
   model: string;
   codexPath: string;
   check: ModelCheck | null;
+  gateway: ModelGateway | null;
+}
+
+/** The node's model gateway: where it forwards, whether it has a key (never the key), its last error. */
+export interface ModelGateway {
+  upstream: string;
+  keyPresent: boolean;
+  lastError?: string;
+  lastErrorAt?: string;
 }
 
 export interface ModelRequest {
