@@ -29,7 +29,7 @@ var tsAnswers = map[string]any{
 	"Agent": owner.Agent{}, "Scope": owner.Scope{}, "Brand": owner.Brand{}, "CodeLookup": owner.CodeLookup{},
 	"ConsentRequest": owner.ConsentRequest{}, "Grant": owner.Grant{}, "ReceiptSummary": owner.ReceiptSummary{},
 	"Problem": owner.Problem{}, "PolicyError": owner.PolicyError{}, "Status": owner.Status{}, "SetupStep": owner.SetupStep{},
-	"CodexDownload": owner.CodexDownload{}, "ModelCheck": owner.ModelCheck{}, "ModelStatus": owner.ModelStatus{},
+	"CodexDownload": owner.CodexDownload{}, "ModelCheck": owner.ModelCheck{}, "ModelStatus": owner.ModelStatus{}, "ModelGateway": owner.ModelGateway{},
 	"Reachability": owner.Reachability{}, "ReceiptDetail": owner.ReceiptDetail{}, "BrandsAnswer": owner.BrandsView{},
 	"FieldError": owner.FieldError{}, "ErrorBody": owner.ErrorBody{}, "DecisionAnswer": owner.DecisionResult{},
 	"ConsentList": owner.ConsentList{}, "GrantList": owner.GrantList{}, "GrantAnswer": owner.GrantAnswer{},

@@ -132,6 +132,8 @@ function makeGrant(agent, brand, issuedAgoDays, durDays, status, uses, lastUsedA
     uses,
     status,
     revokedAt: status === "revoked" ? iso(now() - 86400_000) : null,
+    tokensToday: status === "active" ? 1200 * uses : 0,
+    tokensPerDay: brand.tokensPerDay ?? 0,
   };
 }
 if (!EMPTY) {
@@ -285,7 +287,7 @@ function statusBody() {
     pending: pending.length,
     policy: { path: "/home/owner/.config/aether/policy.json", error: policyError() },
     lastReceipts: receipts.slice(-5).reverse().map((r) => r.summary),
-    model: { keySet: false, baseUrl: "", model: "", codexPath: "", check: null },
+    model: { keySet: false, baseUrl: "", model: "", codexPath: "", check: null, gateway: { upstream: "https://api.openai.com/v1", keyPresent: false } },
     download: { version: "0.169.0", package: "@openai/codex@0.169.0-linux-x64", state: "installed", done: 0, total: 0, path: "/home/owner/.cache/codex/bin/codex", error: "" },
     setup: [
       { id: "codex", done: true, text: "Codex 0.169.0 is ready", link: "#codex" },
