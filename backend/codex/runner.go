@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/confine"
+	"github.com/aether/aether/backend/work"
 )
 
 // Access modes of a brand (Request.AccessMode).
@@ -164,6 +165,8 @@ type Result struct {
 	StderrTail        string   // last few KiB of stderr, redacted
 	StartedAt         time.Time
 	EndedAt           time.Time
+	// Work is what the turn did, for its receipt; nil when codex did not start.
+	Work *work.Work
 }
 
 type workspaceLock struct {
@@ -195,11 +198,13 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	if err != nil {
 		return finish(StatusFailed, err.Error(), err)
 	}
-	if err := r.checkVersion(ctx, bin); err != nil {
+	version, err := r.checkVersion(ctx, bin)
+	if err != nil {
 		return finish(StatusFailed, err.Error(), err)
 	}
 	box := r.sandbox()
-	if st := box.Check(ctx); !st.Available {
+	st := box.Check(ctx)
+	if !st.Available {
 		return finish(StatusFailed, st.Text(), fmt.Errorf("%w: %s", confine.ErrUnavailable, st.Reason))
 	}
 	cred, key := r.credential()
@@ -245,7 +250,7 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	env := r.environ(key)
 	red := newRedactor(append(r.extraEnv(), "CODEX_API_KEY="+key))
 	gate := progressGate{fn: progress, now: r.now, red: red}
-	var tr transcript
+	tr := transcript{work: newWorkLog(workspace, r.now)}
 
 	// bwrap makes the view while the workspace is looked at (workspaceGuard) and Admit answers;
 	// codex starts once both are done (T8, W13), or never.
@@ -298,9 +303,11 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	res.OutputTruncated = errors.Is(out.stoppedBy, errOutputCap)
 
 	if out.startErr == nil { // else the workspace was not looked at before
+		files := guard.changes(workspace)
 		if why := r.guardAfter(&guard, workspace, &res); why != "" {
 			status, reason = StatusViolation, why
 		}
+		res.Work = tr.work.finish(workMeta(version, req, up, st), files)
 	}
 	if status != StatusCompleted {
 		res.Answer = "" // never hand out a partial or unvetted answer
