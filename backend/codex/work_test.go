@@ -95,6 +95,10 @@ func wantMeta(t *testing.T, w *work.Work, sandbox string) {
 // and a file whose name holds an escape and a bidi override, reach the receipt escaped and
 // cut, with the exact command line's hash.
 func TestRealCodexWorkHostile(t *testing.T) {
+	t.Run("S13 an escape and a huge argument in a command, an escape and a bidi override in a file name", realCodexWorkHostile)
+}
+
+func realCodexWorkHostile(t *testing.T) {
 	h := newHost(t)
 	huge := strings.Repeat("x", 100_000)
 	cmds := []string{"echo '\x1b[2J'; : " + huge, `touch "$(printf 'evil\033[2J\342\200\256txt.exe')"`}
