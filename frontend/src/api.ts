@@ -167,9 +167,31 @@ export interface Reachability {
   inUse: boolean;
 }
 
+/** A bounded list of a receipt's work: the first items, how many there were, the digest of all when cut. */
+export interface ReceiptWorkList<T> {
+  count: number;
+  digest?: string;
+  items: T[] | null;
+}
+
+/** The signed claim `work` of a version 2 receipt (docs/wire.md, "What the turn did"); its names are the claims'. */
+export interface ReceiptWork {
+  codex: string;
+  model: string;
+  upstream: string;
+  sandbox: string;
+  confinement: string;
+  before?: string;
+  after?: string;
+  partial?: boolean;
+  commands: ReceiptWorkList<{ line: string; line_sha256: string; status: string; exit?: number; ms?: number; output_sha256?: string }>;
+  files: ReceiptWorkList<{ path: string; kind: string; type?: string; size?: number; sha256?: string }>;
+  patches: ReceiptWorkList<{ path: string; kind: string; status: string }>;
+}
+
 export interface ReceiptDetail {
   receipt: ReceiptSummary;
-  claims: Record<string, unknown>;
+  claims: Record<string, unknown> & { v?: number; work?: ReceiptWork };
   jws: string;
   verify: { ok: boolean; error: string };
 }
