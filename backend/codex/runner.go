@@ -1,7 +1,7 @@
 // Package codex runs the Codex CLI (`codex exec`) for one turn: confined to a view of the
 // brand's workspace and nothing else of the host, with codex's own sandbox for the access
 // mode inside it, a minimal environment, a deadline, capped output and a before/after digest
-// of read-only workspaces. See docs/confinement.md.
+// of the workspace (read_only's check, and the files a receipt lists). See docs/confinement.md.
 package codex
 
 import (
