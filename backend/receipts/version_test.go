@@ -150,3 +150,39 @@ func TestVersionRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkBounded: the largest work a turn can leave (every list past its bound, every text at
+// its longest, and of the characters that grow most in JSON) makes a receipt that an export
+// line holds and that verifies.
+func TestWorkBounded(t *testing.T) {
+	w := &work.Work{Codex: "0.169.0"}
+	worst := strings.Repeat(`\`, 10_000) // each is `\\` shown, `\\\\` in JSON
+	size := int64(1)
+	for range work.MaxEntries + 1 {
+		exit := 1
+		w.Commands.Add(work.Command{Line: work.Text(worst, work.MaxCommandBytes), LineSHA256: HashBytes(nil), Status: "completed", Exit: &exit, OutputSHA256: HashBytes(nil)})
+		w.Files.Add(work.File{Path: work.Text(worst, work.MaxPathBytes), Kind: work.Modified, Size: &size, SHA256: HashBytes(nil)})
+		w.Patches.Add(work.Patch{Path: work.Text(worst, work.MaxPathBytes), Kind: "update", Status: "completed"})
+	}
+	l := &Ledger{key: testKey(1), now: func() time.Time { return t0 }}
+	l.SetIssuer(testIssuer)
+	tu := testTurn(0)
+	tu.Work = w
+	rows, _, err := l.sign([]Turn{tu}, store.Checkpoint{}, func(string) (bool, error) { return false, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := Export(context.Background(), func(yield func(store.Receipt, error) bool) { yield(rows[0], nil) }, &b); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("largest receipt: JWS %d bytes, export line %d bytes (at most %d)", len(rows[0].JWS), b.Len(), maxExportLine)
+	if b.Len() > maxExportLine/4 {
+		t.Fatalf("an export line of %d bytes", b.Len())
+	}
+	rep, err := Verify(context.Background(), ReadJSONL(&b), only(testKey(1).Set()), VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOK(t, rep, 1)
+}
