@@ -149,7 +149,7 @@ const sha = (s) => crypto.createHash("sha256").update(s).digest("hex");
 /** mockWork is a receipt's work claim (docs/wire.md, "What the turn did"), as the node escapes and bounds it. */
 function mockWork(seq) {
   const line = (c) => "/bin/bash -lc '" + c + "'";
-  const cmds = ["rg -n TODO src", "go test ./...", "printf 'done\\n' > notes/review.md"];
+  const cmds = ["rg -n TODO src", "go test ./...", "printf done > notes/review.md"];
   if (seq % 5 === 0) cmds.push("echo '\\x1b[2J' # a terminal escape, shown escaped");
   // A turn past the bound: the first 32 commands, the count and the digest of all 40.
   const count = seq % 7 === 0 ? 40 : cmds.length;
@@ -169,7 +169,7 @@ function mockWork(seq) {
     },
     files:
       seq % 4
-        ? { count: 1, items: [{ path: "notes/review.md", kind: "added", size: 5, sha256: sha("done\n") }] }
+        ? { count: 1, items: [{ path: "notes/review.md", kind: "added", size: 4, sha256: sha("done") }] }
         : { count: 0, items: [] },
     patches: { count: 0, items: [] },
   };
