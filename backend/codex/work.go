@@ -100,9 +100,6 @@ func (l *workLog) finish(meta work.Work, files *workFiles) *work.Work {
 	if files != nil {
 		w.Before, w.After, w.Partial, w.Files = files.before, files.after, files.partial, files.list
 	}
-	w.Commands.Seal()
-	w.Patches.Seal()
-	w.Files.Seal()
 	return &w
 }
 

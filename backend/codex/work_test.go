@@ -77,7 +77,7 @@ func TestRealCodexWork(t *testing.T) {
 		cmds := []string{"cat a.txt", "ls a.txt"}
 		w := h.runWork(t, AccessReadOnly, cmds...)
 		wantCommands(t, w, cmds, []string{h.wsText + "\n", "a.txt\n"}, []int{0, 0})
-		if w.Files.Count != 0 || w.Files.Items == nil || w.Patches.Count != 0 || w.Before == "" || w.Before != w.After {
+		if w.Files.Count != 0 || len(w.Files.Items) != 0 || w.Patches.Count != 0 || w.Before == "" || w.Before != w.After {
 			t.Fatalf("files %+v, patches %+v, digests %s → %s", w.Files, w.Patches, w.Before, w.After)
 		}
 		wantMeta(t, w, "read-only")
@@ -148,7 +148,7 @@ func TestWorkLog(t *testing.T) {
 		t.Fatalf("check %v; the digest does not cover the entries past the bound", err)
 	}
 	p := w.Patches.Items
-	if len(p) != 2 || p[0].Path != "src/a.go" || p[0].Kind != "update" || p[1].Path != "/etc/x" || w.Files.Items == nil {
+	if len(p) != 2 || p[0].Path != "src/a.go" || p[0].Kind != "update" || p[1].Path != "/etc/x" || w.Files.Count != 0 {
 		t.Fatalf("patches: %+v", p)
 	}
 }

@@ -25,7 +25,6 @@ func sampleWork() *work.Work {
 	w.Commands.Add(work.Command{Line: "/bin/bash -c 'ls'", LineSHA256: HashBytes([]byte("/bin/bash -c 'ls'")), Status: "completed", Exit: &exit, OutputSHA256: HashBytes(nil)})
 	size := int64(3)
 	w.Files.Add(work.File{Path: "new.txt", Kind: work.Added, Size: &size, SHA256: HashBytes([]byte("hi\n"))})
-	w.Patches.Seal()
 	return w
 }
 

@@ -93,11 +93,12 @@ type Patch struct {
 
 // List is a bounded list: the first MaxEntries items, how many there were, and, when there
 // were more, the digest of them all: the SHA-256 (lowercase hex) over every entry's RFC 8785
-// canonical JSON followed by a newline, in order.
+// canonical JSON followed by a newline, in order. An empty list has no items member: an
+// empty array does not survive every JSON store a receipt's data part goes through.
 type List[T any] struct {
 	Count  int    `json:"count"`
 	Digest string `json:"digest,omitempty"`
-	Items  []T    `json:"items"`
+	Items  []T    `json:"items,omitempty"`
 	h      hash.Hash
 }
 
@@ -118,13 +119,6 @@ func (l *List[T]) Add(v T) {
 	}
 	if l.Count > MaxEntries {
 		l.Digest = hex.EncodeToString(l.h.Sum(nil))
-	}
-}
-
-// Seal makes an empty list say so in JSON (items: [] rather than null).
-func (l *List[T]) Seal() {
-	if l.Items == nil {
-		l.Items = []T{}
 	}
 }
 

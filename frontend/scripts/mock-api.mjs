@@ -170,8 +170,8 @@ function mockWork(seq) {
     files:
       seq % 4
         ? { count: 1, items: [{ path: "notes/review.md", kind: "added", size: 4, sha256: sha("done") }] }
-        : { count: 0, items: [] },
-    patches: { count: 0, items: [] },
+        : { count: 0 },
+    patches: { count: 0 },
   };
 }
 

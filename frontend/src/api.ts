@@ -171,7 +171,7 @@ export interface Reachability {
 export interface ReceiptWorkList<T> {
   count: number;
   digest?: string;
-  items: T[] | null;
+  items?: T[];
 }
 
 /** The signed claim `work` of a version 2 receipt (docs/wire.md, "What the turn did"); its names are the claims'. */
