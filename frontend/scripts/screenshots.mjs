@@ -119,6 +119,8 @@ await run([], async (page, base) => {
   expect(await page.getByRole("table", { name: "Commands" }).getByText("\\x1b[2J", { exact: false }).isVisible(), "an escape is shown escaped");
   await page.goto("/receipts?id=r_000119");
   await page.getByText("…and 8 more commands").waitFor();
+  await page.goto("/receipts?id=r_000116");
+  await page.getByText("No file changed.").waitFor();
   await page.goto("/receipts?id=r_000117");
   await page.getByText("before receipts recorded what ran").waitFor();
   await page.getByLabel("Status").selectOption("failed");
