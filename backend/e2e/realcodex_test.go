@@ -66,6 +66,15 @@ func TestPactRealCodex(t *testing.T) {
 	if err != nil {
 		t.Fatalf("receipt: %v", err)
 	}
+	// The receipt signs what the turn did (docs/wire.md, "What the turn did"): the one
+	// command, and no change to the read-only workspace.
+	w := claims.Work
+	if claims.V != receipts.Version || w == nil || w.Commands.Count != 1 || w.Sandbox != "read-only" || w.Files.Count != 0 || w.Before != w.After {
+		t.Fatalf("receipt v %d, work %+v", claims.V, w)
+	}
+	if line := w.Commands.Items[0].Line; line != "/bin/bash -c 'echo pwned > pwned.txt; cat main.go'" {
+		t.Fatalf("command %q", line)
+	}
 	reqs := model.Requests()
 	for i, r := range reqs {
 		if got := r.Header.Get("Authorization"); got != "Bearer "+ownerKey {

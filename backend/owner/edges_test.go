@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/aether/aether/backend/work"
 	"io"
 	"net/http"
 	"os"
@@ -35,6 +36,9 @@ var tsAnswers = map[string]any{
 	"ConsentList": owner.ConsentList{}, "GrantList": owner.GrantList{}, "GrantAnswer": owner.GrantAnswer{},
 	"BrandList": owner.BrandList{}, "ReceiptPage": owner.ReceiptPage{}, "DenyIssuerResult": owner.DenyIssuerResult{},
 	"ConsentEvent": owner.ConsentEvent{},
+	// A receipt's signed claim `work` (docs/wire.md); its names are the claims'.
+	"ReceiptWork": work.Work{}, "ReceiptWorkCommand": work.Command{}, "ReceiptWorkFile": work.File{}, "ReceiptWorkPatch": work.Patch{},
+	"ReceiptCommandList": work.List[work.Command]{}, "ReceiptFileList": work.List[work.File]{}, "ReceiptPatchList": work.List[work.Patch]{},
 }
 
 // tsBodies pairs each request body interface of api.ts with owner's type.

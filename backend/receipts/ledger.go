@@ -364,7 +364,7 @@ func (l *Ledger) sign(turns []Turn, tail store.Checkpoint, revoked func(grantID 
 			Brand: string(t.Brand), Scope: t.BrandScope, PactScope: store.PactScope, Grant: string(t.GrantID), Agent: t.Agent,
 			Req: t.RequestHash, Ans: t.AnswerHash, Policy: t.PolicyHash, Status: t.Status, Reason: t.Reason,
 			Exit: t.ExitCode, Started: formatTime(started), Ended: formatTime(ended), Usage: t.Usage,
-			Violation: t.Violation, GrantRevoked: t.GrantRevokedDuringTurn, Kid: l.key.ID()}
+			Violation: t.Violation, GrantRevoked: t.GrantRevokedDuringTurn, Kid: l.key.ID(), V: Version, Work: t.Work}
 		c.Issuer, c.ID = *l.issuer.Load(), rid
 		c.IssuedAt = jwt.NewNumericDate(now)
 		jws, err := l.key.Sign(Typ, c)

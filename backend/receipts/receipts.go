@@ -32,6 +32,7 @@ import (
 
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/store"
+	"github.com/aether/aether/backend/work"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -73,7 +74,13 @@ type Turn struct {
 	// GrantRevokedDuringTurn: the owner revoked the turn's grant before its receipt was
 	// committed. The ledger reads it in that commit; a caller may only set it.
 	GrantRevokedDuringTurn bool
+	// Work is what the turn did (nil: Codex did not start), signed as the claim work.
+	Work *work.Work
 }
+
+// Version is the receipt format the ledger signs: 2 adds v and work (docs/wire.md, "What the
+// turn did"). A receipt without v is version 1 and verifies as it always did.
+const Version = 2
 
 // Claims is the signed content of a receipt. The JSON names are part of the
 // wire contract.
@@ -101,6 +108,9 @@ type Claims struct {
 	Violation    bool              `json:"violation"`
 	GrantRevoked bool              `json:"grant_revoked"`
 	Kid          string            `json:"kid"`
+	// V is the format's version: 0 (absent) for version 1, else Version.
+	V    int        `json:"v,omitempty"`
+	Work *work.Work `json:"work,omitempty"`
 	// iss (the node's publicUrl), iat, and jti (= rid).
 	jwt.RegisteredClaims
 }

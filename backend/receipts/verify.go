@@ -95,6 +95,9 @@ func VerifyOne(jws string, hist keys.History) (*Claims, error) {
 	default:
 		return nil, fmt.Errorf("status %q", c.Status)
 	}
+	if err := checkVersion(&c); err != nil {
+		return nil, err
+	}
 	if _, err := parseTime(c.Started); err != nil {
 		return nil, fmt.Errorf("started: %w", err)
 	}
@@ -406,4 +409,25 @@ func differ(r store.Receipt, c *Claims) (col, stored, signed string) {
 		}
 	}
 	return "", "", ""
+}
+
+// checkVersion checks c against the format its v names: version 1 has no work; version 2's
+// work, when there, is bounded and escaped as the node writes it (docs/wire.md, "What the turn
+// did"). Any other version is refused rather than half read.
+func checkVersion(c *Claims) error {
+	switch c.V {
+	case 0:
+		if c.Work != nil {
+			return errors.New("work in a version 1 receipt (no v)")
+		}
+	case Version:
+		if c.Work != nil {
+			if err := c.Work.Check(); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("receipt format version %d: this verifier knows 1 and %d", c.V, Version)
+	}
+	return nil
 }

@@ -51,6 +51,7 @@ func (s *Service) run(ctx context.Context, r *running, req Request, w Watcher) (
 	end.Status, end.Reason, end.ExitCode, end.EndedAt = out.Status, out.Reason, res.ExitCode, time.Now().UTC()
 	end.Usage = out.Usage
 	end.Violation = res.Status == codex.StatusViolation
+	end.Work = res.Work
 	return s.receipt(ctx, r, req, end, out)
 }
 

@@ -181,9 +181,66 @@ export interface Reachability {
   inUse: boolean;
 }
 
+export interface ReceiptWorkCommand {
+  line: string;
+  line_sha256: string;
+  status: string;
+  exit?: number;
+  ms?: number;
+  output_sha256?: string;
+}
+
+export interface ReceiptWorkFile {
+  path: string;
+  kind: string;
+  type?: string;
+  size?: number;
+  sha256?: string;
+}
+
+export interface ReceiptWorkPatch {
+  path: string;
+  kind: string;
+  status: string;
+}
+
+/** A bounded list of a receipt's work: its first items, the count of all, and when cut a digest of all. */
+export interface ReceiptCommandList {
+  count: number;
+  digest?: string;
+  items?: ReceiptWorkCommand[];
+}
+
+export interface ReceiptFileList {
+  count: number;
+  digest?: string;
+  items?: ReceiptWorkFile[];
+}
+
+export interface ReceiptPatchList {
+  count: number;
+  digest?: string;
+  items?: ReceiptWorkPatch[];
+}
+
+/** The signed claim `work` of a version 2 receipt (docs/wire.md, "What the turn did"); its names are the claims'. */
+export interface ReceiptWork {
+  codex: string;
+  model: string;
+  upstream: string;
+  sandbox: string;
+  confinement: string;
+  before?: string;
+  after?: string;
+  partial?: boolean;
+  commands: ReceiptCommandList;
+  files: ReceiptFileList;
+  patches: ReceiptPatchList;
+}
+
 export interface ReceiptDetail {
   receipt: ReceiptSummary;
-  claims: Record<string, unknown>;
+  claims: Record<string, unknown> & { v?: number; work?: ReceiptWork };
   jws: string;
   verify: { ok: boolean; error: string };
 }
