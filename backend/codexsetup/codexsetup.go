@@ -13,6 +13,7 @@ import (
 	"github.com/aether/aether/backend/codex"
 	"github.com/aether/aether/backend/codexget"
 	"github.com/aether/aether/backend/model"
+	"github.com/aether/aether/backend/modelgw"
 	"github.com/aether/aether/backend/owner"
 )
 
@@ -24,12 +25,7 @@ type Config struct {
 	Getter *codexget.Getter // gets the pinned Codex into <data dir>/codex-bin
 	// ProbeDir keeps the state of Check's probe turn (<data dir>/codex, as every turn's).
 	ProbeDir string
-	// Probe runs Check's probe turn; nil runs the runner's own in ProbeDir. The node's goes
-	// through its model gateway (docs/model-gateway.md).
-	Probe func(context.Context) (codex.Result, error)
-	// Gateway is the model gateway as the Status page shows it; nil when there is none.
-	Gateway func() *owner.ModelGateway
-	Logger  *slog.Logger
+	Logger   *slog.Logger
 }
 
 // Setup is the node's owner.CodexSetup. It is safe for concurrent use.
@@ -44,6 +40,8 @@ type Setup struct {
 	dl     owner.CodexDownload
 	check  *owner.ModelCheck // the last Check, forgotten when a setting changes
 	health codex.Health      // the last health check
+
+	models *modelgw.Gateway // set by StartModels
 }
 
 // New reads what is there already (a Codex got before) and points the runner at it.
@@ -72,6 +70,9 @@ func New(cfg Config) *Setup {
 func (s *Setup) Close() {
 	s.cancel()
 	s.bg.Wait()
+	if s.models != nil {
+		s.models.Close()
+	}
 }
 
 // Getter is what Get Codex downloads with (tests pin a package of their own on it).

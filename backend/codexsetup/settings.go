@@ -86,9 +86,7 @@ func (s *Setup) Model() (owner.ModelStatus, error) {
 		return owner.ModelStatus{}, err
 	}
 	ms := owner.ModelStatus{KeySet: key != "", BaseURL: st.BaseURL, Model: st.Model, CodexPath: st.CodexPath}
-	if s.cfg.Gateway != nil {
-		ms.Gateway = s.cfg.Gateway()
-	}
+	ms.Gateway = s.gateway()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ms.Check = s.check
@@ -137,11 +135,7 @@ func (s *Setup) changed() {
 
 // CheckModel runs the runner's probe: one read-only turn in an empty folder, confined as any.
 func (s *Setup) CheckModel(ctx context.Context) owner.ModelCheck {
-	probe := s.cfg.Probe
-	if probe == nil {
-		probe = func(ctx context.Context) (codex.Result, error) { return s.cfg.Runner.Probe(ctx, s.cfg.ProbeDir) }
-	}
-	res, err := probe(ctx)
+	res, err := s.probe(ctx)
 	c := owner.ModelCheck{OK: res.Status == codex.StatusCompleted, At: time.Now().UTC()}
 	switch {
 	case c.OK:

@@ -29,13 +29,17 @@ import (
 	"github.com/aether/aether/backend/identity"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/model"
-	"github.com/aether/aether/backend/modelgw"
 	"github.com/aether/aether/backend/owner"
 	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/reach"
 	"github.com/aether/aether/backend/receipts"
 	"github.com/aether/aether/backend/store"
 )
+
+// turnTag, set in the node's environment, is passed to every turn's Codex: a value that is no
+// secret by which a process of the node's turns can be found from outside (the kill tests do).
+// The key is no such mark any more: Codex gets a one-time token in its place.
+const turnTag = "AETHER_TURN_TAG"
 
 // Options are the flags of `aether node serve`.
 type Options struct {
@@ -108,7 +112,6 @@ type Node struct {
 	ledger  *receipts.Ledger
 	head    *receipts.HeadFile // receipts.head
 	runner  *codex.Runner
-	models  *modelgw.Gateway  // the model gateway every turn reaches its model through
 	setup   *codexsetup.Setup // Codex's health, Get Codex and the model settings (the Status page)
 	turns   gateway.Runner
 	owner   *owner.Service
@@ -152,7 +155,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 		return nil, perr
 	}
 	n.newRunner()
-	if err = n.startModels(); err != nil {
+	if err = n.setup.StartModels(); err != nil {
 		return nil, err
 	}
 	// Listeners first: the consent URL and the node API address are only known once bound.
@@ -213,8 +216,7 @@ func (n *Node) newRunner() {
 	n.runner = &codex.Runner{Path: o.CodexPath, Home: o.CodexHome, StateDir: n.path(datadir.CodexDir),
 		ExtraArgs: o.CodexArgs, Env: append([]string{"CODEX_API_KEY", turnTag}, o.CodexEnv...), TestMounts: o.CodexTestMounts, Logger: n.log}
 	n.setup = codexsetup.New(codexsetup.Config{Runner: n.runner, Models: &model.Store{Dir: n.dir.Path},
-		Getter: &codexget.Getter{Dir: n.path(datadir.CodexBinDir), Registry: o.CodexRegistry}, ProbeDir: n.path(datadir.CodexDir),
-		Probe: n.probeModel, Gateway: n.modelStatus, Logger: n.log})
+		Getter: &codexget.Getter{Dir: n.path(datadir.CodexBinDir), Registry: o.CodexRegistry}, ProbeDir: n.path(datadir.CodexDir), Logger: n.log})
 	n.turns = n.runner
 	if o.Runner != nil {
 		n.turns = o.Runner
@@ -265,7 +267,7 @@ func (n *Node) newServices(ctx context.Context) error {
 	n.owner = owner.New(owner.Config{
 		Consent: n.consent, Ledger: n.ledger, Keys: n.history, Node: ownerNode{n}, Policy: n.policy,
 		Listen: n.addrs.Gateway, PublicURL: publicURL, AdminURL: "https://" + n.addrs.Admin, Setup: n.setup,
-		TokensToday: n.models.Used,
+		TokensToday: n.setup.TokensToday,
 	})
 	n.funnel = n.newFunnel()
 	n.head = &receipts.HeadFile{Path: n.path(datadir.HeadFile)}
@@ -402,7 +404,6 @@ func (n *Node) Stop(ctx context.Context) error {
 		}
 	}
 	n.bg.Wait()
-	n.setup.Close()
 	n.runner.Wait()
 	if n.ledger != nil {
 		// Drain the last receipts (each commit has marked receipts.head).
@@ -422,8 +423,8 @@ func (n *Node) close() error {
 	for _, ln := range n.lns {
 		ln.Close()
 	}
-	if n.models != nil {
-		n.models.Close()
+	if n.setup != nil {
+		n.setup.Close() // a download under way, and the model gateway once no turn runs
 	}
 	if n.ledger != nil {
 		errs = append(errs, n.ledger.Close())

@@ -40,7 +40,7 @@ func (n *Node) startGateway(s policy.Snapshot) error {
 		Tasks:      n.db,
 		Ledger:     n.ledger,
 		Runner:     n.turns,
-		Models:     n.openModel,
+		Models:     n.setup.OpenPass,
 		Keys:       n.history,
 		OnReceipt:  n.owner.ReceiptAdded,
 		Logger:     n.log,
