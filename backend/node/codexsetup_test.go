@@ -178,7 +178,8 @@ func TestCheckRealCodex(t *testing.T) {
 		t.Fatalf("the upstream got %q", got)
 	}
 	c, _ := svc.CheckModel(ctx)
-	if c.OK || !strings.Contains(c.Error, "401 Unauthorized") {
+	// The model gateway says it in the owner's words, with the server's own (docs/model-gateway.md).
+	if c.OK || !strings.Contains(c.Error, "refused the owner's key") || !strings.Contains(c.Error, "HTTP 401") {
 		t.Fatalf("check with a refused key: %+v", c)
 	}
 	t.Logf("Check's error: %s", c.Error)
