@@ -72,5 +72,5 @@ func (s *Service) ExportReceipts(ctx context.Context, f ReceiptFilter, w io.Writ
 		return err
 	}
 	sf.Oldest = true
-	return receipts.Export(ctx, s.cfg.Ledger.Source(ctx, sf), w)
+	return s.cfg.Ledger.Export(ctx, sf, w)
 }

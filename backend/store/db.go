@@ -50,6 +50,8 @@ type DB struct {
 	// commit, shared by all its writes, made by the committer itself (a hand-over to another
 	// goroutine cost more, on a busy machine, than the mark).
 	mark func(Head) error
+	// signer signs the receipts log's checkpoints in each write that appends receipts (SetCheckpointSigner).
+	signer CheckpointSigner
 }
 
 type writeReq struct {
@@ -314,6 +316,7 @@ func (db *DB) commit(batch []*writeReq) {
 	if db.tail != nil {
 		ch = chain{start: *db.tail, tail: *db.tail, read: true}
 	}
+	ch.signer = db.checkpointSigner()
 	grantsWritten := true
 	err := db.w.Transaction(func(tx *gorm.DB) error {
 		before, berr := grantWrites(tx)

@@ -141,6 +141,23 @@ CREATE INDEX tasks_waiting_owner ON tasks (owner, updated_at) WHERE ran = 0;
 CREATE INDEX tasks_waiting_site ON tasks (issuer_site, updated_at) WHERE ran = 0;
 CREATE INDEX tasks_unfinished ON tasks (state) WHERE state IN ('TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING');
 `,
+	// 4: the receipts log (docs/wire.md, "The receipts log"): the Merkle tree's stored hashes
+	// (golang.org/x/mod/sumdb/tlog's numbering) and every checkpoint the node signed. Receipts
+	// committed before are added as leaves by the next write that appends one (catchUpLog).
+	`
+CREATE TABLE log_hashes (
+	idx  INTEGER PRIMARY KEY CHECK (idx >= 0),
+	hash BLOB NOT NULL CHECK (length(hash) = 32)
+);
+CREATE TABLE log_checkpoints (
+	size INTEGER PRIMARY KEY CHECK (size > 0),
+	note TEXT NOT NULL                   -- the C2SP checkpoint, a signed note
+);
+CREATE TRIGGER log_hashes_no_update BEFORE UPDATE ON log_hashes BEGIN SELECT RAISE(ABORT, 'the receipts log is append-only'); END;
+CREATE TRIGGER log_hashes_no_delete BEFORE DELETE ON log_hashes BEGIN SELECT RAISE(ABORT, 'the receipts log is append-only'); END;
+CREATE TRIGGER log_checkpoints_no_update BEFORE UPDATE ON log_checkpoints BEGIN SELECT RAISE(ABORT, 'the receipts log is append-only'); END;
+CREATE TRIGGER log_checkpoints_no_delete BEFORE DELETE ON log_checkpoints BEGIN SELECT RAISE(ABORT, 'the receipts log is append-only'); END;
+`,
 }
 
 func (db *DB) migrate() error {
