@@ -65,6 +65,9 @@ type Options struct {
 	Log io.Writer
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// PeerCheckpoint is a checkpoint of the node's log another agent holds, compared with the
+	// one this agent holds before the turn (logcheck.go).
+	PeerCheckpoint []byte
 }
 
 // Result is what a run did and got.
@@ -83,6 +86,9 @@ type Result struct {
 	Answer     string
 	Receipt    *receipts.Claims // verified
 	ReceiptJWS string
+	// Checkpoint is the node's log checkpoint the receipt's proof names (verified, and
+	// consistent with every one this agent saw before).
+	Checkpoint *receipts.Checkpoint
 }
 
 // TurnError is a turn that ended without an answer: failed, canceled,
@@ -167,6 +173,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return res, err
 	}
 	say("      card signature verified with the node JWKS at %s", keysURL)
+	logs := newLogCheck(c, card.PublicURL, nodeKeys.Set, o.Dir)
+	if err := logs.before(ctx, o.PeerCheckpoint); err != nil {
+		return res, err
+	}
 
 	// 2. The identity.
 	audience := o.Audience
@@ -345,6 +355,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 		res.Receipt = claims
 		say("Receipt %s (seq %d, %s): signature verified with the node JWKS (key %s).", claims.RID, claims.Seq, claims.Status, claims.Kid)
+		if res.Checkpoint, err = checkAnswerLog(ctx, logs, out, claims.Seq, say); err != nil {
+			return res, err
+		}
 	} else if state == a2a.TaskStateCompleted {
 		return res, fmt.Errorf("the node sent no receipt for the completed turn (task %s)", task.ID)
 	}

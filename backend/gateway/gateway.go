@@ -19,6 +19,7 @@ import (
 	"github.com/aether/aether/backend/consent"
 	"github.com/aether/aether/backend/identity"
 	"github.com/aether/aether/backend/keys"
+	"github.com/aether/aether/backend/limit"
 	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/receipts"
 	"github.com/aether/aether/backend/turn"
@@ -74,6 +75,7 @@ type Gateway struct {
 	turns  *turn.Service
 	// requests in progress per agent and per issuer site (F8, F9)
 	requests requestSlots
+	logs     *limit.Slots // log requests in progress per client address (log.go)
 
 	mu      sync.Mutex // serialises Reload
 	brands  map[string]*brandRoute
@@ -85,7 +87,7 @@ func New(cfg Config, p *policy.Policy) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	g := &Gateway{cfg: cfg, requests: newRequestSlots(), brands: map[string]*brandRoute{}}
+	g := &Gateway{cfg: cfg, requests: newRequestSlots(), logs: limit.NewSlots(maxLogRequestsPerClient), brands: map[string]*brandRoute{}}
 	g.turns = turn.New(turn.Config{Ledger: cfg.Ledger, Runner: cfg.Runner, Consent: cfg.Consent,
 		Offered: func(brandID string) bool { return g.routes.Load().brands[brandID] != nil },
 		Timeout: cfg.TurnTimeout, OnReceipt: cfg.OnReceipt, Logger: cfg.Logger})
@@ -132,6 +134,7 @@ func (g *Gateway) routesHandler() http.Handler {
 	mux.Handle("POST /pact/device_authorization", g.unlessPaused(http.HandlerFunc(g.deviceAuthorization)))
 	mux.Handle("POST /pact/token", g.unlessPaused(http.HandlerFunc(g.token)))
 	mux.Handle("/a2a/", http.HandlerFunc(g.serveA2A))
+	mux.HandleFunc("GET /log/", g.serveLog)
 	return mux
 }
 
