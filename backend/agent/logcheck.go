@@ -195,46 +195,40 @@ func (lc *logCheck) reconcile(ctx context.Context, held string, got []byte) (str
 	if err != nil {
 		return "", fmt.Errorf("the checkpoint held for %s: %w", lc.node, err)
 	}
-	evidence := func(why string, a string, b []byte) *LogError {
-		return &LogError{Reason: why, Held: a, Got: string(b)}
-	}
-	// check proves small a prefix of big; a contradiction is evidence: their two notes.
-	check := func(small, big receipts.Checkpoint, smallNote string, bigNote []byte) error {
-		err := lc.consistent(ctx, small, big)
-		if err == nil || errors.Is(err, errTiles) {
-			return err
-		}
-		return evidence(err.Error(), smallNote, bigNote)
-	}
 	if g.Origin != h.Origin {
-		return "", evidence(fmt.Sprintf("its key signed checkpoints of two logs, %q and %q", h.Origin, g.Origin), held, got)
+		return "", &LogError{Reason: fmt.Sprintf("its key signed checkpoints of two logs, %q and %q", h.Origin, g.Origin), Held: held, Got: string(got)}
 	}
-	if g.Size >= h.Size {
-		if err := check(h, g, held, got); err != nil {
-			return "", err
-		}
-		return string(got), nil
+	small, big, smallNote, bigNote := h, g, held, string(got)
+	if g.Size < h.Size {
+		small, big, smallNote, bigNote = g, h, string(got), held
 	}
-	// An older checkpoint (another turn's answer came later): the node's current one must
-	// contain both.
+	err = lc.consistent(ctx, small, big)
+	if errors.Is(err, errTiles) {
+		// The node cannot show the tree of a checkpoint it signed: is it still that large?
+		return "", lc.shrank(ctx, big, bigNote, err)
+	}
+	if err != nil {
+		return "", &LogError{Reason: err.Error(), Held: smallNote, Got: bigNote}
+	}
+	return bigNote, nil
+}
+
+// shrank fetches the node's current checkpoint after its tiles failed (tilesErr): one smaller
+// than big, which it signed, is a contradiction; otherwise tilesErr stands.
+func (lc *logCheck) shrank(ctx context.Context, big receipts.Checkpoint, bigNote string, tilesErr error) error {
 	latest, err := lc.c.get(ctx, lc.node+"/log/checkpoint", "the node's log checkpoint")
 	if err != nil {
-		return "", err
+		return errors.Join(tilesErr, err)
 	}
-	l, err := receipts.OpenCheckpoint(latest, lc.set, h.Origin)
+	l, err := receipts.OpenCheckpoint(latest, lc.set, big.Origin)
 	if err != nil {
-		return "", fmt.Errorf("the node's log checkpoint: %w", err)
+		return fmt.Errorf("the node's log checkpoint: %w", err)
 	}
-	if l.Size < h.Size {
-		return "", evidence(fmt.Sprintf("its log shrank from %d receipts to %d", h.Size, l.Size), held, latest)
+	if l.Size < big.Size {
+		return &LogError{Reason: fmt.Sprintf("it signed a log of %d receipts and now serves one of %d: its log shrank (rolled back) or forked", big.Size, l.Size),
+			Held: bigNote, Got: string(latest)}
 	}
-	if err := check(h, l, held, latest); err != nil {
-		return "", err
-	}
-	if err := check(g, l, string(got), latest); err != nil {
-		return "", err
-	}
-	return string(latest), nil
+	return tilesErr
 }
 
 // errTiles marks a failure to read the node's tiles, which proves nothing against it.
