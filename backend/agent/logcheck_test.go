@@ -141,6 +141,11 @@ func TestAgentHoldsTheNodeToItsLog(t *testing.T) {
 		rewrite(t, r.dir, 2)
 		r.restart()
 		_, err := Run(context.Background(), r.n.options(t, agentDir, io.Discard))
+		// The node's own verification finds nothing wrong: only a checkpoint held elsewhere can.
+		rep, verr := receipts.VerifyDB(context.Background(), r.n.db, keys.History{Set: loadKey(t, r.dir)}, receipts.VerifyOptions{})
+		if verr != nil || !rep.OK || rep.LogSize != 5 {
+			t.Fatalf("verify of the rewritten store: %+v %v", rep, verr)
+		}
 		wantCaught(t, err, r.n.publicURL, loadKey(t, r.dir), 4, 5, "does not extend")
 		wantRefused(t, r, agentDir)
 	})

@@ -38,6 +38,7 @@ func agent(args []string, env Env) int {
 	binding := fs.String("binding", "jsonrpc", "the card interface to use: jsonrpc or rest (HTTP+JSON)")
 	task := fs.String("task", "", "send the turn on this existing task")
 	timeout := fs.Duration("timeout", 0, "give up after this long, e.g. 15m (default: no limit; Ctrl-C stops)")
+	peer := fs.String("peer-checkpoint", "", "a file holding a checkpoint of the node's receipts log that another agent holds (its logs.json), compared with this agent's before the turn")
 	fs.Usage = func() {
 		fmt.Fprint(env.Stderr, agentUsage)
 		fs.PrintDefaults()
@@ -67,6 +68,14 @@ func agent(args []string, env Env) int {
 		*idToken = strings.TrimSpace(os.Getenv("PACT_IDENTITY_TOKEN"))
 	}
 
+	var peerCheckpoint []byte
+	if *peer != "" {
+		if peerCheckpoint, err = os.ReadFile(*peer); err != nil {
+			fmt.Fprintln(env.Stderr, "aether agent:", err)
+			return 2
+		}
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if *timeout > 0 {
@@ -77,7 +86,7 @@ func agent(args []string, env Env) int {
 	_, err = agentpkg.Run(ctx, agentpkg.Options{
 		Card: *card, Brand: *brand, Message: message, TaskID: *task, Stream: *stream, Binding: b,
 		Dir: *dir, Subject: *subject, IssuerAddr: *issuerAddr, IdentityToken: *idToken, Audience: *audience,
-		Log: env.Stdout,
+		Log: env.Stdout, PeerCheckpoint: peerCheckpoint,
 	})
 	if err == nil {
 		return 0

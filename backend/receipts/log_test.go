@@ -12,6 +12,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/store"
 )
 
@@ -118,5 +119,39 @@ func TestExportProofs(t *testing.T) {
 		}
 		rep := verifyLines(t, edited(4, withProof(lines[4], head+"\n\n"+string(forged))), VerifyOptions{})
 		wantProblem(t, rep, 5, "", "not signed by the node key")
+	})
+}
+
+// verify rebuilds the log from the receipts and refuses a stored log the node would serve
+// proofs from that is not theirs (L5).
+func TestTamperedLogDetected(t *testing.T) {
+	base, _ := chainFile(t, 20)
+	set := only(testKey(1).Set())
+	wantOK(t, verifyDB(t, tampered(t, base), set, VerifyOptions{}), 20)
+	root := func(size int64, origin string, key *keys.Key) string {
+		var h tlog.Hash
+		h[0] = 1
+		n, err := note.Sign(&note.Note{Text: store.CheckpointText(origin, size, h)}, key.NoteSigner(origin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sqlQuote(string(n))
+	}
+	t.Run("L5 a stored hash changed", func(t *testing.T) {
+		db := tampered(t, base, `UPDATE log_hashes SET hash = zeroblob(32) WHERE idx = 7`)
+		wantProblem(t, verifyDB(t, db, set, VerifyOptions{}), 5, "", "stored hashes were changed")
+	})
+	t.Run("L5 a checkpoint signing another root, with the node key", func(t *testing.T) {
+		db := tampered(t, base, `DELETE FROM log_checkpoints WHERE size = 20`,
+			`INSERT INTO log_checkpoints (size, note) VALUES (20, `+root(20, "node.example/log", testKey(1))+`)`)
+		wantProblem(t, verifyDB(t, db, set, VerifyOptions{}), 20, "", "signs a root the receipts do not make")
+	})
+	t.Run("L5 a checkpoint signed by another key", func(t *testing.T) {
+		db := tampered(t, base, `INSERT INTO log_checkpoints (size, note) VALUES (21, `+root(21, "node.example/log", testKey(9))+`)`)
+		wantProblem(t, verifyDB(t, db, set, VerifyOptions{}), 21, "", "not signed by the node key")
+	})
+	t.Run("L5 a checkpoint of another log", func(t *testing.T) {
+		db := tampered(t, base, `INSERT INTO log_checkpoints (size, note) VALUES (21, `+root(21, "elsewhere.example/log", testKey(1))+`)`)
+		wantProblem(t, verifyDB(t, db, set, VerifyOptions{}), 21, "", `not "node.example/log"`)
 	})
 }
