@@ -101,7 +101,7 @@ func (l *Ledger) Append(ctx context.Context, t Turn) (*Receipt, error) {
 	if errors.Is(err, store.ErrTurnNotRunning) {
 		// T9: the turn already ended, so its receipt is committed; hand it back.
 		if existing, _ := l.db.ReceiptsForTurns(ctx, []string{t.ID}); len(existing) == 1 {
-			return fromRow(existing[t.ID])
+			return l.withProof(ctx, existing[t.ID])
 		}
 	}
 	if err != nil {

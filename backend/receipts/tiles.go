@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/aether/aether/backend/store"
 )
 
 // TileHeight is the height of the log's tiles (C2SP tlog-tiles: 256 hashes a tile).
@@ -65,4 +67,24 @@ func tileIn(t tlog.Tile, size int64) bool {
 	}
 	have := size >> (uint(level) * TileHeight) // hashes at the tile's level
 	return t.N<<TileHeight+int64(tileWidth(t)) <= have
+}
+
+// withProof is a stored receipt with its proof against the newest checkpoint (none when the
+// log has no checkpoint holding it yet).
+func (l *Ledger) withProof(ctx context.Context, row store.Receipt) (*Receipt, error) {
+	r, err := fromRow(row)
+	if err != nil {
+		return nil, err
+	}
+	size, note, ok, err := l.db.LatestCheckpoint(ctx)
+	if err != nil || !ok || size < row.Seq {
+		return r, err
+	}
+	p, err := tlog.ProveRecord(size, row.Seq-1, l.db.LogHashes(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("prove receipt %d in the log: %w", row.Seq, err)
+	}
+	row.Proof = &store.LogProof{Index: row.Seq - 1, Hashes: p, Checkpoint: note}
+	r.logged = &row
+	return r, nil
 }
