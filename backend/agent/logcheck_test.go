@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	_ "github.com/glebarez/go-sqlite" // raw access to the file, as whoever holds the data dir has
 	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/receipts"
@@ -315,3 +317,54 @@ func TestAnswerProofForged(t *testing.T) {
 }
 
 func lines0(text string) string { origin, _, _ := strings.Cut(text, "\n"); return origin }
+
+// The node serves its log read-only as C2SP tlog-tiles, cacheable.
+func TestLogServedAsTiles(t *testing.T) {
+	t.Parallel()
+	r := newRestartable(t, t.TempDir())
+	agentDir := t.TempDir()
+	var jws []string
+	for range 3 {
+		jws = append(jws, r.turn(agentDir).ReceiptJWS)
+	}
+	get := func(path string) (int, http.Header, []byte) {
+		resp, err := http.Get(r.n.publicURL + "/log/" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, body
+	}
+	code, h, body := get("checkpoint")
+	cp, err := receipts.OpenCheckpoint(body, loadKey(t, r.dir), strings.TrimPrefix(r.n.publicURL, "http://")+"/log")
+	if code != 200 || err != nil || cp.Size != 3 || h.Get("Content-Type") != "text/plain; charset=utf-8" || h.Get("Cache-Control") != "public, max-age=5" {
+		t.Fatalf("checkpoint: %d %v %+v %v", code, h, cp, err)
+	}
+	code, h, body = get("tile/0/000.p/3")
+	if code != 200 || len(body) != 3*32 || h.Get("Cache-Control") != "public, max-age=60" || h.Get("Content-Type") != "application/octet-stream" {
+		t.Fatalf("partial tile: %d %v %d bytes", code, h, len(body))
+	}
+	for i, j := range jws {
+		if leaf := tlog.RecordHash([]byte(j)); string(body[i*32:(i+1)*32]) != string(leaf[:]) {
+			t.Fatalf("tile hash %d is not receipt %d's leaf", i, i+1)
+		}
+	}
+	code, _, body = get("tile/entries/000.p/3")
+	var entries []string
+	for len(body) >= 2 && code == 200 {
+		n := int(body[0])<<8 | int(body[1])
+		entries, body = append(entries, string(body[2:2+n])), body[2+n:]
+	}
+	if code != 200 || strings.Join(entries, ",") != strings.Join(jws, ",") {
+		t.Fatalf("entry bundle: %d, %d entries", code, len(entries))
+	}
+	for _, p := range []string{"tile/0/000", "tile/0/000.p/4", "tile/1/000.p/1", "tile/entries/000.p/4", "tile/8/0/000.p/3", "tile/data/000.p/3", "tile/0/0.p/3", "nothing"} {
+		if code, _, _ := get(p); code != http.StatusNotFound {
+			t.Errorf("%s: %d, want 404", p, code)
+		}
+	}
+	if resp, err := http.Post(r.n.publicURL+"/log/checkpoint", "text/plain", nil); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST checkpoint: %v %v", resp.StatusCode, err)
+	}
+}

@@ -13,7 +13,7 @@ import (
 // The receipts log, read-only, as C2SP tlog-tiles at <publicUrl>/log/ (docs/wire.md, "The
 // receipts log"): checkpoint, tile/<L>/<N>[.p/<W>] and tile/entries/<N>[.p/<W>].
 
-// maxLogRequestsPerClient caps one client's log requests in progress (F10): an entry bundle is
+// maxLogRequestsPerClient caps one client's log requests in progress: an entry bundle is
 // up to 256 receipts read from the store.
 const maxLogRequestsPerClient = 8
 
