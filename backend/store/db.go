@@ -52,6 +52,12 @@ type DB struct {
 	mark func(Head) error
 	// signer signs the receipts log's checkpoints in each write that appends receipts (SetCheckpointSigner).
 	signer CheckpointSigner
+	// noLog leaves the log out of receipt writes: only B9 sets it, to measure the log's cost
+	// against writes without it (bench_test.go).
+	noLog bool
+	// origin is the log's origin as the committer's last commit read it ("": read it); only
+	// the committer touches it.
+	origin string
 }
 
 type writeReq struct {
@@ -316,7 +322,7 @@ func (db *DB) commit(batch []*writeReq) {
 	if db.tail != nil {
 		ch = chain{start: *db.tail, tail: *db.tail, read: true}
 	}
-	ch.signer = db.checkpointSigner()
+	ch.signer, ch.noLog, ch.origin = db.checkpointSigner(), db.noLog, db.origin
 	grantsWritten := true
 	err := db.w.Transaction(func(tx *gorm.DB) error {
 		before, berr := grantWrites(tx)
@@ -327,9 +333,9 @@ func (db *DB) commit(batch []*writeReq) {
 	})
 	switch {
 	case err != nil:
-		db.tail = nil
+		db.tail, db.origin = nil, ""
 	case ch.read:
-		db.tail = &ch.tail
+		db.tail, db.origin = &ch.tail, ch.origin
 	}
 	if err != nil || grantsWritten {
 		db.grants.forget() // before anyone hears back: the next GrantByID reads the file

@@ -194,7 +194,7 @@ func appendReceipts(tx *gorm.DB, ch *chain, sign Signer) (Head, error) {
 		if err := checkHighWater(tail, hw, ok); err != nil {
 			return Head{}, err
 		}
-		if err := catchUpLog(tx, tail.Seq); err != nil {
+		if err := catchUpLog(tx, ch, tail.Seq); err != nil {
 			return Head{}, err
 		}
 		ch.start, ch.tail, ch.read, ch.checked = tail, tail, true, true
@@ -216,7 +216,7 @@ func appendReceipts(tx *gorm.DB, ch *chain, sign Signer) (Head, error) {
 	if err := insertReceipts(tx, batch); err != nil {
 		return Head{}, err
 	}
-	if err := logReceipts(tx, ch.signer, batch); err != nil {
+	if err := logReceipts(tx, ch, batch); err != nil {
 		return Head{}, err
 	}
 	return prev, nil
@@ -245,6 +245,8 @@ type chain struct {
 	checked bool             // read, or confirmed, in this transaction
 	moved   bool             // receipts were appended: the mark must follow
 	signer  CheckpointSigner // signs the log's checkpoint after each write's receipts (nil: none)
+	noLog   bool             // DB.noLog
+	origin  string           // the log's origin, once read (DB.origin)
 }
 
 // advance moves the tail to where a write's receipts left it.

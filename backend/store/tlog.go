@@ -72,6 +72,34 @@ func (r txHashes) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 	}, indexes)
 }
 
+// memoHashes is txHashes remembering what it read and what the write added: the leaves'
+// stored hashes, the checkpoint's root and the proofs of one write read the same few hashes.
+type memoHashes struct {
+	r    txHashes
+	seen map[int64]tlog.Hash
+}
+
+func (m *memoHashes) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	var missing []int64
+	for _, x := range indexes {
+		if _, ok := m.seen[x]; !ok {
+			missing = append(missing, x)
+		}
+	}
+	got, err := m.r.ReadHashes(missing)
+	if err != nil {
+		return nil, err
+	}
+	for i, x := range missing {
+		m.seen[x] = got[i]
+	}
+	out := make([]tlog.Hash, len(indexes))
+	for i, x := range indexes {
+		out[i] = m.seen[x]
+	}
+	return out, nil
+}
+
 // readHashes reads the stored hashes at indexes, in their order, with one query.
 func readHashes(query func(string, ...any) (*sql.Rows, error), indexes []int64) ([]tlog.Hash, error) {
 	if len(indexes) == 0 {
@@ -136,8 +164,7 @@ func logLeaves(tx *gorm.DB) (int64, error) {
 }
 
 // addLeaves appends the receipts of batch (seqs from leaves+1 on) to the tree.
-func addLeaves(tx *gorm.DB, leaves int64, jws []string) error {
-	r := txHashes{tx}
+func addLeaves(tx *gorm.DB, r *memoHashes, leaves int64, jws []string) error {
 	for i, j := range jws {
 		n := leaves + int64(i)
 		if len(j) > MaxLogEntry {
@@ -151,6 +178,7 @@ func addLeaves(tx *gorm.DB, leaves int64, jws []string) error {
 		args := make([]any, 0, 2*len(hashes))
 		for k, h := range hashes {
 			args = append(args, base+int64(k), h[:])
+			r.seen[base+int64(k)] = h
 		}
 		q := `INSERT INTO log_hashes (idx, hash) VALUES (?, ?)` + strings.Repeat(", (?, ?)", len(hashes)-1)
 		if _, err := exec(tx, q, args...); err != nil {
@@ -163,7 +191,10 @@ func addLeaves(tx *gorm.DB, leaves int64, jws []string) error {
 // catchUpLog brings the tree to the chain's tail (seq) before a write appends to it: a store
 // made before the log (schema 4) gets every earlier receipt as a leaf once, in the write that
 // appends its next receipt. More leaves than receipts is ErrLog.
-func catchUpLog(tx *gorm.DB, seq int64) error {
+func catchUpLog(tx *gorm.DB, ch *chain, seq int64) error {
+	if ch.noLog {
+		return nil
+	}
 	leaves, err := logLeaves(tx)
 	if err != nil {
 		return err
@@ -182,7 +213,7 @@ func catchUpLog(tx *gorm.DB, seq int64) error {
 		if len(jws) == 0 {
 			return fmt.Errorf("%w: receipt %d is missing", ErrLog, leaves+1)
 		}
-		if err := addLeaves(tx, leaves, jws); err != nil {
+		if err := addLeaves(tx, &memoHashes{r: txHashes{tx}, seen: map[int64]tlog.Hash{}}, leaves, jws); err != nil {
 			return err
 		}
 		leaves += int64(len(jws))
@@ -192,28 +223,30 @@ func catchUpLog(tx *gorm.DB, seq int64) error {
 
 // logReceipts adds batch's receipts to the tree and, with a signer, signs the checkpoint of the
 // tree they leave and sets each receipt's Proof against it.
-func logReceipts(tx *gorm.DB, signer CheckpointSigner, batch []Receipt) error {
-	if len(batch) == 0 {
+func logReceipts(tx *gorm.DB, ch *chain, batch []Receipt) error {
+	if len(batch) == 0 || ch.noLog {
 		return nil
 	}
+	signer := ch.signer
 	leaves := batch[0].Seq - 1
 	jws := make([]string, len(batch))
 	for i, r := range batch {
 		jws[i] = r.JWS
 	}
-	if err := addLeaves(tx, leaves, jws); err != nil {
+	r := &memoHashes{r: txHashes{tx}, seen: map[int64]tlog.Hash{}}
+	if err := addLeaves(tx, r, leaves, jws); err != nil {
 		return err
 	}
 	if signer == nil {
 		return nil
 	}
 	size := leaves + int64(len(batch))
-	note, err := signCheckpoint(tx, signer, size)
+	note, err := signCheckpoint(tx, ch, r, size)
 	if err != nil {
 		return err
 	}
 	for i := range batch {
-		p, err := tlog.ProveRecord(size, batch[i].Seq-1, txHashes{tx})
+		p, err := tlog.ProveRecord(size, batch[i].Seq-1, r)
 		if err != nil {
 			return fmt.Errorf("prove receipt %d in the log: %w", batch[i].Seq, err)
 		}
@@ -223,16 +256,22 @@ func logReceipts(tx *gorm.DB, signer CheckpointSigner, batch []Receipt) error {
 }
 
 // signCheckpoint signs and stores the checkpoint of the tree of size leaves.
-func signCheckpoint(tx *gorm.DB, signer CheckpointSigner, size int64) ([]byte, error) {
-	root, err := tlog.TreeHash(size, txHashes{tx})
+func signCheckpoint(tx *gorm.DB, ch *chain, r tlog.HashReader, size int64) ([]byte, error) {
+	root, err := tlog.TreeHash(size, r)
 	if err != nil {
 		return nil, fmt.Errorf("log root at %d: %w", size, err)
 	}
-	origin, err := logOrigin(tx, signer)
-	if err != nil {
-		return nil, err
+	origin := ch.origin
+	if origin == "" {
+		var stored bool
+		if origin, stored, err = logOrigin(tx, ch.signer); err != nil {
+			return nil, err
+		}
+		if stored { // one set by this write is kept only once the write is (a savepoint may undo it)
+			ch.origin = origin
+		}
 	}
-	note, err := signer.Sign([]byte(CheckpointText(origin, size, root)))
+	note, err := ch.signer.Sign([]byte(CheckpointText(origin, size, root)))
 	if err != nil {
 		return nil, fmt.Errorf("sign the log checkpoint at %d: %w", size, err)
 	}
@@ -242,21 +281,21 @@ func signCheckpoint(tx *gorm.DB, signer CheckpointSigner, size int64) ([]byte, e
 	return note, nil
 }
 
-// logOrigin is the stored origin, or the signer's, stored now, for a log's first checkpoint.
-func logOrigin(tx *gorm.DB, signer CheckpointSigner) (string, error) {
-	var origin string
-	err := queryRow(tx, `SELECT value FROM meta WHERE key = ?`, metaLogOrigin).Scan(&origin)
+// logOrigin is the stored origin (stored true), or the signer's, stored now, for a log's first
+// checkpoint.
+func logOrigin(tx *gorm.DB, signer CheckpointSigner) (origin string, stored bool, err error) {
+	err = queryRow(tx, `SELECT value FROM meta WHERE key = ?`, metaLogOrigin).Scan(&origin)
 	if err == nil {
-		return origin, nil
+		return origin, true, nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
-		return "", fmt.Errorf("read the log origin: %w", err)
+		return "", false, fmt.Errorf("read the log origin: %w", err)
 	}
 	origin = signer.Origin()
 	if err := setMeta(tx, metaLogOrigin, origin); err != nil {
-		return "", fmt.Errorf("store the log origin: %w", err)
+		return "", false, fmt.Errorf("store the log origin: %w", err)
 	}
-	return origin, nil
+	return origin, false, nil
 }
 
 // CheckpointText is a C2SP tlog-checkpoint body: origin, tree size, base64 root hash.
