@@ -65,6 +65,7 @@ type testNode struct {
 	consent   *consent.Service
 	db        *store.DB
 	runner    *fakeRunner
+	ledger    *receipts.Ledger
 }
 
 func startNode(t *testing.T) *testNode {
@@ -126,7 +127,7 @@ func startNodeIn(t *testing.T, dir string, ln net.Listener) (*testNode, func()) 
 	go srv.Serve(ln)
 	stop := func() { srv.Close(); ledger.Close(); db.Close() }
 	t.Cleanup(stop)
-	return &testNode{publicURL: pub, consent: cs, db: db, runner: runner}, stop
+	return &testNode{publicURL: pub, consent: cs, db: db, runner: runner, ledger: ledger}, stop
 }
 
 // owner answers the device flow like the node owner on the consent page.

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	_ "github.com/glebarez/go-sqlite" // raw access to the file, as whoever holds the data dir has
 	"golang.org/x/mod/sumdb/note"
@@ -366,5 +367,40 @@ func TestLogServedAsTiles(t *testing.T) {
 	}
 	if resp, err := http.Post(r.n.publicURL+"/log/checkpoint", "text/plain", nil); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST checkpoint: %v %v", resp.StatusCode, err)
+	}
+}
+
+// A full tile never changes: it is served as immutable, and the agent's consistency proof
+// reads it across a tile boundary.
+func TestLogFullTiles(t *testing.T) {
+	t.Parallel()
+	r := newRestartable(t, t.TempDir())
+	agentDir := t.TempDir()
+	first := r.turn(agentDir)
+	ctx := context.Background()
+	for i := range 300 {
+		tr := receipts.Turn{ID: fmt.Sprintf("t_bulk%d", i), TaskID: fmt.Sprintf("task-%d", i), ContextID: "ctx", Brand: "review",
+			BrandScope: "review:read_only", GrantID: first.Receipt.Grant, Agent: first.Receipt.Agent, PolicyHash: "p",
+			Status: "completed", StartedAt: time.Now()}
+		if err := r.n.ledger.Start(ctx, tr); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.n.ledger.Append(ctx, tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := http.Get(r.n.publicURL + "/log/tile/0/000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(body) != 256*32 || resp.Header.Get("Cache-Control") != "public, max-age=31536000, immutable" {
+		t.Fatalf("full tile: %d, %d bytes, %q", resp.StatusCode, len(body), resp.Header.Get("Cache-Control"))
+	}
+	// The agent held the checkpoint of 1 receipt; the next answer's is of 302.
+	res := r.turn(agentDir)
+	if res.Checkpoint == nil || res.Checkpoint.Size != 302 {
+		t.Fatalf("checkpoint %+v", res.Checkpoint)
 	}
 }

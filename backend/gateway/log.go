@@ -46,7 +46,7 @@ func (g *Gateway) serveLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	if t.W == 0 { // a full tile never changes
+	if t.W == 1<<receipts.TileHeight { // a full tile never changes
 		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
 	} else {
 		w.Header().Set("Cache-Control", "public, max-age=60")

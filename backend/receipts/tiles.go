@@ -36,7 +36,7 @@ func (l *Ledger) Tile(ctx context.Context, t tlog.Tile) ([]byte, error) {
 	if t.L >= 0 {
 		return tlog.ReadTileData(t, l.db.LogHashes(ctx))
 	}
-	width := int64(tileWidth(t))
+	width := int64(t.W) // 256 for a full tile, as tlog.ParseTilePath reads it
 	entries, err := l.db.LogEntries(ctx, t.N<<TileHeight, width)
 	if err != nil {
 		return nil, err
@@ -52,13 +52,6 @@ func (l *Ledger) Tile(ctx context.Context, t tlog.Tile) ([]byte, error) {
 	return out, nil
 }
 
-func tileWidth(t tlog.Tile) int {
-	if t.W == 0 {
-		return 1 << TileHeight
-	}
-	return t.W
-}
-
 // tileIn reports whether the tree of size leaves holds every hash (or entry) of tile t.
 func tileIn(t tlog.Tile, size int64) bool {
 	level := max(t.L, 0)
@@ -66,7 +59,7 @@ func tileIn(t tlog.Tile, size int64) bool {
 		return false
 	}
 	have := size >> (uint(level) * TileHeight) // hashes at the tile's level
-	return t.N<<TileHeight+int64(tileWidth(t)) <= have
+	return t.W > 0 && t.N<<TileHeight+int64(t.W) <= have
 }
 
 // withProof is a stored receipt with its proof against the newest checkpoint (none when the
