@@ -38,7 +38,7 @@ func agent(args []string, env Env) int {
 	binding := fs.String("binding", "jsonrpc", "the card interface to use: jsonrpc or rest (HTTP+JSON)")
 	task := fs.String("task", "", "send the turn on this existing task")
 	timeout := fs.Duration("timeout", 0, "give up after this long, e.g. 15m (default: no limit; Ctrl-C stops)")
-	peer := fs.String("peer-checkpoint", "", "a file holding a checkpoint of the node's receipts log that another agent holds (its logs.json), compared with this agent's before the turn")
+	peer := fs.String("peer-checkpoint", "", "a file holding a signed checkpoint of the node's receipts log that another agent holds (from its logs.json: nodes.<publicUrl>.checkpoint), compared with this agent's before the turn")
 	fs.Usage = func() {
 		fmt.Fprint(env.Stderr, agentUsage)
 		fs.PrintDefaults()
