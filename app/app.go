@@ -19,8 +19,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aether/aether/backend/datadir"
 	"github.com/aether/aether/backend/node"
 	"github.com/aether/aether/backend/owner"
+	"github.com/aether/aether/backend/reach"
 	"github.com/wailsapp/wails/v2"
 	"github.com/wailsapp/wails/v2/pkg/logger"
 	"github.com/wailsapp/wails/v2/pkg/menu"
@@ -188,7 +190,7 @@ func (a *App) startNode(ui fs.FS, brandsIfEmpty bool) {
 		PactListen:    a.cfg.pactListen,
 		CodexPath:     a.cfg.codex,
 		CodexRegistry: a.cfg.registry,
-		Reach:         node.ReachOptions{ControlURL: a.cfg.controlURL},
+		Reach:         reach.Config{ControlURL: a.cfg.controlURL},
 		UI:            ui,
 		Logger:        a.log,
 		Desktop:       true,
@@ -196,7 +198,7 @@ func (a *App) startNode(ui fs.FS, brandsIfEmpty bool) {
 		OnConsentLink: a.linkRequest,
 	})
 	if err != nil {
-		if errors.Is(err, node.ErrLocked) {
+		if errors.Is(err, datadir.ErrLocked) {
 			err = fmt.Errorf("%w: stop the other one (`aether node serve`?) first", err)
 		}
 		a.log.Error("Aether could not start", "err", err)
@@ -506,7 +508,7 @@ func (a *App) decide(r owner.ConsentRequest, allow bool) {
 	defer cancel()
 	req := owner.DecisionRequest{UserCode: r.UserCode, Decision: owner.DecisionDeny}
 	if allow {
-		req.Decision = owner.DecisionAllow
+		req.Decision, req.Duration = owner.DecisionAllow, owner.Duration30Days // the default
 	}
 	d, err := a.node.Owner().Decide(ctx, r.ID, req)
 	who, brand := "The agent that "+r.Agent.Claim, clean(r.Brand.Name)

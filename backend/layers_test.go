@@ -18,7 +18,8 @@ func TestLayers(t *testing.T) {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	const mod = "github.com/aether/aether/backend/"
-	services := map[string]bool{"policy": true, "store": true, "keys": true, "consent": true, "codex": true, "receipts": true, "fsutil": true, "owner": true, "turn": true}
+	services := map[string]bool{"policy": true, "store": true, "keys": true, "consent": true, "codex": true, "receipts": true, "fsutil": true, "owner": true, "turn": true,
+		"codexsetup": true, "datadir": true}
 	seen := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		fields := strings.Fields(line)
@@ -48,7 +49,7 @@ func TestLayers(t *testing.T) {
 
 // TestOwnerLayers keeps the owner's side to one front door (docs/architecture.md): the desktop
 // app reaches consent, the store and the gateway only through owner and node; the CLI never
-// opens the database itself; admin is a transport over owner alone; and node, the composition
+// opens the database itself (datadir does); admin is a transport over owner alone; and node, the composition
 // root, is the only package that imports both transports, gateway and admin.
 func TestOwnerLayers(t *testing.T) {
 	const root = "github.com/aether/aether/"
@@ -62,7 +63,7 @@ func TestOwnerLayers(t *testing.T) {
 		why     string
 	}{
 		"app":         {[]string{"backend/consent", "backend/store", "backend/gateway"}, "the desktop acts through owner.Service"},
-		"backend/cli": {[]string{"backend/store"}, "the offline verbs open the data dir through node"},
+		"backend/cli": {[]string{"backend/store"}, "the offline verbs open the data dir through datadir"},
 	}
 	adminMay := map[string]bool{"backend/owner": true, "backend/fsutil": true, "backend/version": true}
 	seen := map[string]bool{}

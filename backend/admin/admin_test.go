@@ -95,6 +95,9 @@ func (f *fakeBackend) LookupCode(ctx context.Context, code string) (owner.CodeLo
 }
 
 func (f *fakeBackend) Decide(ctx context.Context, id string, req owner.DecisionRequest) (owner.DecisionResult, error) {
+	if err := req.Validate(); err != nil { // owner's rule, as Service.Decide applies it first
+		return owner.DecisionResult{}, err
+	}
 	f.note("Decide")
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -186,6 +189,9 @@ func (f *fakeBackend) Brands(ctx context.Context) (owner.BrandsView, error) {
 }
 
 func (f *fakeBackend) PutBrand(ctx context.Context, id string, b owner.Brand) ([]owner.Brand, error) {
+	if err := b.CheckID(id); err != nil { // owner's rule, as Service.PutBrand applies it first
+		return nil, err
+	}
 	f.note("PutBrand")
 	if b.Workspace == "" {
 		return nil, &owner.FieldErrors{Fields: []owner.FieldError{{Field: "workspace", Message: "a workspace folder is required"}}}

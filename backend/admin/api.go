@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/aether/aether/backend/owner"
@@ -22,11 +21,7 @@ import (
 type ctxKey struct{}
 
 // errorBody is every error answer of the API.
-type errorBody struct {
-	Error  string             `json:"error"`
-	Status string             `json:"status,omitempty"`
-	Fields []owner.FieldError `json:"fields,omitempty"`
-}
+type errorBody = owner.ErrorBody
 
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
@@ -129,14 +124,14 @@ func (s *Server) getConsent(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out := map[string]any{"requests": nonNil(reqs)}
+	out := owner.ConsentList{Requests: nonNil(reqs)}
 	if code := r.URL.Query().Get("user_code"); code != "" {
 		lookup, err := s.b.LookupCode(r.Context(), code)
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
-		out["lookup"] = lookup
+		out.Lookup = &lookup
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -144,10 +139,6 @@ func (s *Server) getConsent(w http.ResponseWriter, r *http.Request) {
 func (s *Server) postDecision(w http.ResponseWriter, r *http.Request) {
 	var req owner.DecisionRequest
 	if !s.decode(w, r, &req) {
-		return
-	}
-	if msg := checkDecision(req); msg != "" {
-		writeError(w, http.StatusBadRequest, errorBody{Error: msg})
 		return
 	}
 	res, err := s.b.Decide(r.Context(), r.PathValue("id"), req)
@@ -171,26 +162,13 @@ func (s *Server) postDenyIssuer(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-func checkDecision(req owner.DecisionRequest) string {
-	durationOK := req.Duration == owner.Duration1Day || req.Duration == owner.Duration30Days || req.Duration == owner.DurationForever
-	switch {
-	case req.UserCode == "" || len(req.UserCode) > 32:
-		return "userCode is required (XXXX-XXXX)"
-	case req.Decision != owner.DecisionAllow && req.Decision != owner.DecisionDeny:
-		return `decision must be "allow" or "deny"`
-	case req.Decision == owner.DecisionAllow && !durationOK, req.Decision == owner.DecisionDeny && req.Duration != "" && !durationOK:
-		return `duration must be "1d", "30d" or "forever"`
-	}
-	return ""
-}
-
 func (s *Server) getGrants(w http.ResponseWriter, r *http.Request) {
 	gs, err := s.b.Grants(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"grants": nonNil(gs)})
+	writeJSON(w, http.StatusOK, owner.GrantList{Grants: nonNil(gs)})
 }
 
 func (s *Server) postRevoke(w http.ResponseWriter, r *http.Request) {
@@ -199,11 +177,11 @@ func (s *Server) postRevoke(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"grant": g})
+	writeJSON(w, http.StatusOK, owner.GrantAnswer{Grant: g})
 }
 
 func (s *Server) getReceipts(w http.ResponseWriter, r *http.Request) {
-	f, err := parseFilter(r, owner.DefaultReceiptLimit)
+	f, err := owner.ParseReceiptQuery(r.URL.Query(), owner.DefaultReceiptLimit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -227,7 +205,7 @@ func (s *Server) getReceipt(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) exportReceipts(w http.ResponseWriter, r *http.Request) {
-	f, err := parseFilter(r, 0)
+	f, err := owner.ParseReceiptQuery(r.URL.Query(), 0)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -259,34 +237,6 @@ func (e *exportWriter) Write(p []byte) (int, error) {
 	return e.w.Write(p)
 }
 
-// parseFilter reads the receipt query; limit is used when the query gives none.
-func parseFilter(r *http.Request, limit int) (owner.ReceiptFilter, error) {
-	q := r.URL.Query()
-	f := owner.ReceiptFilter{Agent: q.Get("agent"), Brand: q.Get("brand"), Status: q.Get("status"), Cursor: q.Get("cursor"), Limit: limit}
-	for name, v := range map[string]string{"agent": f.Agent, "brand": f.Brand, "status": f.Status, "cursor": f.Cursor} {
-		if len(v) > 512 {
-			return f, fmt.Errorf("%s is too long: %w", name, owner.ErrInvalid)
-		}
-	}
-	for name, dst := range map[string]*time.Time{"from": &f.From, "to": &f.To} {
-		if v := q.Get(name); v != "" {
-			t, err := time.Parse(time.RFC3339, v)
-			if err != nil {
-				return f, fmt.Errorf("%s must be an RFC 3339 time: %w", name, owner.ErrInvalid)
-			}
-			*dst = t
-		}
-	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > owner.MaxReceiptLimit {
-			return f, fmt.Errorf("limit must be 1 to %d: %w", owner.MaxReceiptLimit, owner.ErrInvalid)
-		}
-		f.Limit = n
-	}
-	return f, nil
-}
-
 func (s *Server) getBrands(w http.ResponseWriter, r *http.Request) {
 	v, err := s.b.Brands(r.Context())
 	if err != nil {
@@ -302,17 +252,12 @@ func (s *Server) putBrand(w http.ResponseWriter, r *http.Request) {
 	if !s.decode(w, r, &b) {
 		return
 	}
-	id := r.PathValue("id")
-	if b.ID != id {
-		s.fail(w, r, &owner.FieldErrors{Fields: []owner.FieldError{{Field: "id", Message: fmt.Sprintf("must be %q, the brand in the address", id)}}})
-		return
-	}
-	bs, err := s.b.PutBrand(r.Context(), id, b)
+	bs, err := s.b.PutBrand(r.Context(), r.PathValue("id"), b)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"brands": nonNil(bs)})
+	writeJSON(w, http.StatusOK, owner.BrandList{Brands: nonNil(bs)})
 }
 
 func (s *Server) deleteBrand(w http.ResponseWriter, r *http.Request) {
@@ -321,7 +266,7 @@ func (s *Server) deleteBrand(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"brands": nonNil(bs)})
+	writeJSON(w, http.StatusOK, owner.BrandList{Brands: nonNil(bs)})
 }
 
 // decode reads a JSON body strictly: application/json, at most maxBody bytes (413), valid
@@ -408,19 +353,14 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-// FunnelRequest is the body of POST /api/reachability/funnel.
-type FunnelRequest struct {
-	On *bool `json:"on"`
-}
-
 // postFunnel turns publishing with Tailscale Funnel on or off (pact.funnel).
 func (s *Server) postFunnel(w http.ResponseWriter, r *http.Request) {
-	var req FunnelRequest
+	var req owner.FunnelRequest
 	if !s.decode(w, r, &req) {
 		return
 	}
-	if req.On == nil {
-		writeError(w, http.StatusBadRequest, errorBody{Error: `"on" (true or false) is required`})
+	if err := req.Validate(); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	res, err := s.b.SetFunnel(r.Context(), *req.On)

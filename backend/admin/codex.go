@@ -28,9 +28,7 @@ func (s *Server) postCodexDownload(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) putCodexPath(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Path string `json:"path"`
-	}
+	var req owner.CodexPathRequest
 	if !s.decode(w, r, &req) {
 		return
 	}

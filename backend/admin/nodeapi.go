@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/aether/aether/backend/owner"
 )
 
 // NodeHandler serves the node API, on its own listener on 127.0.0.1, for local tools (`aether
@@ -53,7 +55,7 @@ func (s *Server) setPaused(paused bool) http.HandlerFunc {
 			s.fail(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"paused": paused})
+		writeJSON(w, http.StatusOK, owner.PauseAnswer{Paused: paused})
 	}
 }
 
@@ -65,11 +67,11 @@ func (s *Server) postRotateToken(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, errorBody{Error: "the admin token was not rotated: " + err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"rotated": true, "sessionsEnded": true})
+	writeJSON(w, http.StatusOK, owner.TokenRotated{Rotated: true, SessionsEnded: true})
 }
 
 // postSignInLink is `aether admin link`: a fresh one-time sign-in link for the caller, who holds
 // the token already (A1).
 func (s *Server) postSignInLink(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"link": s.SignInLink(), "expiresIn": int(signInCodeTTL / time.Second)})
+	writeJSON(w, http.StatusOK, owner.SignInLink{Link: s.SignInLink(), ExpiresIn: int(signInCodeTTL / time.Second)})
 }

@@ -119,7 +119,7 @@ func startNodeIn(t *testing.T, dir string, ln net.Listener) (*testNode, func()) 
 		ConsentURL: consentURL,
 		Identity:   identity.New(identity.Config{Audience: pub, NodeIssuer: pub, AllowInsecureLocalIssuers: true, Logger: quiet}),
 		Consent:    cs, Tasks: db, Ledger: ledger, Runner: runner, Keys: keys.History{Set: key.Set()}, Signer: key, Logger: quiet,
-	}, pol)
+	}, pol.Snapshot())
 	if err != nil {
 		t.Fatal(err)
 	}

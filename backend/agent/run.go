@@ -114,17 +114,71 @@ func (e *TurnError) Error() string {
 // verified receipt (ErrDenied, ErrExpired, *TurnError, *IdentityRejectedError, …);
 // the Result holds what was learnt up to then.
 func Run(ctx context.Context, o Options) (Result, error) {
-	var res Result
 	if strings.TrimSpace(o.Message) == "" {
-		return res, errors.New("no message to send")
+		return Result{}, errors.New("no message to send")
 	}
+	o, err := withDefaults(o)
+	if err != nil {
+		return Result{}, err
+	}
+	r := &run{o: o, c: &Client{HTTP: o.HTTPClient},
+		say: func(format string, args ...any) { fmt.Fprintf(o.Log, format+"\n", args...) }}
+
+	// 1. The card (public: no credentials).
+	if err := r.readCard(ctx); err != nil {
+		return r.res, err
+	}
+	// 2. The identity.
+	closeIssuer, err := r.identify()
+	if err != nil {
+		return r.res, err
+	}
+	defer closeIssuer()
+	// 3. Connect, with a saved token when there is one.
+	conn, err := r.c.Connect(ctx, r.card, o.Binding)
+	if err != nil {
+		return r.res, err
+	}
+	defer conn.Close()
+	r.conn = conn
+	r.res.Interface = conn.Interface()
+	r.loadToken(ctx)
+	// 4. The turn, and consent when the node asks for it.
+	task, err := r.turn(ctx)
+	if err != nil {
+		return r.res, err
+	}
+	r.res.Task = task
+	// 5. The answer and the receipt.
+	return r.res, r.outcome(ctx, task)
+}
+
+// run is one Run's state, filled in step by step.
+type run struct {
+	o   Options
+	res Result
+	say func(format string, args ...any)
+	c   *Client
+
+	card    *Card
+	keysURL string
+	logs    *logCheck
+	who     Who
+	conn    *Conn
+	store   tokenStore
+	key     tokenKey
+	// refreshTried: the grant refresh was asked once; a second ask would get the same answer.
+	refreshTried bool
+}
+
+// withDefaults fills in Options' zero values.
+func withDefaults(o Options) (Options, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
-	say := func(format string, args ...any) { fmt.Fprintf(o.Log, format+"\n", args...) }
 	if o.Binding == "" {
 		o.Binding = a2a.TransportProtocolJSONRPC
 	}
@@ -134,24 +188,27 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if o.Dir == "" {
 		d, err := DefaultDir()
 		if err != nil {
-			return res, err
+			return o, err
 		}
 		o.Dir = d
 	}
+	return o, nil
+}
 
-	// 1. The card (public: no credentials).
-	c := &Client{HTTP: o.HTTPClient}
+// readCard fetches the brand's card and checks its signature with the node JWKS.
+func (r *run) readCard(ctx context.Context) error {
+	o, say := r.o, r.say
 	cardURL, err := CardURL(o.Card, o.Brand)
 	if err != nil {
-		return res, err
+		return err
 	}
-	card, err := c.FetchCard(ctx, cardURL)
+	card, err := r.c.FetchCard(ctx, cardURL)
 	if err != nil {
-		return res, err
+		return err
 	}
-	res.Card = card
+	r.res.Card, r.card = card, card
 	if o.Brand != "" && card.Brand != "" && o.Brand != card.Brand {
-		return res, fmt.Errorf("the card at %s is brand %q, not %q", cardURL, card.Brand, o.Brand)
+		return fmt.Errorf("the card at %s is brand %q, not %q", cardURL, card.Brand, o.Brand)
 	}
 	if card.Brand == "" {
 		card.Brand = o.Brand
@@ -161,210 +218,249 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		say("      %s", card.Description)
 	}
 	say("Node: %s", card.PublicURL)
-	keysURL, err := card.KeysURL()
-	if err != nil {
-		return res, err
+	if r.keysURL, err = card.KeysURL(); err != nil {
+		return err
 	}
-	nodeKeys, err := c.NodeKeys(ctx, keysURL)
+	nodeKeys, err := r.c.NodeKeys(ctx, r.keysURL)
 	if err != nil {
-		return res, err
+		return err
 	}
 	if err := card.VerifySignature(nodeKeys.Set); err != nil {
-		return res, err
+		return err
 	}
-	say("      card signature verified with the node JWKS at %s", keysURL)
-	logs := newLogCheck(c, card.PublicURL, nodeKeys.Set, o.Dir)
-	if err := logs.before(ctx, o.PeerCheckpoint); err != nil {
-		return res, err
-	}
+	say("      card signature verified with the node JWKS at %s", r.keysURL)
+	r.logs = newLogCheck(r.c, card.PublicURL, nodeKeys.Set, o.Dir)
+	return r.logs.before(ctx, o.PeerCheckpoint)
+}
 
-	// 2. The identity.
+// identify sets the client's identity: the token given, else the local issuer's, which
+// the returned func closes.
+func (r *run) identify() (func(), error) {
+	o, say := r.o, r.say
 	audience := o.Audience
 	if audience == "" {
-		audience = card.PublicURL
+		audience = r.card.PublicURL
 	}
-	var who Who
 	if o.IdentityToken != "" {
-		if who, err = PeekIdentity(o.IdentityToken); err != nil {
-			return res, err
+		who, err := PeekIdentity(o.IdentityToken)
+		if err != nil {
+			return nil, err
 		}
 		if !who.ExpiresAt.IsZero() && !o.Now().Before(who.ExpiresAt) {
-			return res, fmt.Errorf("the identity token expired at %s: get a fresh one from its issuer", who.ExpiresAt.Format(time.RFC3339))
+			return nil, fmt.Errorf("the identity token expired at %s: get a fresh one from its issuer", who.ExpiresAt.Format(time.RFC3339))
 		}
-		c.Identity = StaticIdentity(o.IdentityToken)
+		r.c.Identity = StaticIdentity(o.IdentityToken)
 		say("Agent: %s at issuer %s (identity token given)", who.Subject, who.Issuer)
 		if !slices.Contains(who.Audience, audience) {
 			say("Warning: the identity token's audience %v does not name %s; the node may refuse it.", who.Audience, audience)
 		}
-	} else {
-		li, err := OpenLocalIssuer(o.Dir, IssuerOptions{Addr: o.IssuerAddr, Now: o.Now})
-		if err != nil {
-			return res, err
-		}
-		defer li.Close()
-		who = Who{Issuer: li.URL(), Subject: o.Subject, Audience: []string{audience}}
-		c.Identity = li.Source(o.Subject, audience)
-		say("Agent: %s at the local issuer %s (key %s)", o.Subject, li.URL(), li.KeyID())
-		if !li.Serving() {
-			say("      (another aether agent run serves this issuer's keys; keep it running)")
-		}
+		r.who, r.res.Agent = who, who
+		return func() {}, nil
 	}
-	res.Agent = who
-
-	// 3. Connect, with a saved token when there is one.
-	conn, err := c.Connect(ctx, card, o.Binding)
+	li, err := OpenLocalIssuer(o.Dir, IssuerOptions{Addr: o.IssuerAddr, Now: o.Now})
 	if err != nil {
-		return res, err
+		return nil, err
 	}
-	defer conn.Close()
-	res.Interface = conn.Interface()
-	store := tokenStore{path: filepath.Join(o.Dir, tokensFile), now: o.Now}
-	key := tokenKey{Node: card.PublicURL, Brand: card.Brand, Issuer: who.Issuer, Subject: who.Subject}
-	refreshTried := false
-	tok, err := store.load(key)
+	r.who = Who{Issuer: li.URL(), Subject: o.Subject, Audience: []string{audience}}
+	r.res.Agent = r.who
+	r.c.Identity = li.Source(o.Subject, audience)
+	say("Agent: %s at the local issuer %s (key %s)", o.Subject, li.URL(), li.KeyID())
+	if !li.Serving() {
+		say("      (another aether agent run serves this issuer's keys; keep it running)")
+	}
+	return func() { li.Close() }, nil
+}
+
+// loadToken gives the connection the delegation token saved from an earlier run, or a
+// fresh one from the grant when that one has expired.
+func (r *run) loadToken(ctx context.Context) {
+	card, say := r.card, r.say
+	r.store = tokenStore{path: filepath.Join(r.o.Dir, tokensFile), now: r.o.Now}
+	r.key = tokenKey{Node: card.PublicURL, Brand: card.Brand, Issuer: r.who.Issuer, Subject: r.who.Subject}
+	tok, err := r.store.load(r.key)
 	if err != nil {
 		say("Warning: %v (ignored)", err)
 	}
-	if tok != nil && !tok.ExpiresAt.IsZero() && !o.Now().Add(30*time.Second).Before(tok.ExpiresAt) {
+	if tok != nil && !tok.ExpiresAt.IsZero() && !r.o.Now().Add(30*time.Second).Before(tok.ExpiresAt) {
 		say("The saved delegation token has expired; asking for a fresh one from the grant…")
-		refreshTried = true
-		tok = refresh(ctx, c, card.TokenURL, card.PublicURL, card.Brand, say)
+		r.refreshTried = true
+		tok = refresh(ctx, r.c, card.TokenURL, card.PublicURL, card.Brand, say)
 		if tok != nil {
-			res.Refreshed = true
-			saveToken(store, key, tok, say)
+			r.res.Refreshed = true
+			saveToken(r.store, r.key, tok, say)
 		}
 	} else if tok != nil {
 		say("Using the delegation token saved from an earlier run%s.", expiresText(tok))
 	}
 	if tok != nil {
-		conn.SetDelegation(tok.AccessToken)
+		r.conn.SetDelegation(tok.AccessToken)
 	}
+}
 
-	// 4. The turn, and consent when the node asks for it.
-	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(o.Message))
-	msg.TaskID = a2a.TaskID(o.TaskID)
-	send := func(m *a2a.Message) (*a2a.Task, error) {
-		var t *a2a.Task
-		var err error
-		if o.Stream {
-			t, err = conn.Stream(ctx, m, func(ev a2a.Event) { sayEvent(say, ev) })
-		} else {
-			t, err = conn.Send(ctx, m)
-		}
-		if err != nil {
-			return nil, err
-		}
-		return waitSettled(ctx, conn, t)
-	}
-	say("Sending the turn over %s to %s…", res.Interface.ProtocolBinding, res.Interface.URL)
-	task, err := send(msg)
+// turn sends the message and, for as long as the node answers AUTH_REQUIRED, gets
+// consent and sends it again; it returns the task as it settled.
+func (r *run) turn(ctx context.Context) (*a2a.Task, error) {
+	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(r.o.Message))
+	msg.TaskID = a2a.TaskID(r.o.TaskID)
+	r.say("Sending the turn over %s to %s…", r.res.Interface.ProtocolBinding, r.res.Interface.URL)
+	task, err := r.send(ctx, msg)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	for task.Status.State == a2a.TaskStateAuthRequired {
 		ar, err := ParseAuthRequired(task)
-		res.Task, res.AuthRequired = task, ar
+		r.res.Task, r.res.AuthRequired = task, ar
 		if err != nil {
-			return res, err
+			return nil, err
 		}
-		say("The node answered AUTH_REQUIRED (reason: %s): %s", ar.Reason, ar.Text)
-		if res.Consented {
-			return res, fmt.Errorf("the node still asks for consent after the owner approved (reason %s)", ar.Reason)
+		r.say("The node answered AUTH_REQUIRED (reason: %s): %s", ar.Reason, ar.Text)
+		if r.res.Consented {
+			return nil, fmt.Errorf("the node still asks for consent after the owner approved (reason %s)", ar.Reason)
 		}
-		devReq := DeviceRequest{
-			DeviceAuthorizationURL: firstOf(ar.DeviceAuthorizationURL, card.DeviceAuthorizationURL),
-			TokenURL:               firstOf(ar.TokenURL, card.TokenURL),
-			Scope:                  firstOf(ar.Scope, card.Scope),
-			Brand:                  firstOf(ar.Brand, card.Brand),
+		if err := r.consent(ctx, ar); err != nil {
+			return nil, err
 		}
-		for _, e := range [][2]string{{"deviceAuthorizationUrl", devReq.DeviceAuthorizationURL}, {"tokenUrl", devReq.TokenURL}} {
-			if e[1] == "" {
-				return res, fmt.Errorf("the node gave no %s for the device flow", e[0])
-			}
-			if err := checkEndpoint(e[0], e[1], card.PublicURL); err != nil {
-				return res, err
-			}
-		}
-		conn.SetDelegation("")
-		saveToken(store, key, nil, say)
-		tok = nil
-		if !refreshTried {
-			refreshTried = true
-			say("Asking the node for a token from an existing grant…")
-			if tok = refresh(ctx, c, devReq.TokenURL, card.PublicURL, devReq.Brand, say); tok != nil {
-				res.Refreshed = true
-			}
-		}
-		if tok == nil {
-			say("Starting the device flow for scope %s…", orNone(devReq.Scope))
-			tok, err = c.DeviceFlow(ctx, devReq, func(code, link string) {
-				say("Ask the node owner to approve code %s at %s", code, link)
-				say("Waiting for the owner's decision…")
-				if o.OnUserCode != nil {
-					o.OnUserCode(code, link)
-				}
-			})
-			if err != nil {
-				return res, err
-			}
-			res.Consented = true
-			say("Approved: got a delegation token for scope %s%s.", orNone(tok.Scope), expiresText(tok))
-		}
-		saveToken(store, key, tok, say)
-		conn.SetDelegation(tok.AccessToken)
-
-		again := a2a.NewMessage(a2a.MessageRoleUser, msg.Parts...)
-		again.TaskID, again.ContextID = ar.ResumeTaskID, ar.ContextID
-		say("Sending the turn again on task %s with the delegation token…", again.TaskID)
-		task, err = send(again)
-		if errors.Is(err, a2a.ErrUnsupportedOperation) {
-			// The waiting task ended meanwhile (docs/wire.md: a new task also works).
-			say("That task takes no more messages (%v); sending on a new task…", err)
-			task, err = send(a2a.NewMessage(a2a.MessageRoleUser, msg.Parts...))
-		}
-		if err != nil {
-			return res, err
+		if task, err = r.sendAgain(ctx, msg, ar); err != nil {
+			return nil, err
 		}
 	}
-	res.Task = task
+	return task, nil
+}
 
-	// 5. The answer and the receipt.
+// send sends one message, streamed or not, and waits for its task to settle.
+func (r *run) send(ctx context.Context, m *a2a.Message) (*a2a.Task, error) {
+	var t *a2a.Task
+	var err error
+	if r.o.Stream {
+		t, err = r.conn.Stream(ctx, m, func(ev a2a.Event) { sayEvent(r.say, ev) })
+	} else {
+		t, err = r.conn.Send(ctx, m)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return waitSettled(ctx, r.conn, t)
+}
+
+// consent gets a delegation token for the node's AUTH_REQUIRED answer: from the agent's
+// existing grant once, else through the device flow, which the owner approves.
+func (r *run) consent(ctx context.Context, ar *AuthRequired) error {
+	say := r.say
+	devReq, err := r.deviceRequest(ar)
+	if err != nil {
+		return err
+	}
+	r.conn.SetDelegation("")
+	saveToken(r.store, r.key, nil, say)
+	var tok *Token
+	if !r.refreshTried {
+		r.refreshTried = true
+		say("Asking the node for a token from an existing grant…")
+		if tok = refresh(ctx, r.c, devReq.TokenURL, r.card.PublicURL, devReq.Brand, say); tok != nil {
+			r.res.Refreshed = true
+		}
+	}
+	if tok == nil {
+		say("Starting the device flow for scope %s…", orNone(devReq.Scope))
+		tok, err = r.c.DeviceFlow(ctx, devReq, func(code, link string) {
+			say("Ask the node owner to approve code %s at %s", code, link)
+			say("Waiting for the owner's decision…")
+			if r.o.OnUserCode != nil {
+				r.o.OnUserCode(code, link)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		r.res.Consented = true
+		say("Approved: got a delegation token for scope %s%s.", orNone(tok.Scope), expiresText(tok))
+	}
+	saveToken(r.store, r.key, tok, say)
+	r.conn.SetDelegation(tok.AccessToken)
+	return nil
+}
+
+// deviceRequest is the device flow the node's answer asks for, the card filling in what
+// it leaves out; its endpoints must be the node's own.
+func (r *run) deviceRequest(ar *AuthRequired) (DeviceRequest, error) {
+	card := r.card
+	devReq := DeviceRequest{
+		DeviceAuthorizationURL: firstOf(ar.DeviceAuthorizationURL, card.DeviceAuthorizationURL),
+		TokenURL:               firstOf(ar.TokenURL, card.TokenURL),
+		Scope:                  firstOf(ar.Scope, card.Scope),
+		Brand:                  firstOf(ar.Brand, card.Brand),
+	}
+	for _, e := range [][2]string{{"deviceAuthorizationUrl", devReq.DeviceAuthorizationURL}, {"tokenUrl", devReq.TokenURL}} {
+		if e[1] == "" {
+			return devReq, fmt.Errorf("the node gave no %s for the device flow", e[0])
+		}
+		if err := checkEndpoint(e[0], e[1], card.PublicURL); err != nil {
+			return devReq, err
+		}
+	}
+	return devReq, nil
+}
+
+// sendAgain sends the turn once more, with the delegation token, on the task that waited.
+func (r *run) sendAgain(ctx context.Context, msg *a2a.Message, ar *AuthRequired) (*a2a.Task, error) {
+	again := a2a.NewMessage(a2a.MessageRoleUser, msg.Parts...)
+	again.TaskID, again.ContextID = ar.ResumeTaskID, ar.ContextID
+	r.say("Sending the turn again on task %s with the delegation token…", again.TaskID)
+	task, err := r.send(ctx, again)
+	if errors.Is(err, a2a.ErrUnsupportedOperation) {
+		// The waiting task ended meanwhile (docs/wire.md: a new task also works).
+		r.say("That task takes no more messages (%v); sending on a new task…", err)
+		task, err = r.send(ctx, a2a.NewMessage(a2a.MessageRoleUser, msg.Parts...))
+	}
+	return task, err
+}
+
+// outcome reads the answer and the receipt off the settled task; anything but a
+// completed turn with a verified receipt is an error.
+func (r *run) outcome(ctx context.Context, task *a2a.Task) error {
 	out := ReadOutcome(task)
-	res.Answer, res.ReceiptJWS = out.Answer, out.ReceiptJWS
+	r.res.Answer, r.res.ReceiptJWS = out.Answer, out.ReceiptJWS
 	state := task.Status.State
-	say("The turn ended %s (task %s).", stateWord(state), task.ID)
+	r.say("The turn ended %s (task %s).", stateWord(state), task.ID)
 	if state == a2a.TaskStateCompleted {
-		say("Answer:\n%s", out.Answer)
+		r.say("Answer:\n%s", out.Answer)
 	}
 	if out.ReceiptJWS != "" {
-		set, err := c.NodeKeys(ctx, keysURL)
-		if err != nil {
-			return res, fmt.Errorf("the receipt could not be checked: %w", err)
-		}
-		want := ReceiptExpect{Issuer: card.PublicURL, TaskID: string(task.ID), Brand: card.Brand,
-			Agent: domain.Agent{Issuer: who.Issuer, Subject: who.Subject}}
-		if state == a2a.TaskStateCompleted {
-			want.Answer = &out.Answer
-		}
-		claims, err := VerifyReceipt(out.ReceiptJWS, set, want)
-		if err == nil && out.ReceiptData != nil {
-			err = CheckReceiptData(out.ReceiptData, out.ReceiptJWS)
-		}
-		if err != nil {
-			return res, fmt.Errorf("the receipt does not verify: %w", err)
-		}
-		res.Receipt = claims
-		say("Receipt %s (seq %d, %s): signature verified with the node JWKS (key %s).", claims.RID, claims.Seq, claims.Status, claims.Kid)
-		if res.Checkpoint, err = checkAnswerLog(ctx, logs, out, claims.Seq, say); err != nil {
-			return res, err
+		if err := r.verifyReceipt(ctx, task, out); err != nil {
+			return err
 		}
 	} else if state == a2a.TaskStateCompleted {
-		return res, fmt.Errorf("the node sent no receipt for the completed turn (task %s)", task.ID)
+		return fmt.Errorf("the node sent no receipt for the completed turn (task %s)", task.ID)
 	}
 	if state != a2a.TaskStateCompleted {
-		return res, &TurnError{TaskID: task.ID, State: state, Reason: StatusText(task)}
+		return &TurnError{TaskID: task.ID, State: state, Reason: StatusText(task)}
 	}
-	return res, nil
+	return nil
+}
+
+// verifyReceipt checks the turn's receipt with the node JWKS, fetched again: against the
+// card's node and brand, this agent, the task and, for a completed turn, the answer.
+func (r *run) verifyReceipt(ctx context.Context, task *a2a.Task, out Outcome) error {
+	set, err := r.c.NodeKeys(ctx, r.keysURL)
+	if err != nil {
+		return fmt.Errorf("the receipt could not be checked: %w", err)
+	}
+	want := ReceiptExpect{Issuer: r.card.PublicURL, TaskID: string(task.ID), Brand: r.card.Brand,
+		Agent: domain.Agent{Issuer: r.who.Issuer, Subject: r.who.Subject}}
+	if task.Status.State == a2a.TaskStateCompleted {
+		want.Answer = &out.Answer
+	}
+	claims, err := VerifyReceipt(out.ReceiptJWS, set, want)
+	if err == nil && out.ReceiptData != nil {
+		err = CheckReceiptData(out.ReceiptData, out.ReceiptJWS)
+	}
+	if err != nil {
+		return fmt.Errorf("the receipt does not verify: %w", err)
+	}
+	r.res.Receipt = claims
+	r.say("Receipt %s (seq %d, %s): signature verified with the node JWKS (key %s).", claims.RID, claims.Seq, claims.Status, claims.Kid)
+	r.res.Checkpoint, err = checkAnswerLog(ctx, r.logs, out, claims.Seq, r.say)
+	return err
 }
 
 // waitSettled polls a task a node answered before it settled (a node that

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
 
-	"github.com/aether/aether/backend/node"
+	"github.com/aether/aether/backend/admin"
+	"github.com/aether/aether/backend/datadir"
 )
 
 // adminVerb is `aether admin new-token|link`: the owner's sign-in credentials (docs/admin-api.md).
@@ -36,13 +38,12 @@ func adminNewToken(args []string, env Env) int {
 		return 2
 	}
 	running := false
-	err = node.NewAdminToken(d)
-	if errors.Is(err, node.ErrLocked) {
+	err = datadir.NewAdminToken(d)
+	if errors.Is(err, datadir.ErrLocked) {
 		running = true
-		var c *nodeClient
-		if c, err = newNodeClient(d); err == nil {
-			var out struct{ Rotated bool }
-			err = c.do("POST", "/v1/admin/token", &out)
+		var c *admin.Client
+		if c, err = nodeAPI(d); err == nil {
+			_, err = c.RotateToken(context.Background())
 		}
 	}
 	if err != nil {
@@ -63,16 +64,13 @@ func adminLink(args []string, env Env) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	c, err := newNodeClient(*dir)
+	c, err := nodeAPI(*dir)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, "aether admin link:", err)
 		return 1
 	}
-	var out struct {
-		Link      string
-		ExpiresIn int
-	}
-	if err := c.do("POST", "/v1/admin/sign-in-link", &out); err != nil {
+	out, err := c.SignInLink(context.Background())
+	if err != nil {
 		fmt.Fprintln(env.Stderr, "aether admin link:", err)
 		return 1
 	}

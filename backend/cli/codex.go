@@ -9,7 +9,7 @@ import (
 	"syscall"
 
 	"github.com/aether/aether/backend/codexget"
-	"github.com/aether/aether/backend/node"
+	"github.com/aether/aether/backend/datadir"
 )
 
 // codexVerb is `aether codex pin|get`: the pinned Codex that the Status page's Get Codex
@@ -51,7 +51,7 @@ func codexGet(args []string, env Env) int {
 		return 2
 	}
 	if *dir == "" {
-		data, err := node.DefaultDataDir()
+		data, err := datadir.Default()
 		if err != nil {
 			fmt.Fprintln(env.Stderr, "aether codex get:", err)
 			return 1

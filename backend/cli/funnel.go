@@ -65,7 +65,7 @@ func funnelVerb(args []string, env Env) int {
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
-	c, err := newNodeClient(*dir)
+	c, err := nodeAPI(*dir)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, "aether funnel:", err)
 		return 1
@@ -73,9 +73,9 @@ func funnelVerb(args []string, env Env) int {
 	var r owner.Reachability
 	switch args[0] {
 	case "use":
-		err = c.post("/v1/reachability/use", nil, &r)
+		r, err = c.UseFunnelURL(context.Background())
 	default:
-		err = c.post("/v1/reachability/funnel", map[string]bool{"on": args[0] == "on"}, &r)
+		r, err = c.SetFunnel(context.Background(), args[0] == "on")
 	}
 	if err != nil {
 		fmt.Fprintln(env.Stderr, "aether funnel:", err)

@@ -3,7 +3,7 @@ package cli
 import (
 	"fmt"
 
-	"github.com/aether/aether/backend/node"
+	"github.com/aether/aether/backend/datadir"
 )
 
 func keysRotate(args []string, env Env) int {
@@ -17,7 +17,7 @@ func keysRotate(args []string, env Env) int {
 		fmt.Fprintln(env.Stderr, "aether keys rotate:", err)
 		return 2
 	}
-	oldKID, newKID, lastSeq, err := node.RotateKey(d)
+	oldKID, newKID, lastSeq, err := datadir.RotateKey(d)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "aether keys rotate: %v (stop the node first)\n", err)
 		return 1

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aether/aether/backend/node"
+	"github.com/aether/aether/backend/datadir"
 )
 
 // TestPolicyCheckRefusesUnconfinableWorkspaces: `aether policy check` refuses, with the JSON
@@ -19,7 +19,7 @@ func TestPolicyCheckRefusesUnconfinableWorkspaces(t *testing.T) {
 	real, _ := filepath.EvalSymlinks(root)
 	t.Setenv("HOME", filepath.Join(root, "home"))
 	t.Setenv("XDG_DATA_HOME", filepath.Join(root, "xdg"))
-	def, err := node.DefaultDataDir()
+	def, err := datadir.Default()
 	if err != nil {
 		t.Fatal(err)
 	}

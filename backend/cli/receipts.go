@@ -6,8 +6,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/aether/aether/backend/datadir"
 	"github.com/aether/aether/backend/keys"
-	"github.com/aether/aether/backend/node"
 	"github.com/aether/aether/backend/receipts"
 )
 
@@ -16,7 +16,7 @@ func dataDir(flagValue string) (string, error) {
 	if flagValue != "" {
 		return flagValue, nil
 	}
-	return node.DefaultDataDir()
+	return datadir.Default()
 }
 
 func receiptsVerify(args []string, env Env) int {
@@ -43,7 +43,7 @@ func receiptsVerify(args []string, env Env) int {
 			return 2
 		}
 		defer f.Close()
-		rep, err = node.VerifyExport(ctx, f, set, *seq, *hash)
+		rep, err = datadir.VerifyExport(ctx, f, set, *seq, *hash)
 		if err != nil {
 			fmt.Fprintln(env.Stderr, "aether receipts verify:", err)
 			return 2
@@ -54,7 +54,7 @@ func receiptsVerify(args []string, env Env) int {
 			fmt.Fprintln(env.Stderr, "aether receipts verify:", err)
 			return 2
 		}
-		rs, err := node.OpenReceipts(d)
+		rs, err := datadir.OpenReceipts(d)
 		if err != nil {
 			fmt.Fprintln(env.Stderr, "aether receipts verify:", err)
 			return 1
@@ -113,7 +113,7 @@ func verifyKeys(jwksPath, dir string, env Env) (keys.History, error) {
 		if err != nil {
 			return keys.History{}, err
 		}
-		if h, err = node.VerifyingKeys(d); err != nil {
+		if h, err = datadir.VerifyingKeys(d); err != nil {
 			return keys.History{}, err
 		}
 	}
@@ -135,7 +135,7 @@ func receiptsExport(args []string, env Env) int {
 		fmt.Fprintln(env.Stderr, "aether receipts export:", err)
 		return 2
 	}
-	rs, err := node.OpenReceipts(d)
+	rs, err := datadir.OpenReceipts(d)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, "aether receipts export:", err)
 		return 1

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/codexget"
+	"github.com/aether/aether/backend/datadir"
 	"github.com/aether/aether/backend/node"
 	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/version"
@@ -84,7 +85,7 @@ func signInLine(n *node.Node, env Env) string {
 func policyCheck(args []string, env Env) int {
 	fs := newFlags("policy check", env)
 	path := fs.String("policy", "policy.json", "policy.json to check")
-	def, _ := node.DefaultDataDir()
+	def, _ := datadir.Default()
 	dataDir := fs.String("data-dir", def, "data dir of the node that will serve the policy (its key, admin token and pact.sqlite): "+
 		"no workspace may be it or contain it, nor lie inside it if read_write, as a turn sees all of its workspace; the default is the node's")
 	if err := fs.Parse(args); err != nil {
@@ -105,7 +106,7 @@ func policyCheck(args []string, env Env) int {
 
 // defaultDataDirText names the default data dir in the flag's help.
 func defaultDataDirText() string {
-	d, err := node.DefaultDataDir()
+	d, err := datadir.Default()
 	if err != nil {
 		return "unknown here: " + err.Error()
 	}

@@ -1,70 +1,25 @@
 package cli
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"time"
 
-	"github.com/aether/aether/backend/node"
-	"github.com/aether/aether/backend/owner"
+	"github.com/aether/aether/backend/admin"
+	"github.com/aether/aether/backend/datadir"
 )
 
-// nodeClient talks to a running node's API with the admin token from the data dir.
-type nodeClient struct {
-	base  string
-	token string
-	http  *http.Client
-}
-
-func newNodeClient(dir string) (*nodeClient, error) {
+// nodeAPI is the running node's API client, with the admin token from the data dir.
+func nodeAPI(dir string) (*admin.Client, error) {
 	d, err := dataDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	addr, tok, err := node.LocalAPI(d)
+	addr, tok, err := datadir.LocalAPI(d)
 	if err != nil {
 		return nil, err
 	}
-	return &nodeClient{base: "http://" + addr, token: tok, http: &http.Client{Timeout: 15 * time.Second}}, nil
-}
-
-func (c *nodeClient) do(method, path string, out any) error { return c.send(method, path, nil, out) }
-
-// post sends in (when not nil) as the JSON body.
-func (c *nodeClient) post(path string, in, out any) error { return c.send("POST", path, in, out) }
-
-func (c *nodeClient) send(method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		data, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(data)
-	}
-	req, err := http.NewRequest(method, c.base+path, body)
-	if err != nil {
-		return err
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("the node at %s does not answer (is it running?): %w", c.base, err)
-	}
-	defer resp.Body.Close()
-	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if resp.StatusCode != http.StatusOK {
-		var e struct{ Error string }
-		json.Unmarshal(answer, &e)
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, e.Error)
-	}
-	return json.Unmarshal(answer, out)
+	return admin.NewClient(addr, tok), nil
 }
 
 func status(args []string, env Env) int {
@@ -74,41 +29,25 @@ func status(args []string, env Env) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	c, err := newNodeClient(*dir)
+	c, err := nodeAPI(*dir)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, "aether status:", err)
 		return 1
 	}
-	var st struct {
-		Gateway struct {
-			Listen, PublicURL string
-			Paused, Running   bool
-		}
-		Admin  struct{ URL string }
-		Brands []struct{ ID, Name, AccessMode, CardURL string }
-		Codex  struct {
-			Found, VersionOK, LoggedIn bool
-			Path, Version, Error       string
-			Credential                 struct{ Summary string }
-		}
-		Confinement  struct{ Text string }
-		Reachability owner.Reachability
-		Pending      int
-		Policy       struct {
-			Path  string
-			Error *struct{ Message string }
-		}
-	}
-	var raw json.RawMessage
-	if err := c.do("GET", "/v1/status", &raw); err != nil {
+	st, err := c.Status(context.Background())
+	if err != nil {
 		fmt.Fprintln(env.Stderr, "aether status:", err)
 		return 1
 	}
 	if *asJSON {
-		fmt.Fprintln(env.Stdout, string(raw))
+		data, err := json.Marshal(st) // the node's bytes: the same type encodes them
+		if err != nil {
+			fmt.Fprintln(env.Stderr, "aether status:", err)
+			return 1
+		}
+		fmt.Fprintln(env.Stdout, string(data))
 		return 0
 	}
-	json.Unmarshal(raw, &st)
 	state := "serving"
 	switch {
 	case !st.Gateway.Running:
@@ -147,27 +86,21 @@ func grants(args []string, env Env) int {
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
-	c, err := newNodeClient(*dir)
+	c, err := nodeAPI(*dir)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, "aether grants:", err)
 		return 1
 	}
-	type grant struct {
-		ID     string
-		Agent  struct{ Claim, Host string } // what every front door shows (docs/threats.md C13)
-		Brand  struct{ ID string }
-		Scope  struct{ ID string }
-		Status string
-		Uses   int64
-	}
+	ctx := context.Background()
 	switch args[0] {
 	case "list":
-		var out struct{ Grants []grant }
-		if err := c.do("GET", "/v1/grants", &out); err != nil {
+		gs, err := c.Grants(ctx)
+		if err != nil {
 			fmt.Fprintln(env.Stderr, "aether grants:", err)
 			return 1
 		}
-		for _, g := range out.Grants {
+		// The agent as every front door shows it (docs/threats.md C13).
+		for _, g := range gs {
 			fmt.Fprintf(env.Stdout, "%s  %-8s agent %s (host %s)  brand=%s scope=%s uses=%d\n", g.ID, g.Status, g.Agent.Claim, g.Agent.Host, g.Brand.ID, g.Scope.ID, g.Uses)
 		}
 		return 0
@@ -176,12 +109,12 @@ func grants(args []string, env Env) int {
 			fmt.Fprintln(env.Stderr, "usage: aether grants revoke ID [--data-dir D]")
 			return 2
 		}
-		var out struct{ Grant grant }
-		if err := c.do("POST", "/v1/grants/"+fs.Arg(0)+"/revoke", &out); err != nil {
+		g, err := c.Revoke(ctx, fs.Arg(0))
+		if err != nil {
 			fmt.Fprintln(env.Stderr, "aether grants:", err)
 			return 1
 		}
-		fmt.Fprintf(env.Stdout, "%s is %s\n", out.Grant.ID, out.Grant.Status)
+		fmt.Fprintf(env.Stdout, "%s is %s\n", g.ID, g.Status)
 		return 0
 	}
 	fmt.Fprintln(env.Stderr, "usage: aether grants list|revoke ID [--data-dir D]")

@@ -185,22 +185,9 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 		res.Status, res.Reason, res.EndedAt = status, reason, r.now()
 		return res, err
 	}
-	if err := checkRequest(req); err != nil {
-		return finish(StatusFailed, "invalid request: "+err.Error(), fmt.Errorf("%w: %v", ErrInvalidRequest, err))
-	}
-	if err := checkExtraArgs(r.ExtraArgs); err != nil {
-		return finish(StatusFailed, "codex is misconfigured: "+err.Error(), err)
-	}
-	bin, err := r.binary()
-	if err != nil {
-		return finish(StatusFailed, err.Error(), err)
-	}
-	if err := r.checkVersion(ctx, bin); err != nil {
-		return finish(StatusFailed, err.Error(), err)
-	}
-	box := r.sandbox()
-	if st := box.Check(ctx); !st.Available {
-		return finish(StatusFailed, st.Text(), fmt.Errorf("%w: %s", confine.ErrUnavailable, st.Reason))
+	bin, box, refused := r.preflight(ctx, req)
+	if refused != nil {
+		return finish(refused.status, refused.reason, refused.err)
 	}
 	cred, key := r.credential()
 	if cred.Problem != "" {
@@ -209,10 +196,7 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	workspace := filepath.Clean(req.Workspace)
 	release, err := r.acquire(ctx, workspace)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return finish(StatusTimeout, "timed out waiting for another turn to finish", err)
-		}
-		return finish(StatusCanceled, "canceled while waiting for another turn to finish", err)
+		return finish(queueEnded(err))
 	}
 	defer release()
 
@@ -245,46 +229,106 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	env := r.environ(key)
 	red := newRedactor(append(r.extraEnv(), "CODEX_API_KEY="+key))
 	gate := progressGate{fn: progress, now: r.now, red: red}
-	var tr transcript
+	t := &turn{req: req, workspace: workspace, guard: workspaceGuard{access: req.AccessMode},
+		red: red, outFile: outFile, timeout: r.timeout()}
 
-	// bwrap makes the view while the workspace is looked at (workspaceGuard) and Admit answers;
-	// codex starts once both are done (T8, W13), or never.
-	guard := workspaceGuard{access: req.AccessMode}
-	var heldFor string
-	hold := func() error {
+	tctx, cancel := context.WithTimeoutCause(ctx, t.timeout, errTurnTimeout)
+	defer cancel()
+	c := command{bin: wrapper, args: wrapped, env: env, dir: workspace, prompt: req.Prompt}
+	out := r.runProcess(tctx, c, t.hold(ctx, r.now), func(line []byte) {
+		gate.emit(t.tr.handle(line))
+	})
+	if out.heldBy != nil {
+		return finish(StatusFailed, t.heldFor, out.heldBy)
+	}
+	r.conclude(t, out, &res)
+	return res, nil
+}
+
+// refusal is why a turn ends before its view is made: its Result's Status and Reason, and
+// Run's error.
+type refusal struct {
+	status, reason string
+	err            error
+}
+
+// preflight checks what a turn needs before it queues: a sound request and ExtraArgs, a
+// codex binary recent enough, and a sandbox that confines.
+func (r *Runner) preflight(ctx context.Context, req Request) (string, *confine.Sandbox, *refusal) {
+	if err := checkRequest(req); err != nil {
+		return "", nil, &refusal{StatusFailed, "invalid request: " + err.Error(), fmt.Errorf("%w: %v", ErrInvalidRequest, err)}
+	}
+	if err := checkExtraArgs(r.ExtraArgs); err != nil {
+		return "", nil, &refusal{StatusFailed, "codex is misconfigured: " + err.Error(), err}
+	}
+	bin, err := r.binary()
+	if err != nil {
+		return "", nil, &refusal{StatusFailed, err.Error(), err}
+	}
+	if err := r.checkVersion(ctx, bin); err != nil {
+		return "", nil, &refusal{StatusFailed, err.Error(), err}
+	}
+	box := r.sandbox()
+	if st := box.Check(ctx); !st.Available {
+		return "", nil, &refusal{StatusFailed, st.Text(), fmt.Errorf("%w: %s", confine.ErrUnavailable, st.Reason)}
+	}
+	return bin, box, nil
+}
+
+// queueEnded is the status, reason and error of a turn whose wait for its workspace or a
+// slot ended with err.
+func queueEnded(err error) (string, string, error) {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return StatusTimeout, "timed out waiting for another turn to finish", err
+	}
+	return StatusCanceled, "canceled while waiting for another turn to finish", err
+}
+
+// turn is one Run's state from the making of its view to its Result.
+type turn struct {
+	req       Request
+	workspace string
+	guard     workspaceGuard
+	heldFor   string // why hold did not let codex start, for the Result
+	tr        transcript
+	red       redactor
+	outFile   string // codex's last message, as the host sees it
+	timeout   time.Duration
+}
+
+// hold is runProcess's hold: bwrap makes the view while the workspace is looked at
+// (workspaceGuard) and Admit answers; codex starts once both are done (T8, W13), or never.
+func (t *turn) hold(ctx context.Context, now func() time.Time) func() error {
+	return func() error {
 		admitted := make(chan error, 1)
-		if req.Admit == nil {
+		if t.req.Admit == nil {
 			admitted <- nil
 		} else {
-			go func() { admitted <- req.Admit(ctx) }()
+			go func() { admitted <- t.req.Admit(ctx) }()
 		}
-		if err := guard.before(workspace, r.now()); err != nil {
-			heldFor = "workspace: " + err.Error()
+		if err := t.guard.before(t.workspace, now()); err != nil {
+			t.heldFor = "workspace: " + err.Error()
 			return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 		}
 		if err := <-admitted; err != nil {
-			heldFor = err.Error()
+			t.heldFor = err.Error()
 			return fmt.Errorf("%w: %w", ErrNotAdmitted, err)
 		}
 		return nil
 	}
-	timeout := r.timeout()
-	tctx, cancel := context.WithTimeoutCause(ctx, timeout, errTurnTimeout)
-	defer cancel()
-	out := r.runProcess(tctx, wrapper, wrapped, env, workspace, req.Prompt, hold, func(line []byte) {
-		gate.emit(tr.handle(line))
-	})
-	if out.heldBy != nil {
-		return finish(StatusFailed, heldFor, out.heldBy)
-	}
+}
 
+// conclude fills in res from how codex ended and what it said, and from the workspace as
+// the turn left it; only a completed turn keeps its answer.
+func (r *Runner) conclude(t *turn, out procOutcome, res *Result) {
+	tr := &t.tr
 	res.ThreadID = tr.threadID
 	if res.ThreadID == "" {
-		res.ThreadID = req.ThreadID
+		res.ThreadID = t.req.ThreadID
 	}
 	res.Usage = tr.usage
 	res.Answer = tr.answer
-	res.StderrTail = red.redact(cleanLines(out.stderr))
+	res.StderrTail = t.red.redact(cleanLines(out.stderr))
 	res.LeftoverProcesses = out.leftovers
 	if out.state != nil {
 		if res.ExitCode = out.state.ExitCode(); res.ExitCode > 128 {
@@ -292,25 +336,24 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 		}
 	}
 	if res.Answer == "" && out.state != nil && out.state.Success() {
-		res.Answer = readCapped(outFile, r.maxOutput())
+		res.Answer = readCapped(t.outFile, r.maxOutput())
 	}
-	status, reason := r.judge(out, &tr, res, timeout)
+	status, reason := r.judge(out, tr, *res, t.timeout)
 	res.OutputTruncated = errors.Is(out.stoppedBy, errOutputCap)
 
 	if out.startErr == nil { // else the workspace was not looked at before
-		if why := r.guardAfter(&guard, workspace, &res); why != "" {
+		if why := r.guardAfter(&t.guard, t.workspace, res); why != "" {
 			status, reason = StatusViolation, why
 		}
 	}
 	if status != StatusCompleted {
 		res.Answer = "" // never hand out a partial or unvetted answer
 	}
-	res.Status, res.Reason, res.EndedAt = status, oneLine(red.redact(reason), maxReasonRunes), r.now()
+	res.Status, res.Reason, res.EndedAt = status, oneLine(t.red.redact(reason), maxReasonRunes), r.now()
 	r.logger().Info("codex turn", "status", res.Status, "reason", res.Reason, "exit_code", res.ExitCode,
-		"thread_id", res.ThreadID, "workspace", workspace, "access", req.AccessMode,
+		"thread_id", res.ThreadID, "workspace", t.workspace, "access", t.req.AccessMode,
 		"duration", res.EndedAt.Sub(res.StartedAt), "events", tr.events, "skipped_lines", tr.skipped,
 		"leftovers", res.LeftoverProcesses)
-	return res, nil
 }
 
 // judge maps how codex ended to a status and a reason (S4, S5).

@@ -130,51 +130,9 @@ func (s *Service) Poll(ctx context.Context, agent domain.Agent, deviceCode strin
 		expiredNow bool
 	)
 	f, err := s.db.UpdateFlowByDeviceCode(ctx, hashDeviceCode(deviceCode), func(f *store.DeviceFlow, g *store.Grant) (*store.Grant, error) {
-		if f.AgentIss != agent.Issuer || f.AgentSub != agent.Subject {
-			return nil, errForeignCode
-		}
-		if !now.Before(f.ExpiresAt) {
-			switch f.Status {
-			case domain.FlowPending:
-				f.Status = domain.FlowExpired
-				expiredNow = true
-				return nil, oauthError(CodeExpiredToken, "the request expired; start a new one")
-			case domain.FlowApproved:
-				// The grant stands; only this code is spent.
-				return nil, oauthError(CodeExpiredToken, "the device code expired before it was redeemed; the owner's grant stands: ask for a token with it")
-			}
-		}
-		switch f.Status {
-		case domain.FlowPending:
-			last := f.LastPollAt
-			f.LastPollAt = &now
-			if last != nil && now.Sub(*last) < f.Interval-pollSlack(f.Interval) {
-				f.Interval += slowDownStep // sticky: every later poll is held to it (D5)
-				return nil, oauthError(CodeSlowDown, fmt.Sprintf("poll at most every %d seconds", int(f.Interval/time.Second)))
-			}
-			return nil, oauthError(CodeAuthorizationPending, "waiting for the owner")
-		case domain.FlowDenied:
-			return nil, oauthError(CodeAccessDenied, "the owner denied the request")
-		case domain.FlowExpired:
-			return nil, oauthError(CodeExpiredToken, "the request expired; start a new one")
-		case domain.FlowLocked:
-			return nil, oauthError(CodeExpiredToken, "the request was locked after too many wrong user codes; start a new one")
-		case domain.FlowRedeemed:
-			return nil, oauthError(CodeInvalidGrant, "this device code was already redeemed")
-		case domain.FlowApproved:
-			f.LastPollAt = &now
-			if g == nil || !g.Live(now) {
-				return nil, oauthError(CodeAccessDenied, "the grant was revoked") // D13
-			}
-			t, err := s.mint(g, now)
-			if err != nil {
-				return nil, err
-			}
-			tok = t
-			f.Status = domain.FlowRedeemed
-			return nil, nil
-		}
-		return nil, fmt.Errorf("device flow %s in unknown status %q", f.ID, f.Status)
+		var err error
+		tok, expiredNow, err = s.redeem(agent, f, g, now)
+		return nil, err
 	})
 	if errors.Is(err, store.ErrFlowNotFound) || errors.Is(err, errForeignCode) {
 		s.unknown.Take(who, now)
@@ -188,6 +146,55 @@ func (s *Service) Poll(ctx context.Context, agent domain.Agent, deviceCode strin
 	}
 	s.log.Info("delegation token issued", "flow", f.ID, "grant", f.GrantID, "agent_iss", agent.Issuer, "agent_sub", agent.Subject, "brand", f.Brand)
 	return tok, nil
+}
+
+// redeem is Poll's step inside the flow's write transaction: it checks the flow f against
+// the polling agent and its status, and mints the token of an approved one whose grant g
+// is live. expiredNow: this poll found the pending flow past its expiry and closed it.
+func (s *Service) redeem(agent domain.Agent, f *store.DeviceFlow, g *store.Grant, now time.Time) (tok *Token, expiredNow bool, err error) {
+	if f.AgentIss != agent.Issuer || f.AgentSub != agent.Subject {
+		return nil, false, errForeignCode
+	}
+	if !now.Before(f.ExpiresAt) {
+		switch f.Status {
+		case domain.FlowPending:
+			f.Status = domain.FlowExpired
+			return nil, true, oauthError(CodeExpiredToken, "the request expired; start a new one")
+		case domain.FlowApproved:
+			// The grant stands; only this code is spent.
+			return nil, false, oauthError(CodeExpiredToken, "the device code expired before it was redeemed; the owner's grant stands: ask for a token with it")
+		}
+	}
+	switch f.Status {
+	case domain.FlowPending:
+		last := f.LastPollAt
+		f.LastPollAt = &now
+		if last != nil && now.Sub(*last) < f.Interval-pollSlack(f.Interval) {
+			f.Interval += slowDownStep // sticky: every later poll is held to it (D5)
+			return nil, false, oauthError(CodeSlowDown, fmt.Sprintf("poll at most every %d seconds", int(f.Interval/time.Second)))
+		}
+		return nil, false, oauthError(CodeAuthorizationPending, "waiting for the owner")
+	case domain.FlowDenied:
+		return nil, false, oauthError(CodeAccessDenied, "the owner denied the request")
+	case domain.FlowExpired:
+		return nil, false, oauthError(CodeExpiredToken, "the request expired; start a new one")
+	case domain.FlowLocked:
+		return nil, false, oauthError(CodeExpiredToken, "the request was locked after too many wrong user codes; start a new one")
+	case domain.FlowRedeemed:
+		return nil, false, oauthError(CodeInvalidGrant, "this device code was already redeemed")
+	case domain.FlowApproved:
+		f.LastPollAt = &now
+		if g == nil || !g.Live(now) {
+			return nil, false, oauthError(CodeAccessDenied, "the grant was revoked") // D13
+		}
+		t, err := s.mint(g, now)
+		if err != nil {
+			return nil, false, err
+		}
+		f.Status = domain.FlowRedeemed
+		return t, false, nil
+	}
+	return nil, false, fmt.Errorf("device flow %s in unknown status %q", f.ID, f.Status)
 }
 
 // Refresh mints a fresh delegation token for an agent that holds a live grant

@@ -123,58 +123,10 @@ func (s *Service) Decide(ctx context.Context, requestID, userCode string, allow 
 	if _, err := d.expiry(now); err != nil {
 		return nil, err
 	}
-	code, codeOK := normalizeUserCode(userCode)
-	var (
-		grant                         *store.Grant
-		expiredNow, locked, brandGone bool
-	)
+	dc := &decision{now: now, allow: allow, d: d}
+	dc.code, dc.codeOK = normalizeUserCode(userCode)
 	f, err := s.db.UpdateFlow(ctx, requestID, func(f *store.DeviceFlow, _ *store.Grant) (*store.Grant, error) {
-		switch f.Status {
-		case domain.FlowPending:
-		case domain.FlowExpired:
-			return nil, ErrExpired
-		case domain.FlowLocked:
-			return nil, ErrLocked
-		default:
-			return nil, ErrAlreadyDecided
-		}
-		if !now.Before(f.ExpiresAt) {
-			f.Status = domain.FlowExpired
-			expiredNow = true
-			return nil, ErrExpired
-		}
-		if !codeOK || subtle.ConstantTimeCompare([]byte(code), []byte(f.UserCode)) != 1 {
-			f.FailedGuesses++
-			if f.FailedGuesses > s.cfg.MaxGuesses {
-				f.Status = domain.FlowLocked
-				f.DecidedAt = &now
-				locked = true
-				return nil, ErrLocked
-			}
-			return nil, ErrWrongCode
-		}
-		if !allow {
-			f.Status = domain.FlowDenied
-			f.DecidedAt = &now
-			return nil, nil
-		}
-		b, ok := s.brand(f.Brand)
-		if !ok || b.ScopeID != f.Scope {
-			// The owner saw a request for terms that no longer exist: close it.
-			f.Status = domain.FlowDenied
-			f.DecidedAt = &now
-			brandGone = true
-			return nil, ErrBrandChanged
-		}
-		g, err := s.newGrant(f, b, d, now)
-		if err != nil {
-			return nil, err
-		}
-		f.Status = domain.FlowApproved
-		f.Duration = string(d)
-		f.DecidedAt = &now
-		grant = g
-		return g, nil
+		return s.decide(dc, f)
 	})
 	if errors.Is(err, store.ErrFlowNotFound) {
 		return nil, ErrNotFound
@@ -184,12 +136,12 @@ func (s *Service) Decide(ctx context.Context, requestID, userCode string, allow 
 		agent = domain.Agent{Issuer: f.AgentIss, Subject: f.AgentSub}
 	}
 	switch {
-	case expiredNow:
+	case dc.expiredNow:
 		s.emitExpired(*f, OutcomeExpired)
-	case locked:
+	case dc.locked:
 		s.log.Warn("device flow locked after wrong user codes", "flow", f.ID, "agent_iss", agent.Issuer, "agent_sub", agent.Subject)
 		s.emitExpired(*f, OutcomeLocked)
-	case brandGone:
+	case dc.brandGone:
 		req := s.request(*f)
 		s.emit(Event{Kind: EventRequestDecided, Request: &req, Agent: agent, Brand: f.Brand, Outcome: OutcomeDenied})
 	}
@@ -197,14 +149,77 @@ func (s *Service) Decide(ctx context.Context, requestID, userCode string, allow 
 		return nil, err
 	}
 	dec := &Decision{Request: s.request(*f), Outcome: OutcomeDenied}
-	if grant != nil {
+	if dc.grant != nil {
 		dec.Outcome = OutcomeAllowed
-		v := s.grantView(grant, now)
+		v := s.grantView(dc.grant, now)
 		dec.Grant = &v
 	}
 	s.log.Info("device flow decided", "flow", f.ID, "outcome", dec.Outcome, "grant", f.GrantID, "agent_iss", agent.Issuer, "agent_sub", agent.Subject, "brand", f.Brand)
 	s.emit(Event{Kind: EventRequestDecided, Request: &dec.Request, Grant: dec.Grant, Agent: agent, Brand: f.Brand, Outcome: dec.Outcome})
 	return dec, nil
+}
+
+// decision is one Decide: the owner's answer, and what deciding the flow found.
+type decision struct {
+	now    time.Time
+	code   string // the user code the owner gave, normalized
+	codeOK bool   // it is well formed (D15)
+	allow  bool
+	d      Duration
+
+	grant                         *store.Grant // the grant an allow wrote
+	expiredNow, locked, brandGone bool
+}
+
+// decide is Decide's step inside the flow's write transaction: it checks f's status,
+// expiry and user code, and records the decision on f, with the grant to write for an allow.
+func (s *Service) decide(dc *decision, f *store.DeviceFlow) (*store.Grant, error) {
+	switch f.Status {
+	case domain.FlowPending:
+	case domain.FlowExpired:
+		return nil, ErrExpired
+	case domain.FlowLocked:
+		return nil, ErrLocked
+	default:
+		return nil, ErrAlreadyDecided
+	}
+	if !dc.now.Before(f.ExpiresAt) {
+		f.Status = domain.FlowExpired
+		dc.expiredNow = true
+		return nil, ErrExpired
+	}
+	if !dc.codeOK || subtle.ConstantTimeCompare([]byte(dc.code), []byte(f.UserCode)) != 1 {
+		f.FailedGuesses++
+		if f.FailedGuesses > s.cfg.MaxGuesses {
+			f.Status = domain.FlowLocked
+			f.DecidedAt = &dc.now
+			dc.locked = true
+			return nil, ErrLocked
+		}
+		return nil, ErrWrongCode
+	}
+	if !dc.allow {
+		f.Status = domain.FlowDenied
+		f.DecidedAt = &dc.now
+		return nil, nil
+	}
+	b, ok := s.brand(f.Brand)
+	if !ok || b.ScopeID != f.Scope {
+		// The owner saw a request for terms that no longer exist: close it.
+		f.Status = domain.FlowDenied
+		f.DecidedAt = &dc.now
+		dc.brandGone = true
+		return nil, ErrBrandChanged
+	}
+	g, err := s.newGrant(f, b, dc.d, dc.now)
+	if err != nil {
+		return nil, err
+	}
+	f.Status = domain.FlowApproved
+	f.Duration = string(dc.d)
+	f.DecidedAt = &dc.now
+	dc.grant = g
+	return g, nil
 }
 
 // DenySite denies every pending request whose issuer's registrable domain is siteName (as

@@ -14,6 +14,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/aether/aether/backend/datadir"
 	"github.com/aether/aether/backend/node"
 )
 
@@ -60,7 +61,7 @@ func TestDataDir(t *testing.T) {
 			n.Stop(context.Background())
 			t.Fatal("a second node started on a locked data dir")
 		}
-		if !errors.Is(err, node.ErrLocked) || !strings.Contains(err.Error(), "already running") {
+		if !errors.Is(err, datadir.ErrLocked) || !strings.Contains(err.Error(), "already running") {
 			t.Fatalf("err = %v", err)
 		}
 	})

@@ -29,6 +29,7 @@ import (
 
 	"github.com/aether/aether/backend/node"
 	ownerpkg "github.com/aether/aether/backend/owner"
+	"github.com/aether/aether/backend/reach"
 )
 
 // The tailnet of the Funnel tests, all on loopback: Tailscale's own test control server and
@@ -64,7 +65,7 @@ func newTailnet(t *testing.T, caps *tailcfg.NodeCapMap, requireAuth bool) *tailn
 func withFunnel(tn *tailnet) envOption {
 	return withNode(func(o *node.Options) {
 		o.Funnel = true
-		o.Reach = node.ReachOptions{ControlURL: tn.url, Ephemeral: true, TLS: tn.ca.tlsConfig(), Hostname: "aether"}
+		o.Reach = reach.Config{ControlURL: tn.url, Ephemeral: true, TLS: tn.ca.tlsConfig(), Hostname: "aether"}
 	})
 }
 

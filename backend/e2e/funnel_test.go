@@ -16,6 +16,7 @@ import (
 	"github.com/aether/aether/backend/codex/codextest"
 	"github.com/aether/aether/backend/node"
 	ownerpkg "github.com/aether/aether/backend/owner"
+	"github.com/aether/aether/backend/reach"
 )
 
 const funnelURL = "https://aether." + tailnetDomain
@@ -264,7 +265,7 @@ func TestFunnelControlUnreachable(t *testing.T) {
 	tn.control.HTTPTestServer.Close()
 	e := newEnv(t, withNode(func(o *node.Options) {
 		o.Funnel = true
-		o.Reach = node.ReachOptions{ControlURL: tn.url, Ephemeral: true, ConnectTimeout: time.Second}
+		o.Reach = reach.Config{ControlURL: tn.url, Ephemeral: true, ConnectTimeout: time.Second}
 	}))
 	r := waitReach(t, e, "failed", func(r ownerpkg.Reachability) bool { return r.State == "failed" })
 	if !strings.Contains(r.Reason, "cannot reach the Tailscale control server") || !strings.Contains(r.Fix, "internet connection") {

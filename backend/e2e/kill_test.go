@@ -22,8 +22,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/aether/aether/backend/codex/codextest"
+	"github.com/aether/aether/backend/datadir"
 	"github.com/aether/aether/backend/identity/identitytest"
-	"github.com/aether/aether/backend/node"
 	"github.com/aether/aether/backend/receipts"
 )
 
@@ -128,7 +128,7 @@ func (s *served) ready() {
 			t.Fatalf("aether node serve exited: %v", err)
 		case <-time.After(20 * time.Millisecond):
 		}
-		var addrs node.Addresses
+		var addrs datadir.Addresses
 		data, err := os.ReadFile(filepath.Join(s.e.dataDir, "node.json"))
 		if err != nil || json.Unmarshal(data, &addrs) != nil || addrs.PID != cmd.Process.Pid {
 			continue // not written yet, or a killed node's leftover

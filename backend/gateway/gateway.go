@@ -82,8 +82,8 @@ type Gateway struct {
 	handler http.Handler
 }
 
-// New builds a gateway serving p (which must have a pact section).
-func New(cfg Config, p *policy.Policy) (*Gateway, error) {
+// New builds a gateway serving s's policy (which must have a pact section).
+func New(cfg Config, s policy.Snapshot) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -91,7 +91,7 @@ func New(cfg Config, p *policy.Policy) (*Gateway, error) {
 	g.turns = turn.New(turn.Config{Ledger: cfg.Ledger, Runner: cfg.Runner, Consent: cfg.Consent,
 		Offered: func(brandID string) bool { return g.routes.Load().brands[brandID] != nil },
 		Timeout: cfg.TurnTimeout, OnReceipt: cfg.OnReceipt, Logger: cfg.Logger})
-	if err := g.Reload(p); err != nil {
+	if err := g.Reload(s); err != nil {
 		return nil, err
 	}
 	g.handler = withBodyDeadline(g.routesHandler())

@@ -14,16 +14,20 @@ import (
 	"github.com/aether/aether/backend/policy"
 )
 
-// Reload serves p from the next request on. Brands whose configuration did not
-// change keep their A2A handler, so their running turns and streams go on.
-func (g *Gateway) Reload(p *policy.Policy) error {
+// Reload serves s's policy from the next request on (policy.File's Serve). Brands whose
+// configuration did not change keep their A2A handler, so their running turns and streams go on.
+func (g *Gateway) Reload(s policy.Snapshot) error {
+	p := s.Policy
 	if p == nil || p.Pact == nil {
 		return errors.New("gateway: the policy has no pact section")
+	}
+	if s.Hash == "" { // receipts record it (P11): a snapshot is taken with Policy.Snapshot
+		return errors.New("gateway: the policy snapshot has no hash")
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	u := newURLs(p.Pact.PublicURL)
-	next := &routes{policy: p, hash: p.Hash(), brands: map[string]*brandRoute{}, proxies: p.Pact.Proxies()}
+	next := &routes{policy: p, hash: s.Hash, brands: map[string]*brandRoute{}, proxies: p.Pact.Proxies()}
 	for _, b := range p.Pact.Brands {
 		if old := g.brands[b.ID]; old != nil && reflect.DeepEqual(old.brand, b) && old.brandURL == u.brand(b.ID) {
 			next.brands[b.ID] = old

@@ -3,8 +3,6 @@ package node
 import (
 	"context"
 	"time"
-
-	"github.com/aether/aether/backend/codex"
 )
 
 // every runs fn now and then every d until ctx ends (a background job of the node).
@@ -41,7 +39,7 @@ func (n *Node) pruneTasks(ctx context.Context) {
 	if _, err := n.db.ExpireWaiting(ctx, now); err != nil && ctx.Err() == nil {
 		n.log.Warn("could not expire waiting tasks", "err", err)
 	}
-	p := n.served()
+	p := n.policy.Current().Policy
 	if p == nil || p.Pact == nil {
 		return // no policy served, no retention known: keep everything
 	}
@@ -50,34 +48,4 @@ func (n *Node) pruneTasks(ctx context.Context) {
 	} else if k > 0 {
 		n.log.Info("finished tasks past their retention deleted", "tasks", k, "retentionDays", int(p.Pact.TaskRetention()/(24*time.Hour)))
 	}
-}
-
-// checkCodex reads Codex's health (found, version, signed in) for the status page.
-func (n *Node) checkCodex(ctx context.Context) {
-	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	h := n.runner.Check(cctx)
-	cancel()
-	n.healthMu.Lock()
-	old := n.health
-	n.health = h
-	n.healthMu.Unlock()
-	if h == old {
-		return
-	}
-	n.log.Info("codex", "found", h.Found, "path", h.Path, "version", h.Version, "versionOk", h.VersionOK, "signedIn", h.LoggedIn,
-		"credential", h.Credential.Summary, "problem", h.Error)
-	if h.Confinement != old.Confinement {
-		if h.Confinement.Available {
-			n.log.Info(h.Confinement.Text())
-		} else {
-			n.log.Error(h.Confinement.Text() + "; no turn runs until it is fixed")
-		}
-	}
-}
-
-// codexHealth is the last Codex health check.
-func (n *Node) codexHealth() codex.Health {
-	n.healthMu.Lock()
-	defer n.healthMu.Unlock()
-	return n.health
 }

@@ -81,10 +81,10 @@ func TestCodexFromTheWindow(t *testing.T) {
 	root := t.TempDir()
 	log := &syncLog{mu: make(chan struct{}, 1)}
 	n := startFirstRun(t, root, registry, slog.New(slog.NewTextHandler(log, nil)))
-	n.setup.getter.Platform = pin
+	n.setup.Getter().Platform = pin
 	svc, ctx := n.Owner(), context.Background()
 	step := func(id string) owner.SetupStep {
-		n.checkCodex(ctx)
+		n.setup.CheckHealth(ctx)
 		st, err := svc.Status(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -117,7 +117,7 @@ func TestCodexFromTheWindow(t *testing.T) {
 	if s := step(owner.StepCodex); !s.Done {
 		t.Fatalf("codex step after Get Codex: %+v", s)
 	}
-	if h := n.codexHealth(); h.Path != want {
+	if h, _ := n.setup.Health(); h.Path != want {
 		t.Fatalf("the node runs %s, want the one it got", h.Path)
 	}
 

@@ -1,13 +1,12 @@
 // Package node is the composition root: it opens the data dir, builds the services, the
 // owner's service over them and the gateway from flags and policy.json, binds the listeners
 // with their handlers, and starts and stops all of it. The CLI and the desktop app are thin
-// shells over it; the offline CLI verbs open the data dir through it (datadir.go).
+// shells over it; the offline CLI verbs open the data dir through backend/datadir.
 package node
 
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -23,11 +21,17 @@ import (
 
 	"github.com/aether/aether/backend/admin"
 	"github.com/aether/aether/backend/codex"
+	"github.com/aether/aether/backend/codexget"
+	"github.com/aether/aether/backend/codexsetup"
 	"github.com/aether/aether/backend/consent"
-	"github.com/aether/aether/backend/fsutil"
+	"github.com/aether/aether/backend/datadir"
 	"github.com/aether/aether/backend/gateway"
+	"github.com/aether/aether/backend/identity"
 	"github.com/aether/aether/backend/keys"
+	"github.com/aether/aether/backend/model"
 	"github.com/aether/aether/backend/owner"
+	"github.com/aether/aether/backend/policy"
+	"github.com/aether/aether/backend/reach"
 	"github.com/aether/aether/backend/receipts"
 	"github.com/aether/aether/backend/store"
 )
@@ -35,7 +39,7 @@ import (
 // Options are the flags of `aether node serve`.
 type Options struct {
 	PolicyPath string // policy.json; "" = the desktop default (last used, else <data>/policy.json)
-	DataDir    string // "" = DefaultDataDir()
+	DataDir    string // "" = datadir.Default()
 	Port       int    // node API on 127.0.0.1; 0 = a free port
 	AdminPort  int    // admin UI on 127.0.0.1; 0 = a free port
 	PactListen string // gateway address, e.g. 127.0.0.1:8080
@@ -64,9 +68,10 @@ type Options struct {
 	// PruneEvery is how often expired and retired tasks are deleted; 0 means every 30 s.
 	PruneEvery time.Duration
 	// Funnel publishes the gateway with Tailscale Funnel whatever pact.funnel says
-	// (`node serve --funnel`); Reach configures it.
+	// (`node serve --funnel`). Reach configures it: its device name, and tests' own control
+	// server; the node sets where it keeps its state, what it serves and whom it tells.
 	Funnel bool
-	Reach  ReachOptions
+	Reach  reach.Config
 	// Listen opens the node's listeners; nil is net.Listen. Tests wrap it to see what
 	// reaches the node.
 	Listen func(network, address string) (net.Listener, error)
@@ -90,51 +95,36 @@ func (o Options) pruneEvery() time.Duration {
 type Node struct {
 	opts    Options
 	log     *slog.Logger
-	dataDir string
-	lock    *os.File
+	dir     *datadir.Dir
 	ring    *keys.Ring   // the signing key and the keys it replaced
 	history keys.History // the ring for verifiers: each retired key bounded by its rotation (T13)
 	key     *keys.Key    // ring.Current
+	cert    tls.Certificate
 	db      *store.DB
 	token   string
+	policy  *policy.File // policy.json: its one owner
 	consent *consent.Service
 	ledger  *receipts.Ledger
 	head    *receipts.HeadFile // receipts.head
 	runner  *codex.Runner
-	setup   *codexSetup // Get Codex and the model settings (the Status page)
+	setup   *codexsetup.Setup // Codex's health, Get Codex and the model settings (the Status page)
 	turns   gateway.Runner
 	owner   *owner.Service
 	admin   *admin.Server
-	// gw is nil until a policy first loads. Its routes are the one served policy: consent and
-	// the owner read the brands from there (served).
+	// gw is nil until a policy first loads. Its routes are the served policy: consent reads the
+	// brands from there (consentBrands).
 	gw atomic.Pointer[gateway.Gateway]
 	// ids checks identities for the served publicUrl and audience; funnel publishes the gateway.
-	ids    identities
-	funnel funnel
+	ids    identity.Current
+	funnel *reach.Switch
 
-	applyMu    sync.Mutex // one policy applied at a time
-	mu         sync.Mutex // the policy file's state
-	polErr     error      // the current file's problem, if any
-	polPath    string
-	polModTime time.Time
-
-	servers  []*http.Server
-	lns      []net.Listener
-	addrs    Addresses
-	bgCtx    context.Context // ends when the node stops
-	stop     context.CancelFunc
-	bg       sync.WaitGroup
-	health   codex.Health
-	healthMu sync.Mutex
-}
-
-// Addresses are the listeners as bound, written to <data-dir>/node.json for local tools.
-type Addresses struct {
-	Gateway   string `json:"gateway"`
-	Admin     string `json:"admin"`
-	API       string `json:"api"`
-	PublicURL string `json:"publicUrl"`
-	PID       int    `json:"pid"`
+	mu      sync.Mutex        // addrs
+	addrs   datadir.Addresses // node.json
+	servers []*http.Server
+	lns     []net.Listener
+	bgCtx   context.Context // ends when the node stops
+	stop    context.CancelFunc
+	bg      sync.WaitGroup
 }
 
 // Start opens the data dir, loads the policy and starts every listener.
@@ -150,138 +140,36 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 			started.close()
 		}
 	}()
-	if n.dataDir = o.DataDir; n.dataDir == "" {
-		if n.dataDir, err = DefaultDataDir(); err != nil {
-			return nil, err
-		}
-	}
-	if n.dataDir, err = filepath.Abs(n.dataDir); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
-	}
-	if err = prepareDataDir(n.dataDir); err != nil {
+	if err = n.openDataDir(); err != nil {
 		return nil, err
 	}
-	if n.lock, err = lockDataDir(n.path(fileLock)); err != nil {
+	if err = n.openPolicy(); err != nil {
 		return nil, err
 	}
-	if n.ring, err = keys.LoadRing(n.dataDir); err != nil {
-		return nil, err
+	if perr := n.policy.Current().Err; perr != nil && !o.Desktop {
+		return nil, perr
 	}
-	n.key = n.ring.Current
-	// The JWKS carries each retired key's rotation statement, so they must check out (T13).
-	if n.history, err = n.ring.VerifyRotations(n.dataDir); err != nil {
-		return nil, fmt.Errorf("key rotations in %s: %w", n.dataDir, err)
-	}
-	if n.token, err = admin.LoadOrCreateToken(n.path(fileToken)); err != nil {
-		return nil, err
-	}
-	cert, err := keys.LoadOrCreateTLS(n.path(fileTLSCert), n.path(fileTLSKey), time.Now())
-	if err != nil {
-		return nil, err
-	}
-	if n.db, err = store.Open(n.path(fileDB)); err != nil {
-		return nil, err
-	}
-	pol, err := n.loadPolicy()
-	if err != nil && !o.Desktop {
-		return nil, err
-	}
-	n.setup = newCodexSetup(n, o.CodexRegistry)
-	n.runner = &codex.Runner{Path: o.CodexPath, Find: n.setup.find, Upstream: n.setup.upstream, Home: o.CodexHome, StateDir: n.path(dirCodex),
-		ExtraArgs: o.CodexArgs, Env: append([]string{"CODEX_API_KEY"}, o.CodexEnv...), TestMounts: o.CodexTestMounts, Logger: n.log}
-	n.turns = n.runner
-	if o.Runner != nil {
-		n.turns = o.Runner
-	}
-
+	n.newRunner()
 	// Listeners first: the consent URL and the node API address are only known once bound.
-	adminLn, err := o.listenLoopback(o.AdminPort, "admin")
-	if err != nil {
+	if err = n.bind(); err != nil {
 		return nil, err
 	}
-	apiLn, err := o.listenLoopback(o.Port, "node API")
-	if err != nil {
-		adminLn.Close()
+	if err = n.newServices(ctx); err != nil {
 		return nil, err
 	}
-	gwAddr := o.PactListen
-	if gwAddr == "" {
-		gwAddr = "127.0.0.1:8080"
-	}
-	gwLn, err := o.listen(gwAddr)
-	if err != nil {
-		adminLn.Close()
-		apiLn.Close()
-		return nil, fmt.Errorf("gateway: listen on %s: %w (is another program using it? choose another with --pact-listen)", gwAddr, err)
-	}
-	n.lns = []net.Listener{gwLn, adminLn, apiLn}
-	n.addrs = Addresses{Gateway: gwLn.Addr().String(), Admin: adminLn.Addr().String(), API: apiLn.Addr().String(), PID: os.Getpid()}
-	consentURL := "https://" + n.addrs.Admin + "/pact/consent"
-
-	publicURL := "http://" + n.addrs.Gateway
-	if pol != nil {
-		publicURL = pol.Pact.PublicURL
-	}
-	n.addrs.PublicURL = publicURL
-	n.consent = consent.New(n.db, n.key, consent.Config{
-		PublicURL: publicURL, ConsentURL: consentURL, Brands: n.consentBrands, Logger: n.log,
-	})
-	n.ledger = receipts.NewLedger(n.db, n.key, publicURL, time.Now)
-	n.owner = owner.New(owner.Config{
-		Consent: n.consent, Ledger: n.ledger, Keys: n.history, Node: ownerNode{n},
-		Listen: n.addrs.Gateway, PublicURL: publicURL, AdminURL: "https://" + n.addrs.Admin, Setup: n.setup,
-	})
-	n.head = &receipts.HeadFile{Path: n.path(fileHead)}
-	if err = n.head.Check(ctx, n.ledger); err != nil {
-		return nil, err
-	}
-	// From here on, no receipt is handed out before receipts.head holds it (T14).
-	n.db.SetHeadMark(n.head.Mark)
-	if err = n.recover(ctx); err != nil {
-		return nil, err
-	}
-	if err = n.head.Save(ctx, n.ledger); err != nil {
-		return nil, err
-	}
-	if pol != nil {
-		if err = n.startGateway(pol, publicURL, consentURL); err != nil && !o.Desktop {
+	if s := n.policy.Current(); s.Policy != nil {
+		if err = n.startGateway(s); err != nil && !o.Desktop {
 			return nil, err
 		}
 	}
-
-	n.admin = admin.New(admin.Config{Token: n.token, TokenFile: n.path(fileToken), Addr: n.addrs.Admin, UI: o.UI, Log: n.log, OnConsentLink: o.OnConsentLink}, n.owner)
-	// No ReadTimeout: net/http keeps reading after the body to notice a client that goes away,
-	// and would end streaming turns with it. The gateway gives each body its own deadline
-	// (docs/wire.md, "Limits").
-	gwSrv := &http.Server{Handler: http.HandlerFunc(n.serveGateway), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, IdleTimeout: 2 * time.Minute}
-	// Browsers that do not trust the self-signed certificate yet fail handshakes: debug noise.
-	quiet := slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)
-	adminSrv := &http.Server{Handler: n.admin.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: quiet,
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}
-	apiSrv := &http.Server{Handler: n.admin.NodeHandler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
-	n.servers = []*http.Server{gwSrv, adminSrv, apiSrv}
-	go n.serve(gwSrv, gwLn, false)
-	go n.serve(adminSrv, adminLn, true)
-	go n.serve(apiSrv, apiLn, false)
-
+	n.policy.Subscribe(policy.Subscriber{Serve: n.servePolicy, Changed: func(s policy.Snapshot) { n.syncFunnel(s.Policy) }})
+	n.serveAll()
 	if err = n.writeAddresses(); err != nil {
 		return nil, err
 	}
-	bgCtx := n.bgCtx
-	for _, job := range []func(context.Context){n.consent.EndWaitingTasks, n.owner.Forward} {
-		n.bg.Add(1)
-		go func() {
-			defer n.bg.Done()
-			job(bgCtx)
-		}()
-	}
-	n.every(bgCtx, 2*time.Second, n.sweep)
-	n.every(bgCtx, 2*time.Second, n.watchPolicy)
-	n.every(bgCtx, n.opts.pruneEvery(), n.pruneTasks)
-	n.every(bgCtx, 5*time.Minute, n.checkCodex)
-
-	n.syncFunnel(pol)
-	n.log.Info("gateway listening", "addr", n.addrs.Gateway, "publicUrl", publicURL)
+	n.startBackground()
+	n.syncFunnel(n.policy.Current().Policy)
+	n.log.Info("gateway listening", "addr", n.addrs.Gateway, "publicUrl", n.addrs.PublicURL)
 	n.log.Info("admin UI listening", "addr", "https://"+n.addrs.Admin)
 	n.log.Info("node API listening", "addr", "http://"+n.addrs.API)
 	// Never the link: it carries a live sign-in code (A4). `node serve` shows one on a terminal.
@@ -289,20 +177,148 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	return n, nil
 }
 
-func (n *Node) path(name string) string { return filepath.Join(n.dataDir, name) }
-
-// DataDir is the folder everything is kept in.
-func (n *Node) DataDir() string { return n.dataDir }
-
-// PolicyPath is the policy file the node serves (Options.PolicyPath, else the data dir's).
-func (n *Node) PolicyPath() string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.polPath
+// openDataDir takes the data dir's lock and opens what is kept there: the key ring, the admin
+// token, the admin listener's certificate, pact.sqlite.
+func (n *Node) openDataDir() (err error) {
+	if n.dir, err = datadir.Open(n.opts.DataDir); err != nil {
+		return err
+	}
+	if n.ring, err = keys.LoadRing(n.dir.Path); err != nil {
+		return err
+	}
+	n.key = n.ring.Current
+	// The JWKS carries each retired key's rotation statement, so they must check out (T13).
+	if n.history, err = n.ring.VerifyRotations(n.dir.Path); err != nil {
+		return fmt.Errorf("key rotations in %s: %w", n.dir.Path, err)
+	}
+	if n.token, err = admin.LoadOrCreateToken(n.path(datadir.TokenFile)); err != nil {
+		return err
+	}
+	if n.cert, err = keys.LoadOrCreateTLS(n.path(datadir.TLSCertFile), n.path(datadir.TLSKeyFile), time.Now()); err != nil {
+		return err
+	}
+	n.db, err = store.Open(n.path(datadir.DBFile))
+	return err
 }
 
+// newRunner builds Codex's runner and its setup (which Codex, which model), or takes the
+// stand-in the options give.
+func (n *Node) newRunner() {
+	o := n.opts
+	n.runner = &codex.Runner{Path: o.CodexPath, Home: o.CodexHome, StateDir: n.path(datadir.CodexDir),
+		ExtraArgs: o.CodexArgs, Env: append([]string{"CODEX_API_KEY"}, o.CodexEnv...), TestMounts: o.CodexTestMounts, Logger: n.log}
+	n.setup = codexsetup.New(codexsetup.Config{Runner: n.runner, Models: &model.Store{Dir: n.dir.Path},
+		Getter: &codexget.Getter{Dir: n.path(datadir.CodexBinDir), Registry: o.CodexRegistry}, ProbeDir: n.path(datadir.CodexDir), Logger: n.log})
+	n.turns = n.runner
+	if o.Runner != nil {
+		n.turns = o.Runner
+	}
+}
+
+// bind opens the gateway, admin and node API listeners.
+func (n *Node) bind() error {
+	o := n.opts
+	gwAddr := o.PactListen
+	if gwAddr == "" {
+		gwAddr = "127.0.0.1:8080"
+	}
+	// What is bound is in n.lns at once: a failed start closes it.
+	for _, l := range []struct {
+		what string
+		port int
+	}{{"admin", o.AdminPort}, {"node API", o.Port}} {
+		ln, err := o.listen(net.JoinHostPort("127.0.0.1", strconv.Itoa(l.port)))
+		if err != nil {
+			return fmt.Errorf("%s: listen on 127.0.0.1:%d: %w", l.what, l.port, err)
+		}
+		n.lns = append(n.lns, ln)
+	}
+	gwLn, err := o.listen(gwAddr)
+	if err != nil {
+		return fmt.Errorf("gateway: listen on %s: %w (is another program using it? choose another with --pact-listen)", gwAddr, err)
+	}
+	n.lns = []net.Listener{gwLn, n.lns[0], n.lns[1]}
+	n.addrs = datadir.Addresses{Gateway: gwLn.Addr().String(), Admin: n.lns[1].Addr().String(), API: n.lns[2].Addr().String(), PID: os.Getpid()}
+	n.addrs.PublicURL = "http://" + n.addrs.Gateway
+	if p := n.policy.Current().Policy; p != nil {
+		n.addrs.PublicURL = p.Pact.PublicURL
+	}
+	return nil
+}
+
+func (n *Node) consentURL() string { return "https://" + n.addrs.Admin + "/pact/consent" }
+
+// newServices builds consent, the receipt ledger and the owner's service, checks
+// receipts.head and ends what the last stop left running.
+func (n *Node) newServices(ctx context.Context) error {
+	publicURL := n.addrs.PublicURL
+	n.consent = consent.New(n.db, n.key, consent.Config{
+		PublicURL: publicURL, ConsentURL: n.consentURL(), Brands: n.consentBrands, Logger: n.log,
+	})
+	n.ledger = receipts.NewLedger(n.db, n.key, publicURL, time.Now)
+	n.owner = owner.New(owner.Config{
+		Consent: n.consent, Ledger: n.ledger, Keys: n.history, Node: ownerNode{n}, Policy: n.policy,
+		Listen: n.addrs.Gateway, PublicURL: publicURL, AdminURL: "https://" + n.addrs.Admin, Setup: n.setup,
+	})
+	n.funnel = n.newFunnel()
+	n.head = &receipts.HeadFile{Path: n.path(datadir.HeadFile)}
+	if err := n.head.Check(ctx, n.ledger); err != nil {
+		return err
+	}
+	// From here on, no receipt is handed out before receipts.head holds it (T14).
+	n.db.SetHeadMark(n.head.Mark)
+	if err := n.recover(ctx); err != nil {
+		return err
+	}
+	return n.head.Save(ctx, n.ledger)
+}
+
+// serveAll serves the three listeners: the gateway, the admin UI, the node API.
+func (n *Node) serveAll() {
+	n.admin = admin.New(admin.Config{Token: n.token, TokenFile: n.path(datadir.TokenFile), Addr: n.addrs.Admin, UI: n.opts.UI, Log: n.log, OnConsentLink: n.opts.OnConsentLink}, n.owner)
+	// No ReadTimeout: net/http keeps reading after the body to notice a client that goes away,
+	// and would end streaming turns with it. The gateway gives each body its own deadline
+	// (docs/wire.md, "Limits").
+	gwSrv := &http.Server{Handler: http.HandlerFunc(n.serveGateway), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, IdleTimeout: 2 * time.Minute}
+	// Browsers that do not trust the self-signed certificate yet fail handshakes: debug noise.
+	quiet := slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)
+	adminSrv := &http.Server{Handler: n.admin.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: quiet,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{n.cert}, MinVersion: tls.VersionTLS12}}
+	apiSrv := &http.Server{Handler: n.admin.NodeHandler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	n.servers = []*http.Server{gwSrv, adminSrv, apiSrv}
+	go n.serve(gwSrv, n.lns[0], false)
+	go n.serve(adminSrv, n.lns[1], true)
+	go n.serve(apiSrv, n.lns[2], false)
+}
+
+// startBackground starts the services' background jobs; they end with the node.
+func (n *Node) startBackground() {
+	bgCtx := n.bgCtx
+	for _, job := range []func(context.Context){n.consent.EndWaitingTasks, n.owner.Forward, n.watchPolicy} {
+		n.bg.Add(1)
+		go func() {
+			defer n.bg.Done()
+			job(bgCtx)
+		}()
+	}
+	n.every(bgCtx, 2*time.Second, n.sweep)
+	n.every(bgCtx, n.opts.pruneEvery(), n.pruneTasks)
+	n.every(bgCtx, 5*time.Minute, n.setup.CheckHealth)
+}
+
+// watchPolicy notices hand edits of policy.json (a cheap stat every 2 s).
+func (n *Node) watchPolicy(ctx context.Context) { n.policy.Watch(ctx, 2*time.Second) }
+
+func (n *Node) path(name string) string { return n.dir.File(name) }
+
+// DataDir is the folder everything is kept in.
+func (n *Node) DataDir() string { return n.dir.Path }
+
+// PolicyPath is the policy file the node serves (Options.PolicyPath, else the data dir's).
+func (n *Node) PolicyPath() string { return n.policy.Path() }
+
 // Addresses are the bound listeners.
-func (n *Node) Addresses() Addresses {
+func (n *Node) Addresses() datadir.Addresses {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.addrs
@@ -318,14 +334,6 @@ func (n *Node) Admin() *admin.Server { return n.admin }
 // Owner is the owner's service: the desktop's tray and notifications act through it.
 func (n *Node) Owner() *owner.Service { return n.owner }
 
-func (o Options) listenLoopback(port int, what string) (net.Listener, error) {
-	ln, err := o.listen(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	if err != nil {
-		return nil, fmt.Errorf("%s: listen on 127.0.0.1:%d: %w", what, port, err)
-	}
-	return ln, nil
-}
-
 func (n *Node) serve(srv *http.Server, ln net.Listener, useTLS bool) {
 	var err error
 	if useTLS {
@@ -338,13 +346,7 @@ func (n *Node) serve(srv *http.Server, ln net.Listener, useTLS bool) {
 	}
 }
 
-func (n *Node) writeAddresses() error {
-	data, err := json.MarshalIndent(n.Addresses(), "", "  ")
-	if err != nil {
-		return err
-	}
-	return fsutil.WriteFileAtomic(n.path(fileAddresses), append(data, '\n'), 0o600)
-}
+func (n *Node) writeAddresses() error { return n.dir.WriteAddresses(n.Addresses()) }
 
 // recover ends what a crash left running: turns get a failed receipt, tasks end FAILED.
 func (n *Node) recover(ctx context.Context) error {
@@ -373,12 +375,8 @@ func (n *Node) recover(ctx context.Context) error {
 // Stop shuts down gracefully: listeners stop accepting, in-flight requests
 // finish (up to ctx), the receipt ledger drains, the database closes.
 func (n *Node) Stop(ctx context.Context) error {
-	if n.stop != nil {
-		n.stop()
-	}
-	if n.admin != nil {
-		n.admin.Close()
-	}
+	n.stop()
+	n.admin.Close()
 	var errs []error
 	// Turns first: a streaming request stays open until its turn ends.
 	if gw := n.gw.Load(); gw != nil {
@@ -387,11 +385,9 @@ func (n *Node) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("stop running turns: %w", err))
 		}
 	}
-	n.funnel.mu.Lock()
-	if err := n.stopFunnel(ctx); err != nil {
+	if err := n.funnel.Stop(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("stop Tailscale Funnel: %w", err))
 	}
-	n.funnel.mu.Unlock()
 	for _, s := range n.servers {
 		if err := s.Shutdown(ctx); err != nil {
 			errs = append(errs, err)
@@ -399,6 +395,7 @@ func (n *Node) Stop(ctx context.Context) error {
 		}
 	}
 	n.bg.Wait()
+	n.setup.Close()
 	n.runner.Wait()
 	if n.ledger != nil {
 		// Drain the last receipts (each commit has marked receipts.head).
@@ -427,9 +424,8 @@ func (n *Node) close() error {
 	if n.head != nil {
 		errs = append(errs, n.head.Close()) // after the store: its last commits mark it
 	}
-	if n.lock != nil {
-		n.lock.Close()
-		os.Remove(n.path(fileAddresses))
+	if n.dir != nil {
+		n.dir.Close()
 	}
 	return errors.Join(errs...)
 }

@@ -1,107 +1,36 @@
 package node
 
 import (
-	"context"
-	"crypto/tls"
 	"net/http"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
+	"github.com/aether/aether/backend/datadir"
 	"github.com/aether/aether/backend/identity"
 	"github.com/aether/aether/backend/owner"
 	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/reach"
 )
 
-// ReachOptions configure publishing with Tailscale Funnel (docs/deploy.md).
-type ReachOptions struct {
-	Hostname string // the device name asked for; "" = "aether"
-	// Tests only: a loopback control server, an ephemeral in-memory node, the test
-	// certificate's TLS config, and a short wait before the control server counts as
-	// unreachable.
-	ControlURL     string
-	Ephemeral      bool
-	TLS            *tls.Config
-	ConnectTimeout time.Duration
+// newFunnel is the switch that publishes the gateway's handler, and only it, with Funnel.
+func (n *Node) newFunnel() *reach.Switch {
+	cfg := n.opts.Reach
+	cfg.Dir, cfg.Handler, cfg.Logger = n.path(datadir.TailscaleDir), http.HandlerFunc(n.serveGateway), n.log
+	cfg.OnChange = func(reach.Status) { n.owner.ReachabilityChanged() }
+	return &reach.Switch{Config: cfg}
 }
 
-// funnel holds the running Publisher, if any; mu orders starts and stops, readers load pub.
-type funnel struct {
-	mu  sync.Mutex
-	pub atomic.Pointer[reach.Publisher]
-}
-
-// funnelWanted: the --funnel flag, or pact.funnel in the served policy.
-func (n *Node) funnelWanted(p *policy.Policy) bool {
-	return n.opts.Funnel || (p != nil && p.Pact != nil && p.Pact.Funnel)
-}
-
-// syncFunnel starts or stops publishing to match what is wanted now.
+// syncFunnel publishes with Funnel when the --funnel flag or pact.funnel in the served
+// policy asks for it, and stops publishing when neither does.
 func (n *Node) syncFunnel(p *policy.Policy) {
-	want := n.funnelWanted(p)
-	n.funnel.mu.Lock()
-	changed := n.syncFunnelLocked(want)
-	n.funnel.mu.Unlock()
-	if changed && n.owner != nil {
-		n.owner.ReachabilityChanged()
-	}
-}
-
-func (n *Node) syncFunnelLocked(want bool) bool {
-	switch {
-	case want && n.funnel.pub.Load() == nil:
-		pub, err := reach.Start(reach.Config{
-			Dir: n.path(dirTailscale), Hostname: n.reachHostname(), Handler: http.HandlerFunc(n.serveGateway),
-			Logger: n.log, OnChange: n.reachChanged, ConnectTimeout: n.opts.Reach.ConnectTimeout,
-			ControlURL: n.opts.Reach.ControlURL, Ephemeral: n.opts.Reach.Ephemeral, TLS: n.opts.Reach.TLS,
-		})
-		if err != nil {
-			n.log.Error("Tailscale Funnel could not start", "err", err)
-			return false
-		}
-		n.funnel.pub.Store(pub)
-		n.log.Info("Tailscale Funnel: joining the tailnet to publish the gateway", "state", n.path(dirTailscale))
-	case !want && n.funnel.pub.Load() != nil:
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := n.stopFunnel(ctx); err != nil {
-			n.log.Warn("Tailscale Funnel: requests still running were cut off", "err", err)
-		}
-		n.log.Info("Tailscale Funnel: turned off; the gateway is no longer published")
-	default:
-		return false
-	}
-	return true
-}
-
-func (n *Node) reachHostname() string {
-	if n.opts.Reach.Hostname != "" {
-		return n.opts.Reach.Hostname
-	}
-	return "aether"
-}
-
-// stopFunnel ends publishing; n.funnel.mu is held.
-func (n *Node) stopFunnel(ctx context.Context) error {
-	pub := n.funnel.pub.Swap(nil)
-	if pub == nil {
-		return nil
-	}
-	return pub.Stop(ctx)
-}
-
-func (n *Node) reachChanged(reach.Status) {
-	if n.owner != nil {
+	want := n.opts.Funnel || (p != nil && p.Pact != nil && p.Pact.Funnel)
+	if n.funnel.Set(want) {
 		n.owner.ReachabilityChanged()
 	}
 }
 
 // reachability is the Publisher's state as the owner's service shows it; Mode "" when off.
 func (n *Node) reachability() owner.Reachability {
-	pub := n.funnel.pub.Load()
+	pub := n.funnel.Publisher()
 	if pub == nil {
 		return owner.Reachability{}
 	}
@@ -111,34 +40,7 @@ func (n *Node) reachability() owner.Reachability {
 }
 
 // FunnelTailnet is the Funnel node when publishing is on (tests drive their ingress with it).
-func (n *Node) FunnelTailnet() *reach.Publisher { return n.funnel.pub.Load() }
-
-// identities is the gateway's identity verifier for the served publicUrl and audience: a
-// policy that changes them gets a new verifier (applyPublicURL).
-type identities struct {
-	v   atomic.Pointer[identity.Verifier]
-	key atomic.Pointer[[3]string] // audience, publicUrl and allowInsecureLocalIssuers of v
-}
-
-func (ids *identities) Verify(ctx context.Context, raw, clientIP string) (identity.Identity, error) {
-	return ids.v.Load().Verify(ctx, raw, clientIP)
-}
-
-// set builds a verifier for p unless the current one was built for the same settings.
-func (ids *identities) set(p *policy.Policy, n *Node) {
-	k := [3]string{p.Pact.Audience, p.Pact.PublicURL, strconv.FormatBool(p.Pact.AllowInsecureLocalIssuers)}
-	if old := ids.key.Load(); old != nil && *old == k && ids.v.Load() != nil {
-		return
-	}
-	ids.v.Store(identity.New(identity.Config{
-		Audience:                  p.Pact.Audience,
-		AllowInsecureLocalIssuers: p.Pact.AllowInsecureLocalIssuers,
-		OwnListeners:              n.ownListeners(),
-		NodeIssuer:                p.Pact.PublicURL,
-		Logger:                    n.log,
-	}))
-	ids.key.Store(&k)
-}
+func (n *Node) FunnelTailnet() *reach.Publisher { return n.funnel.Publisher() }
 
 // applyPublicURL makes consent's tokens, the receipts and the identity checks follow p's
 // publicUrl and audience, before the gateway serves p's cards (docs/deploy.md, "Switching
@@ -150,12 +52,13 @@ func (n *Node) applyPublicURL(p *policy.Policy) {
 	}
 	n.consent.SetPublicURL(p.Pact.PublicURL)
 	n.ledger.SetIssuer(p.Pact.PublicURL)
-	n.ids.set(p, n)
+	n.ids.Set(identity.Config{Audience: p.Pact.Audience, AllowInsecureLocalIssuers: p.Pact.AllowInsecureLocalIssuers,
+		OwnListeners: n.ownListeners(), NodeIssuer: p.Pact.PublicURL, Logger: n.log})
 	n.mu.Lock()
 	changed := n.addrs.PublicURL != p.Pact.PublicURL
 	n.addrs.PublicURL = p.Pact.PublicURL
 	n.mu.Unlock()
-	if changed && n.lock != nil {
+	if changed && n.dir != nil {
 		if err := n.writeAddresses(); err != nil {
 			n.log.Warn("could not write node.json", "err", err)
 		}

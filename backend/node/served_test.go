@@ -37,13 +37,13 @@ func TestOneServedPolicy(t *testing.T) {
 	consentView := func() string { return n.consentBrands()[0].Name }
 	gatewayView := func() string { return n.gw.Load().Policy().Pact.Brands[0].Name }
 
-	base := n.served()
+	base := n.gw.Load().Policy()
 	done := make(chan error, 1)
 	go func() {
 		for i := 1; i <= 2000; i++ {
 			p := base.Clone()
 			p.Pact.Brands[0].Name = fmt.Sprintf("v%d", i)
-			if err := n.applyPolicy(p); err != nil {
+			if err := n.servePolicy(p.Snapshot()); err != nil {
 				done <- err
 				return
 			}

@@ -11,31 +11,18 @@ import (
 
 // Brands is the Brands page: policy.json's path, its brands, and why it does not load.
 func (s *Service) Brands(ctx context.Context) (BrandsView, error) {
-	path, perr := s.cfg.Node.PolicyFile()
+	path, perr := s.policyFile()
 	v := BrandsView{PolicyPath: path, Brands: []Brand{}, Error: policyErrorDTO(perr)}
 	if perr == nil {
-		v.Brands = s.brandDTOs(s.cfg.Node.Served())
+		v.Brands = s.brandDTOs(s.served())
 	}
 	return v, nil
 }
 
-// editable is the policy the Brands page may edit: never a guessed one.
-func (s *Service) editable() (*policy.Policy, error) {
-	_, perr := s.cfg.Node.PolicyFile()
-	p := s.cfg.Node.Served()
-	if perr != nil || p == nil {
-		return nil, fmt.Errorf("%w: policy.json has errors; fix the file first (the problems are listed above)", ErrInvalid)
-	}
-	return p.Clone(), nil
-}
-
-// PutBrand creates or replaces brand id (in.ID == id), saves policy.json and serves it;
+// PutBrand creates or replaces brand id (in.ID must be id), saves policy.json and serves it;
 // *FieldErrors when the brand is not valid. It returns all brands.
 func (s *Service) PutBrand(ctx context.Context, id string, in Brand) ([]Brand, error) {
-	s.save.Lock()
-	defer s.save.Unlock()
-	p, err := s.editable()
-	if err != nil {
+	if err := in.CheckID(id); err != nil {
 		return nil, err
 	}
 	nb := policy.Brand{
@@ -43,59 +30,61 @@ func (s *Service) PutBrand(ctx context.Context, id string, in Brand) ([]Brand, e
 		AccessMode: policy.AccessMode(in.AccessMode), Scope: policy.Scope{ID: in.Scope.ID, Description: in.Scope.Description},
 	}
 	idx := -1
-	for i, br := range p.Pact.Brands {
-		if br.ID == id {
-			idx = i
-			nb.Instructions = br.Instructions
+	return s.modify(&idx, func(p *policy.Policy) error {
+		for i, br := range p.Pact.Brands {
+			if br.ID == id {
+				idx = i
+				nb.Instructions = br.Instructions
+			}
 		}
-	}
-	if idx >= 0 {
-		p.Pact.Brands[idx] = nb
-	} else {
-		p.Pact.Brands = append(p.Pact.Brands, nb)
-		idx = len(p.Pact.Brands) - 1
-	}
-	return s.write(p, idx)
+		if idx >= 0 {
+			p.Pact.Brands[idx] = nb
+		} else {
+			p.Pact.Brands = append(p.Pact.Brands, nb)
+			idx = len(p.Pact.Brands) - 1
+		}
+		return nil
+	})
 }
 
 // DeleteBrand removes brand id, saves policy.json and serves it. ErrNotFound. It returns all
 // brands.
 func (s *Service) DeleteBrand(ctx context.Context, id string) ([]Brand, error) {
-	s.save.Lock()
-	defer s.save.Unlock()
-	p, err := s.editable()
-	if err != nil {
-		return nil, err
-	}
-	kept := p.Pact.Brands[:0]
-	found := false
-	for _, br := range p.Pact.Brands {
-		if br.ID == id {
-			found = true
-			continue
+	return s.modify(nil, func(p *policy.Policy) error {
+		kept := p.Pact.Brands[:0]
+		found := false
+		for _, br := range p.Pact.Brands {
+			if br.ID == id {
+				found = true
+				continue
+			}
+			kept = append(kept, br)
 		}
-		kept = append(kept, br)
-	}
-	if !found {
-		return nil, fmt.Errorf("%w: no brand %q", ErrNotFound, id)
-	}
-	p.Pact.Brands = kept
-	return s.write(p, -1)
+		if !found {
+			return fmt.Errorf("%w: no brand %q", ErrNotFound, id)
+		}
+		p.Pact.Brands = kept
+		return nil
+	})
 }
 
-// write validates and saves policy.json atomically (keeping the sections it does not manage),
-// then has the node serve the result at once.
-func (s *Service) write(p *policy.Policy, idx int) ([]Brand, error) {
-	path, _ := s.cfg.Node.PolicyFile()
-	if err := policy.Save(path, p); err != nil {
-		return nil, fieldErrors(err, idx)
+// modify edits the last good policy with edit, then saves policy.json atomically (keeping the
+// sections it does not manage) and serves it at once: one policy.File.Modify, so no hand edit
+// or other save comes in between. Never over a file that does not load: that is ErrInvalid.
+// *idx, when given, is the brand edit set, whose problems become per-field messages.
+func (s *Service) modify(idx *int, edit func(p *policy.Policy) error) ([]Brand, error) {
+	saved, err := s.cfg.Policy.Modify(edit)
+	switch {
+	case errors.Is(err, policy.ErrNotLoaded):
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	case err != nil:
+		i := -1
+		if idx != nil {
+			i = *idx
+		}
+		return nil, fieldErrors(err, i)
 	}
-	saved, err := s.cfg.Node.ServeSaved()
-	if err != nil {
-		return nil, err
-	}
-	s.PolicyChanged()
-	return s.brandDTOs(saved), nil
+	return s.brandDTOs(saved.Policy), nil
 }
 
 // fieldErrors turns policy problems about the edited brand into per-field

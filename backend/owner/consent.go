@@ -47,19 +47,11 @@ func (s *Service) LookupCode(ctx context.Context, code string) (CodeLookup, erro
 // Consent page or a desktop notification. Errors: ErrNotFound, ErrCodeMismatch,
 // ErrAlreadyDecided (C6), ErrExpired (C7), ErrInvalid.
 func (s *Service) Decide(ctx context.Context, id string, req DecisionRequest) (DecisionResult, error) {
-	var allow bool
-	switch req.Decision {
-	case DecisionAllow:
-		allow = true
-	case DecisionDeny:
-	default:
-		return DecisionResult{}, fmt.Errorf("%w: decision must be allow or deny", ErrInvalid)
-	}
-	dur, err := durationOf(req.Duration)
-	if err != nil {
+	if err := req.Validate(); err != nil {
 		return DecisionResult{}, err
 	}
-	d, err := s.cfg.Consent.Decide(ctx, id, req.UserCode, allow, dur)
+	dur, _ := durationOf(req.Duration)
+	d, err := s.cfg.Consent.Decide(ctx, id, req.UserCode, req.Decision == DecisionAllow, dur)
 	if err != nil {
 		return DecisionResult{}, consentErr(err)
 	}
@@ -97,8 +89,10 @@ func durationOf(s string) (consent.Duration, error) {
 	case DurationForever:
 		return consent.Forever, nil
 	}
-	return "", fmt.Errorf("%w: duration must be 1d, 30d or forever", ErrInvalid)
+	return "", errDuration
 }
+
+var errDuration = fmt.Errorf(`%w: duration must be "1d", "30d" or "forever"`, ErrInvalid)
 
 // consentErr classifies consent's errors by the service's kinds, keeping consent's own words
 // for the owner.

@@ -41,14 +41,14 @@ func issuerOrigin(iss string) string {
 }
 
 func (s *Service) brandName(id string) string {
-	if br, ok := s.cfg.Node.Served().Brand(id); ok {
+	if br, ok := s.served().Brand(id); ok {
 		return br.Name
 	}
 	return id
 }
 
 func (s *Service) scopeDesc(brand, scope string) string {
-	if br, ok := s.cfg.Node.Served().Brand(brand); ok && br.Scope.ID == scope {
+	if br, ok := s.served().Brand(brand); ok && br.Scope.ID == scope {
 		return br.Scope.Description
 	}
 	return ""

@@ -8,8 +8,6 @@
 package owner
 
 import (
-	"sync"
-
 	"github.com/aether/aether/backend/consent"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/policy"
@@ -18,13 +16,6 @@ import (
 
 // Node is what the service needs of the node that runs it; the node implements it.
 type Node interface {
-	// Served is the policy the gateway serves now, nil before one loaded: the same snapshot
-	// consent and the gateway read.
-	Served() *policy.Policy
-	// PolicyFile is policy.json's path and, when the file does not load, why.
-	PolicyFile() (path string, err error)
-	// ServeSaved reads policy.json back after the service saved it, and serves it.
-	ServeSaved() (*policy.Policy, error)
 	// Gateway says whether the gateway serves (the policy loads) and whether it is paused.
 	Gateway() (running, paused bool)
 	// SetPaused pauses or resumes the gateway; it fails when the gateway does not run.
@@ -41,6 +32,9 @@ type Config struct {
 	Ledger  *receipts.Ledger
 	Keys    keys.History // verifies a receipt shown on its own: every key the node signed with, bounded by its rotation
 	Node    Node
+	// Policy is policy.json: the service reads the last good policy from it, and saves and
+	// serves brand edits through it.
+	Policy *policy.File
 	// Listen and PublicURL are the gateway's, AdminURL the admin listener's, as bound.
 	Listen, PublicURL, AdminURL string
 	// Setup gets Codex and keeps its model settings; nil where the node has none.
@@ -49,20 +43,32 @@ type Config struct {
 
 // Service carries out the owner's actions. It is safe for concurrent use.
 type Service struct {
-	cfg  Config
-	hub  *hub
-	save sync.Mutex // one brand edit at a time
+	cfg Config
+	hub *hub
 }
 
-// New builds the service; run Forward for its consent and grant events.
+// New builds the service; run Forward for its consent and grant events. It follows
+// cfg.Policy: every change of the file is an EventPolicy.
 func New(cfg Config) *Service {
-	return &Service{cfg: cfg, hub: newHub()}
+	s := &Service{cfg: cfg, hub: newHub()}
+	if cfg.Policy != nil {
+		cfg.Policy.Subscribe(policy.Subscriber{Changed: func(policy.Snapshot) { s.PolicyChanged() }})
+	}
+	return s
+}
+
+// served is the last good policy, nil before one loaded.
+func (s *Service) served() *policy.Policy { return s.cfg.Policy.Current().Policy }
+
+// policyFile is policy.json's path and, when the file does not load, why.
+func (s *Service) policyFile() (string, error) {
+	return s.cfg.Policy.Path(), s.cfg.Policy.Current().Err
 }
 
 // PublicURL is the served policy's publicUrl (it changes with the policy), else the one the
 // node started with.
 func (s *Service) PublicURL() string {
-	if p := s.cfg.Node.Served(); p != nil && p.Pact != nil {
+	if p := s.served(); p != nil && p.Pact != nil {
 		return p.Pact.PublicURL
 	}
 	return s.cfg.PublicURL

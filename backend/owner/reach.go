@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/aether/aether/backend/policy"
 )
 
 // Reachability is how agents elsewhere reach the gateway: the Reachability card of the
@@ -63,14 +65,11 @@ func (s *Service) ReachabilityChanged() {
 // SetFunnel turns publishing with Tailscale Funnel on or off: pact.funnel in policy.json,
 // saved and served like a brand edit. The publicUrl does not change here (UseFunnelURL).
 func (s *Service) SetFunnel(ctx context.Context, on bool) (Reachability, error) {
-	s.save.Lock()
-	defer s.save.Unlock()
-	p, err := s.editable()
-	if err != nil {
-		return Reachability{}, err
+	edit := func(p *policy.Policy) error {
+		p.Pact.Funnel = on
+		return nil
 	}
-	p.Pact.Funnel = on
-	if _, err := s.write(p, -1); err != nil {
+	if _, err := s.modify(nil, edit); err != nil {
 		return Reachability{}, err
 	}
 	return s.Reachability(), nil
@@ -81,18 +80,15 @@ func (s *Service) SetFunnel(ctx context.Context, on bool) (Reachability, error) 
 // grants stay, and their agents get new tokens at the new address without asking the owner
 // (docs/deploy.md, "Switching publicUrl").
 func (s *Service) UseFunnelURL(ctx context.Context) (Reachability, error) {
-	s.save.Lock()
-	defer s.save.Unlock()
 	r := s.cfg.Node.Reach()
 	if r.State != ReachStatePublished || r.URL == "" {
 		return Reachability{}, fmt.Errorf("%w: the gateway is not published with Tailscale Funnel yet", ErrInvalid)
 	}
-	p, err := s.editable()
-	if err != nil {
-		return Reachability{}, err
+	edit := func(p *policy.Policy) error {
+		p.Pact.PublicURL, p.Pact.Audience = r.URL, r.URL
+		return nil
 	}
-	p.Pact.PublicURL, p.Pact.Audience = r.URL, r.URL
-	if _, err := s.write(p, -1); err != nil {
+	if _, err := s.modify(nil, edit); err != nil {
 		return Reachability{}, err
 	}
 	s.ReachabilityChanged() // now in use: the tray and the window follow

@@ -11,12 +11,12 @@ import (
 // Status is the Status page and `aether status`.
 func (s *Service) Status(ctx context.Context) (Status, error) {
 	running, paused := s.cfg.Node.Gateway()
-	path, perr := s.cfg.Node.PolicyFile()
+	path, perr := s.policyFile()
 	st := Status{
 		Gateway: GatewayStatus{Listen: s.cfg.Listen, PublicURL: s.PublicURL(), Running: running, Paused: paused},
 		Admin:   AdminStatus{URL: s.cfg.AdminURL},
 		Policy:  PolicyStatus{Path: path, Error: policyErrorDTO(perr)},
-		Brands:  s.brandDTOs(s.cfg.Node.Served()),
+		Brands:  s.brandDTOs(s.served()),
 
 		Reachability: s.Reachability(),
 	}
@@ -64,8 +64,8 @@ type DesktopState struct {
 func (s *Service) DesktopState() DesktopState {
 	st := DesktopState{}
 	st.Running, st.Paused = s.cfg.Node.Gateway()
-	_, st.PolicyError = s.cfg.Node.PolicyFile()
-	if p := s.cfg.Node.Served(); p != nil && p.Pact != nil {
+	_, st.PolicyError = s.policyFile()
+	if p := s.served(); p != nil && p.Pact != nil {
 		st.Brands = len(p.Pact.Brands)
 	}
 	return st

@@ -238,8 +238,8 @@ const (
 	DurationForever = "forever"
 )
 
-// DecisionRequest is the body of POST /api/consent/{id}/decision. Duration "" is the default
-// (30 days): what a desktop notification's Allow gives.
+// DecisionRequest is the body of POST /api/consent/{id}/decision, and a desktop notification's
+// decision; Validate is its rule. An Allow names its Duration; a Deny may leave it "".
 type DecisionRequest struct {
 	UserCode string `json:"userCode"`
 	Decision string `json:"decision"`

@@ -73,6 +73,7 @@ package policy
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"runtime"
 	"strings"
@@ -197,15 +198,16 @@ type section struct {
 	raw    []byte
 }
 
-// Starter is the policy for a first run: a local gateway at http://127.0.0.1:8080 that accepts
-// loopback issuers, and no brands yet.
-func Starter() *Policy {
-	return &Policy{Pact: &Pact{
-		PublicURL:                 "http://127.0.0.1:8080",
-		Audience:                  "http://127.0.0.1:8080",
-		AllowInsecureLocalIssuers: true,
-		Brands:                    []Brand{},
-	}}
+// Starter is the policy for a first run of a gateway listening on listen (host:port): its
+// publicUrl is the gateway's own loopback address, so agents on this machine can try it at
+// once (http://127.0.0.1:8080 when listen names no port), it accepts loopback issuers, and it
+// has no brands yet.
+func Starter(listen string) *Policy {
+	url := "http://127.0.0.1:8080"
+	if _, port, err := net.SplitHostPort(listen); err == nil && port != "0" {
+		url = "http://127.0.0.1:" + port
+	}
+	return &Policy{Pact: &Pact{PublicURL: url, Audience: url, AllowInsecureLocalIssuers: true, Brands: []Brand{}}}
 }
 
 // Brand returns a copy of the brand with the given id.

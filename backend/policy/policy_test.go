@@ -457,7 +457,7 @@ func TestP11Snapshot(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	dir := policyDir(t)
-	p := Starter()
+	p := Starter("")
 	if err := Validate(p, dir); err != nil {
 		t.Fatalf("Starter: %v", err)
 	}

@@ -149,7 +149,7 @@ func TestSaveRefusesToLoseABrokenFile(t *testing.T) {
 	dir := policyDir(t)
 	broken := "{\"other\": {\"a\": 1,}, // hand edit\n \"pact\": {}}"
 	path := writePolicy(t, dir, broken)
-	err := Save(path, Starter())
+	err := Save(path, Starter(""))
 	if err == nil || !strings.Contains(err.Error(), "fix it by hand first") || !strings.Contains(err.Error(), "trailing comma") {
 		t.Fatalf("err = %v", err)
 	}
@@ -161,7 +161,7 @@ func TestSaveRefusesToLoseABrokenFile(t *testing.T) {
 func TestSaveNewFileAndModes(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "policy.json")
-	if err := Save(path, Starter()); err != nil {
+	if err := Save(path, Starter("")); err != nil {
 		t.Fatal(err)
 	}
 	p, err := Load(path)
@@ -211,7 +211,7 @@ func TestSaveAddsAndRemovesPact(t *testing.T) {
 		t.Fatal("pact from nowhere")
 	}
 	edit := p.Clone()
-	edit.Pact = Starter().Pact
+	edit.Pact = Starter("").Pact
 	if err := Save(path, edit); err != nil {
 		t.Fatal(err)
 	}

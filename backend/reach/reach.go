@@ -46,7 +46,7 @@ type Status struct {
 // Config is what a Publisher serves and where it keeps its state.
 type Config struct {
 	Dir      string       // tsnet's state: <data dir>/tailscale, kept at mode 0700
-	Hostname string       // the device name asked for ("aether"); the tailnet may add a suffix
+	Hostname string       // the device name asked for ("" = "aether"); the tailnet may add a suffix
 	Handler  http.Handler // the gateway's handler: all the Funnel listener serves
 	Logger   *slog.Logger
 	OnChange func(Status) // called after every change of Status, in order
@@ -90,6 +90,9 @@ func Start(cfg Config) (*Publisher, error) {
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 30 * time.Second
+	}
+	if cfg.Hostname == "" {
+		cfg.Hostname = "aether"
 	}
 	// tsnet uploads its own debug log to Tailscale unless told not to; nothing of the node's
 	// but the tailnet's own traffic leaves the machine (docs/deploy.md).

@@ -224,7 +224,7 @@ func TestKeyRotation(t *testing.T) {
 	e := newEnv(t)
 	e.run(0, 5, 1)
 	old := e.key
-	// The rotation: node.RotateKey reads the chain's head (seq 5) for the statement, whose iat
+	// The rotation: datadir.RotateKey reads the chain's head (seq 5) for the statement, whose iat
 	// is in whole seconds.
 	rotatedAt := time.Now().Truncate(time.Second)
 	e.close()

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // A dev-only stand-in for the node's admin API (docs/admin-api.md): serves dist/ and /api/* with
 // fake, partly hostile data so the UI can be looked at and screenshotted without a node.
-// No dependencies. Not shipped.
+// No dependencies. Not shipped. Its answers have owner's JSON shapes (backend/owner):
+// backend/owner/edges_test.go runs it and fails on a field owner's types do not have, or lack.
 //
 //   node scripts/mock-api.mjs [--port 5180] [--auth] [--policy-error] [--empty] [--no-sse] [--desktop]
 //
@@ -284,6 +285,16 @@ function statusBody() {
     pending: pending.length,
     policy: { path: "/home/owner/.config/aether/policy.json", error: policyError() },
     lastReceipts: receipts.slice(-5).reverse().map((r) => r.summary),
+    model: { keySet: false, baseUrl: "", model: "", codexPath: "", check: null },
+    download: { version: "0.169.0", package: "@openai/codex@0.169.0-linux-x64", state: "installed", done: 0, total: 0, path: "/home/owner/.cache/codex/bin/codex", error: "" },
+    setup: [
+      { id: "codex", done: true, text: "Codex 0.169.0 is ready", link: "#codex" },
+      { id: "model", done: false, text: "codex is not signed in", link: "#model" },
+      { id: "brand", done: brands.length > 0, text: `${brands.length} brand(s) offered`, link: "/brands" },
+      { id: "reachable", done: true, text: "agents reach this node at https://aether.example.com", link: "#reachability" },
+      { id: "ready", done: false, text: "not ready for agents yet", link: "" },
+    ],
+    reachability: { mode: "proxy", state: "off", url: "https://aether.example.com", device: "", reason: "", fix: "", loginUrl: "", inUse: true },
   };
 }
 

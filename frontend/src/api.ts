@@ -1,5 +1,6 @@
 // The admin JSON API (docs/admin-api.md). Every call goes through request(), which adds the
-// CSRF header to non-GET calls and turns a 401 into the sign-in screen.
+// CSRF header to non-GET calls and turns a 401 into the sign-in screen. The exported interfaces
+// are owner's JSON shapes (backend/owner): backend/owner/edges_test.go fails when they differ.
 
 /** An agent; site, siteName, host and claim are what the owner reads, the same everywhere (C13–C15). */
 export interface Agent {
@@ -202,6 +203,53 @@ export interface DecisionAnswer {
 
 export type Duration = "1d" | "30d" | "forever";
 
+export interface DecisionRequest {
+  userCode: string;
+  decision: "allow" | "deny";
+  duration: Duration;
+}
+
+/** GET /api/consent; lookup only when a user_code was asked about. */
+export interface ConsentList {
+  lookup?: CodeLookup;
+  requests: ConsentRequest[];
+}
+
+export interface GrantList {
+  grants: Grant[];
+}
+
+export interface GrantAnswer {
+  grant: Grant;
+}
+
+/** Every brand after a PUT or DELETE. */
+export interface BrandList {
+  brands: Brand[];
+}
+
+export interface ReceiptPage {
+  receipts: ReceiptSummary[];
+  nextCursor: string;
+}
+
+export interface DenyIssuerRequest {
+  site: string;
+}
+
+export interface CodexPathRequest {
+  path: string;
+}
+
+export interface FunnelRequest {
+  on: boolean;
+}
+
+export interface DenyIssuerResult {
+  site: string;
+  denied: number;
+}
+
 /** ApiError carries the HTTP status and the decoded error body. */
 export class ApiError extends Error {
   constructor(
@@ -301,26 +349,26 @@ const enc = encodeURIComponent;
 export const api = {
   status: () => request<Status>("GET", "/api/status"),
   consent: (userCode?: string) =>
-    request<{ requests: ConsentRequest[]; lookup?: CodeLookup }>(
+    request<ConsentList>(
       "GET",
       userCode ? `/api/consent?user_code=${encodeURIComponent(userCode)}` : "/api/consent",
     ),
   decide: (id: string, userCode: string, decision: "allow" | "deny", duration: Duration) =>
-    requestAllowing<DecisionAnswer>("POST", `/api/consent/${enc(id)}/decision`, { userCode, decision, duration }, [409, 410]),
-  denyIssuer: (site: string) => request<{ site: string; denied: number }>("POST", "/api/consent/deny-issuer", { site }),
-  grants: () => request<{ grants: Grant[] }>("GET", "/api/grants"),
-  revoke: (id: string) => request<{ grant: Grant }>("POST", `/api/grants/${enc(id)}/revoke`),
-  receipts: (q: URLSearchParams) => request<{ receipts: ReceiptSummary[]; nextCursor: string }>("GET", "/api/receipts?" + q.toString()),
+    requestAllowing<DecisionAnswer>("POST", `/api/consent/${enc(id)}/decision`, { userCode, decision, duration } satisfies DecisionRequest, [409, 410]),
+  denyIssuer: (site: string) => request<DenyIssuerResult>("POST", "/api/consent/deny-issuer", { site } satisfies DenyIssuerRequest),
+  grants: () => request<GrantList>("GET", "/api/grants"),
+  revoke: (id: string) => request<GrantAnswer>("POST", `/api/grants/${enc(id)}/revoke`),
+  receipts: (q: URLSearchParams) => request<ReceiptPage>("GET", "/api/receipts?" + q.toString()),
   receipt: (id: string) => request<ReceiptDetail>("GET", `/api/receipts/${enc(id)}`),
   brands: () => request<BrandsAnswer>("GET", "/api/brands"),
-  putBrand: (b: Brand) => request<{ brands: Brand[] }>("PUT", `/api/brands/${enc(b.id)}`, b),
-  deleteBrand: (id: string) => request<{ brands: Brand[] }>("DELETE", `/api/brands/${enc(id)}`),
+  putBrand: (b: Brand) => request<BrandList>("PUT", `/api/brands/${enc(b.id)}`, b),
+  deleteBrand: (id: string) => request<BrandList>("DELETE", `/api/brands/${enc(id)}`),
   codexDownload: () => request<CodexDownload>("GET", "/api/codex/download"),
   getCodex: () => request<CodexDownload>("POST", "/api/codex/download"),
-  useCodex: (path: string) => request<ModelStatus>("PUT", "/api/codex/path", { path }),
+  useCodex: (path: string) => request<ModelStatus>("PUT", "/api/codex/path", { path } satisfies CodexPathRequest),
   setModel: (req: ModelRequest) => request<ModelStatus>("PUT", "/api/model", req),
   checkModel: () => request<ModelCheck>("POST", "/api/model/check"),
-  setFunnel: (on: boolean) => request<Reachability>("POST", "/api/reachability/funnel", { on }),
+  setFunnel: (on: boolean) => request<Reachability>("POST", "/api/reachability/funnel", { on } satisfies FunnelRequest),
   useFunnelUrl: () => request<Reachability>("POST", "/api/reachability/use"),
 };
 

@@ -1,15 +1,15 @@
 //go:build !unix
 
-package node
+package datadir
 
 import (
 	"fmt"
 	"os"
 )
 
-// lockDataDir holds the lock file open exclusively; Windows refuses a second
+// lock holds the lock file open exclusively; Windows refuses a second
 // opener while the first process lives and releases it when it dies.
-func lockDataDir(path string) (*os.File, error) {
+func lock(path string) (*os.File, error) {
 	os.Remove(path) // succeeds only when no live process holds it
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {

@@ -1,4 +1,4 @@
-package node
+package datadir
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
@@ -18,78 +17,16 @@ import (
 	"github.com/aether/aether/backend/store"
 )
 
-// Files inside the data dir, besides the key ring's (backend/keys).
-const (
-	fileLock      = "node.lock"
-	fileTLSCert   = "admin-tls.crt"
-	fileTLSKey    = "admin-tls.key"
-	fileToken     = "admin.token"
-	fileDB        = "pact.sqlite"
-	fileAddresses = "node.json"
-	fileLastPol   = "last-policy"
-	filePolicy    = "policy.json"
-	fileHead      = "receipts.head" // the receipt chain's head, kept outside pact.sqlite
-	dirCodex      = "codex"         // codex state per conversation, and each turn's scratch
-	dirCodexBin   = "codex-bin"     // the pinned Codex, got from the window (backend/codexget)
-	dirTailscale  = "tailscale"     // Tailscale Funnel's node state (backend/reach), mode 0700
-)
-
-// DefaultDataDir is the per-user data folder of the OS: $XDG_DATA_HOME/aether/node
-// (~/.local/share/aether/node) on Linux, ~/Library/Application Support/Aether/node
-// on macOS, %LocalAppData%\Aether\node on Windows.
-func DefaultDataDir() (string, error) {
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("find the data folder: %w", err)
-	}
-	switch runtime.GOOS {
-	case "darwin":
-		return filepath.Join(home, "Library", "Application Support", "Aether", "node"), nil
-	case "windows":
-		if d := os.Getenv("LocalAppData"); d != "" {
-			return filepath.Join(d, "Aether", "node"), nil
-		}
-		return filepath.Join(home, "AppData", "Local", "Aether", "node"), nil
-	}
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" && filepath.IsAbs(d) {
-		return filepath.Join(d, "aether", "node"), nil
-	}
-	return filepath.Join(home, ".local", "share", "aether", "node"), nil
-}
-
-// prepareDataDir creates the folder 0700 and refuses one that others can enter.
-func prepareDataDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("data dir %s: %w", dir, err)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("data dir %s: %w", dir, err)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("data dir %s is not a folder", dir)
-	}
-	if runtime.GOOS != "windows" && fi.Mode().Perm()&0o077 != 0 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return fmt.Errorf("data dir %s is open to other users (%v) and could not be closed: %w", dir, fi.Mode().Perm(), err)
-		}
-	}
-	return nil
-}
-
-// ErrLocked means another node is running on the same data dir.
-var ErrLocked = errors.New("another Aether node is already running on this data dir")
-
 // RotateKey replaces the node's signing key (the node must be stopped: it
 // takes the data dir's lock). Receipts signed before keep verifying: the old
 // key stays in the JWKS, and it signed a statement naming its successor and the
 // last receipt it signed, so that nothing it signs later verifies (T13).
 func RotateKey(dataDir string) (oldKID, newKID string, lastSeq int64, err error) {
-	lock, err := lockDataDir(filepath.Join(dataDir, fileLock))
+	l, err := lock(filepath.Join(dataDir, LockFile))
 	if err != nil {
 		return "", "", 0, err
 	}
-	defer lock.Close()
+	defer l.Close()
 	if lastSeq, err = chainHead(dataDir); err != nil {
 		return "", "", 0, fmt.Errorf("the last receipt the old key signed: %w", err)
 	}
@@ -99,7 +36,7 @@ func RotateKey(dataDir string) (oldKID, newKID string, lastSeq int64, err error)
 
 // chainHead is the seq of the last receipt in dataDir's pact.sqlite, 0 without one.
 func chainHead(dataDir string) (int64, error) {
-	path := filepath.Join(dataDir, fileDB)
+	path := filepath.Join(dataDir, DBFile)
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
@@ -117,27 +54,27 @@ func chainHead(dataDir string) (int64, error) {
 // /v1/admin/token, which also ends its sessions). Sessions live in a node's memory only, so a
 // stopped node has none to end.
 func NewAdminToken(dataDir string) error {
-	lock, err := lockDataDir(filepath.Join(dataDir, fileLock))
+	l, err := lock(filepath.Join(dataDir, LockFile))
 	if err != nil {
 		return err
 	}
-	defer lock.Close()
-	_, err = admin.NewToken(filepath.Join(dataDir, fileToken))
+	defer l.Close()
+	_, err = admin.NewToken(filepath.Join(dataDir, TokenFile))
 	return err
 }
 
 // LocalAPI is what a local tool needs to call the node running on dataDir: the node API's
 // address (from node.json) and the admin token.
 func LocalAPI(dataDir string) (addr, token string, err error) {
-	raw, err := os.ReadFile(filepath.Join(dataDir, fileAddresses))
+	raw, err := os.ReadFile(filepath.Join(dataDir, AddressesFile))
 	if err != nil {
 		return "", "", fmt.Errorf("no running node found for %s (start one with `aether node serve`): %w", dataDir, err)
 	}
 	var a Addresses
 	if err := json.Unmarshal(raw, &a); err != nil || a.API == "" {
-		return "", "", fmt.Errorf("%s/%s is unreadable", dataDir, fileAddresses)
+		return "", "", fmt.Errorf("%s/%s is unreadable", dataDir, AddressesFile)
 	}
-	tok, err := os.ReadFile(filepath.Join(dataDir, fileToken))
+	tok, err := os.ReadFile(filepath.Join(dataDir, TokenFile))
 	if err != nil {
 		return "", "", fmt.Errorf("read the admin token: %w", err)
 	}
@@ -170,7 +107,7 @@ type Receipts struct {
 
 // OpenReceipts opens dataDir's pact.sqlite; close it when done.
 func OpenReceipts(dataDir string) (*Receipts, error) {
-	db, err := store.Open(filepath.Join(dataDir, fileDB))
+	db, err := store.Open(filepath.Join(dataDir, DBFile))
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +117,7 @@ func OpenReceipts(dataDir string) (*Receipts, error) {
 // Head is the chain's head as the node last recorded it outside pact.sqlite (receipts.head),
 // so that verify can tell a cut tail from a short chain (T4); ok is false without the file.
 func (r *Receipts) Head() (head store.Checkpoint, path string, ok bool, err error) {
-	f := receipts.HeadFile{Path: filepath.Join(r.dir, fileHead)}
+	f := receipts.HeadFile{Path: filepath.Join(r.dir, HeadFile)}
 	head, ok, err = f.Read()
 	return head, f.Path, ok, err
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package node
+package datadir
 
 import (
 	"fmt"
@@ -14,9 +14,9 @@ import (
 // loaded machine can take a moment.
 const lockWait = 2 * time.Second
 
-// lockDataDir takes an exclusive advisory lock that the kernel drops when the
+// lock takes an exclusive advisory lock that the kernel drops when the
 // process dies, so a kill -9 never leaves a stale lock behind.
-func lockDataDir(path string) (*os.File, error) {
+func lock(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)

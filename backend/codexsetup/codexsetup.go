@@ -1,0 +1,129 @@
+// Package codexsetup is the Status page's Codex: whether it is found, signed in and confined
+// (its health, checked now and then), Get Codex (backend/codexget), the model settings the
+// owner types in the window (backend/model) and their Check. It is owner.CodexSetup, and it
+// tells the runner which Codex and which model to use at every check and turn.
+package codexsetup
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aether/aether/backend/codex"
+	"github.com/aether/aether/backend/codexget"
+	"github.com/aether/aether/backend/model"
+	"github.com/aether/aether/backend/owner"
+)
+
+// Config is where the settings and the Codex got live, and the runner they are for.
+type Config struct {
+	// Runner runs Codex for the node; New points its Find and Upstream at the settings.
+	Runner *codex.Runner
+	Models *model.Store     // model.json and model.key in the data dir
+	Getter *codexget.Getter // gets the pinned Codex into <data dir>/codex-bin
+	// ProbeDir keeps the state of Check's probe turn (<data dir>/codex, as every turn's).
+	ProbeDir string
+	Logger   *slog.Logger
+}
+
+// Setup is the node's owner.CodexSetup. It is safe for concurrent use.
+type Setup struct {
+	cfg    Config
+	log    *slog.Logger
+	ctx    context.Context // ends with Close: a download stops with the node
+	cancel context.CancelFunc
+	bg     sync.WaitGroup
+
+	mu     sync.Mutex
+	dl     owner.CodexDownload
+	check  *owner.ModelCheck // the last Check, forgotten when a setting changes
+	health codex.Health      // the last health check
+}
+
+// New reads what is there already (a Codex got before) and points the runner at it.
+func New(cfg Config) *Setup {
+	s := &Setup{cfg: cfg, log: cfg.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	cfg.Runner.Find, cfg.Runner.Upstream = s.find, s.upstream
+	s.dl = owner.CodexDownload{Version: codexget.Version, State: owner.DownloadIdle}
+	p, err := codexget.ForThisMachine()
+	switch {
+	case err != nil:
+		s.dl.State, s.dl.Error = owner.DownloadUnavailable, err.Error()
+	default:
+		s.dl.Package, s.dl.Total = p.Package(), p.Size
+		if bin := cfg.Getter.Binary(); bin != "" {
+			s.dl.State, s.dl.Path, s.dl.Done = owner.DownloadInstalled, bin, p.Size
+		}
+	}
+	return s
+}
+
+// Close stops a download under way and waits for it.
+func (s *Setup) Close() {
+	s.cancel()
+	s.bg.Wait()
+}
+
+// Getter is what Get Codex downloads with (tests pin a package of their own on it).
+func (s *Setup) Getter() *codexget.Getter { return s.cfg.Getter }
+
+// find is the runner's codex when no --codex or AETHER_CODEX names one: the Codex the owner
+// named in the window, else the one Aether got, else "" (codex on PATH).
+func (s *Setup) find() string {
+	if st, err := s.cfg.Models.Settings(); err == nil && st.CodexPath != "" {
+		return st.CodexPath
+	}
+	return s.cfg.Getter.Binary()
+}
+
+// upstream is the runner's model as the window set it.
+func (s *Setup) upstream() (codex.Upstream, error) {
+	st, err := s.cfg.Models.Settings()
+	if err != nil {
+		return codex.Upstream{}, err
+	}
+	key, err := s.cfg.Models.Key()
+	if err != nil {
+		return codex.Upstream{}, err
+	}
+	return codex.Upstream{Key: key, BaseURL: st.BaseURL, Model: st.Model}, nil
+}
+
+// CheckHealth reads Codex's health (found, version, signed in, confined) for the Status page,
+// and logs what changed.
+func (s *Setup) CheckHealth(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	h := s.cfg.Runner.Check(cctx)
+	cancel()
+	s.mu.Lock()
+	old := s.health
+	s.health = h
+	s.mu.Unlock()
+	if h == old {
+		return
+	}
+	s.log.Info("codex", "found", h.Found, "path", h.Path, "version", h.Version, "versionOk", h.VersionOK, "signedIn", h.LoggedIn,
+		"credential", h.Credential.Summary, "problem", h.Error)
+	if h.Confinement != old.Confinement {
+		if h.Confinement.Available {
+			s.log.Info(h.Confinement.Text())
+		} else {
+			s.log.Error(h.Confinement.Text() + "; no turn runs until it is fixed")
+		}
+	}
+}
+
+// Health is the last CheckHealth as the owner's service shows it (owner.Node).
+func (s *Setup) Health() (owner.CodexStatus, owner.Confinement) {
+	s.mu.Lock()
+	h := s.health
+	s.mu.Unlock()
+	c := owner.CodexStatus{Found: h.Found, Path: h.Path, Version: h.Version, VersionOK: h.VersionOK, LoggedIn: h.LoggedIn || h.APIKey, Error: h.Error}
+	c.Credential.Kind, c.Credential.Summary, c.Credential.Problem = h.Credential.Kind, h.Credential.Summary, h.Credential.Problem
+	return c, owner.Confinement{Available: h.Confinement.Available, Mechanism: h.Confinement.Mechanism, Text: h.Confinement.Text()}
+}

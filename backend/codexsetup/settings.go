@@ -1,0 +1,159 @@
+package codexsetup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/aether/aether/backend/codex"
+	"github.com/aether/aether/backend/codexget"
+	"github.com/aether/aether/backend/model"
+	"github.com/aether/aether/backend/owner"
+)
+
+// GetCodex starts the download unless one runs or Codex is there.
+func (s *Setup) GetCodex() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.dl.State {
+	case owner.DownloadRunning, owner.DownloadInstalled:
+		return nil
+	case owner.DownloadUnavailable:
+		return fmt.Errorf("%w: %s", owner.ErrInvalid, s.dl.Error)
+	}
+	s.dl.State, s.dl.Done, s.dl.Error = owner.DownloadRunning, 0, ""
+	s.bg.Add(1)
+	go s.download()
+	return nil
+}
+
+// download gets Codex, then checks it again so the Status page shows it at once. It stops
+// with Close.
+func (s *Setup) download() {
+	defer s.bg.Done()
+	bin, err := s.cfg.Getter.Get(s.ctx, func(p codexget.Progress) {
+		s.mu.Lock()
+		s.dl.Done, s.dl.Total = p.Done, p.Total
+		s.mu.Unlock()
+	})
+	s.mu.Lock()
+	if err != nil {
+		s.dl.State, s.dl.Error = owner.DownloadFailed, err.Error()
+	} else {
+		s.dl.State, s.dl.Path, s.check = owner.DownloadInstalled, bin, nil
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.log.Warn("Get Codex failed", "package", s.dl.Package, "err", err)
+		return
+	}
+	s.log.Info("Get Codex: installed", "path", bin)
+	s.CheckHealth(s.ctx)
+}
+
+func (s *Setup) CodexDownload() owner.CodexDownload {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dl
+}
+
+// UseCodex names a Codex the owner installed: it must be an executable file.
+func (s *Setup) UseCodex(path string) error {
+	if path != "" {
+		path = filepath.Clean(path)
+		st, err := os.Stat(path)
+		if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+			return fmt.Errorf("%w: %s is not an executable file", owner.ErrInvalid, path)
+		}
+	}
+	if _, err := s.cfg.Models.Update(func(st *model.Settings) { st.CodexPath = path }); err != nil {
+		return invalid(err)
+	}
+	s.changed()
+	return nil
+}
+
+func (s *Setup) Model() (owner.ModelStatus, error) {
+	st, err := s.cfg.Models.Settings()
+	if err != nil {
+		return owner.ModelStatus{}, err
+	}
+	key, err := s.cfg.Models.Key()
+	if err != nil {
+		return owner.ModelStatus{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return owner.ModelStatus{KeySet: key != "", BaseURL: st.BaseURL, Model: st.Model, CodexPath: st.CodexPath, Check: s.check}, nil
+}
+
+// SetModel changes what req gives. The key is never logged: only that it changed.
+func (s *Setup) SetModel(req owner.ModelRequest) (owner.ModelStatus, error) {
+	if req.BaseURL != nil || req.Model != nil {
+		if _, err := s.cfg.Models.Update(func(st *model.Settings) {
+			if req.BaseURL != nil {
+				st.BaseURL = *req.BaseURL
+			}
+			if req.Model != nil {
+				st.Model = *req.Model
+			}
+		}); err != nil {
+			return owner.ModelStatus{}, invalid(err)
+		}
+	}
+	switch {
+	case req.Key != nil && req.RemoveKey:
+		return owner.ModelStatus{}, fmt.Errorf("%w: give a key or removeKey, not both", owner.ErrInvalid)
+	case req.Key != nil:
+		if err := s.cfg.Models.SetKey(*req.Key); err != nil {
+			return owner.ModelStatus{}, invalid(err)
+		}
+		s.log.Info("model: a new key was set in the window")
+	case req.RemoveKey:
+		if err := s.cfg.Models.RemoveKey(); err != nil {
+			return owner.ModelStatus{}, err
+		}
+		s.log.Info("model: the key set in the window was removed")
+	}
+	s.changed()
+	return s.Model()
+}
+
+// changed forgets the last Check and checks Codex again.
+func (s *Setup) changed() {
+	s.mu.Lock()
+	s.check = nil
+	s.mu.Unlock()
+	s.CheckHealth(s.ctx)
+}
+
+// CheckModel runs the runner's probe: one read-only turn in an empty folder, confined as any.
+func (s *Setup) CheckModel(ctx context.Context) owner.ModelCheck {
+	res, err := s.cfg.Runner.Probe(ctx, s.cfg.ProbeDir)
+	c := owner.ModelCheck{OK: res.Status == codex.StatusCompleted, At: time.Now().UTC()}
+	switch {
+	case c.OK:
+		c.Answer = codex.ProbeAnswer(res)
+	case res.Reason != "":
+		c.Error = res.Reason
+	case err != nil:
+		c.Error = err.Error()
+	default:
+		c.Error = "the check did not complete"
+	}
+	s.mu.Lock()
+	s.check = &c
+	s.mu.Unlock()
+	s.log.Info("model check", "ok", c.OK, "error", c.Error)
+	return c
+}
+
+func invalid(err error) error {
+	if errors.Is(err, model.ErrInvalid) {
+		return fmt.Errorf("%w: %v", owner.ErrInvalid, err)
+	}
+	return err
+}
