@@ -55,13 +55,13 @@ type nodeLog struct {
 // logCheck checks one node's log for a run.
 type logCheck struct {
 	c    *Client
-	node string // publicUrl
-	set  keys.Set
+	node string       // publicUrl
+	keys keys.History // the node JWKS with its rotation statements (T13)
 	path string
 }
 
-func newLogCheck(c *Client, node string, set keys.Set, dir string) *logCheck {
-	return &logCheck{c: c, node: strings.TrimRight(node, "/"), set: set, path: filepath.Join(dir, logsFile)}
+func newLogCheck(c *Client, node string, h keys.History, dir string) *logCheck {
+	return &logCheck{c: c, node: strings.TrimRight(node, "/"), keys: h, path: filepath.Join(dir, logsFile)}
 }
 
 func (lc *logCheck) load() (*logState, error) {
@@ -109,7 +109,7 @@ func (lc *logCheck) held(st *logState) (*nodeLog, error) {
 // HeldCheckpoint is the newest checkpoint of node's log the agent in dir has seen ("" if none):
 // what it hands a peer to compare (`aether agent --peer-checkpoint`).
 func HeldCheckpoint(dir, node string) (string, error) {
-	lc := newLogCheck(nil, node, nil, dir)
+	lc := newLogCheck(nil, node, keys.History{}, dir)
 	st, err := lc.load()
 	if err != nil {
 		return "", err
@@ -133,7 +133,7 @@ func (lc *logCheck) before(ctx context.Context, peer []byte) error {
 	if len(peer) == 0 {
 		return nil
 	}
-	if _, err := receipts.OpenCheckpoint(peer, lc.set, ""); err != nil {
+	if _, err := receipts.OpenCheckpointOf(peer, lc.keys, ""); err != nil {
 		return fmt.Errorf("the peer's checkpoint: %w", err)
 	}
 	return lc.observe(ctx, st, peer)
@@ -145,7 +145,7 @@ func (lc *logCheck) answer(ctx context.Context, proof, jws string, seq int64) (r
 	if proof == "" {
 		return receipts.Checkpoint{}, fmt.Errorf("the receipt %d came without its tlog-proof in the node's log", seq)
 	}
-	cp, err := receipts.VerifyProof(proof, jws, seq, lc.set)
+	cp, err := receipts.VerifyProof(proof, jws, seq, lc.keys.Set)
 	if err != nil {
 		return receipts.Checkpoint{}, fmt.Errorf("the receipt's log proof: %w", err)
 	}
@@ -184,14 +184,14 @@ func (lc *logCheck) observe(ctx context.Context, st *logState, got []byte) error
 // reconcile returns the newest of held and got once they are shown to be one log's views, or
 // a *LogError naming the contradiction.
 func (lc *logCheck) reconcile(ctx context.Context, held string, got []byte) (string, error) {
-	g, err := receipts.OpenCheckpoint(got, lc.set, "")
+	g, err := receipts.OpenCheckpointOf(got, lc.keys, "")
 	if err != nil {
 		return "", err
 	}
 	if held == "" {
 		return string(got), nil
 	}
-	h, err := receipts.OpenCheckpoint([]byte(held), lc.set, "")
+	h, err := receipts.OpenCheckpointOf([]byte(held), lc.keys, "")
 	if err != nil {
 		return "", fmt.Errorf("the checkpoint held for %s: %w", lc.node, err)
 	}
@@ -220,7 +220,7 @@ func (lc *logCheck) shrank(ctx context.Context, big receipts.Checkpoint, bigNote
 	if err != nil {
 		return errors.Join(tilesErr, err)
 	}
-	l, err := receipts.OpenCheckpoint(latest, lc.set, big.Origin)
+	l, err := receipts.OpenCheckpointOf(latest, lc.keys, big.Origin)
 	if err != nil {
 		return fmt.Errorf("the node's log checkpoint: %w", err)
 	}

@@ -293,7 +293,7 @@ func TestAnswerProofForged(t *testing.T) {
 	first := r.turn(agentDir)
 	second := r.turn(agentDir)
 	out1, out2 := ReadOutcome(first.Task), ReadOutcome(second.Task)
-	lc := newLogCheck(&Client{}, r.n.publicURL, loadKey(t, r.dir), agentDir)
+	lc := newLogCheck(&Client{}, r.n.publicURL, keys.History{Set: loadKey(t, r.dir)}, agentDir)
 	if _, err := lc.answer(context.Background(), out2.ReceiptProof, out2.ReceiptJWS, second.Receipt.Seq); err != nil {
 		t.Fatalf("the genuine proof: %v", err)
 	}

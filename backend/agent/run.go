@@ -229,7 +229,7 @@ func (r *run) readCard(ctx context.Context) error {
 		return err
 	}
 	say("      card signature verified with the node JWKS at %s", r.keysURL)
-	r.logs = newLogCheck(r.c, card.PublicURL, nodeKeys.Set, o.Dir)
+	r.logs = newLogCheck(r.c, card.PublicURL, nodeKeys, o.Dir)
 	return r.logs.before(ctx, o.PeerCheckpoint)
 }
 

@@ -50,3 +50,13 @@ func (s Set) NoteVerifiers(name string) (note.Verifiers, error) {
 	}
 	return note.VerifierList(list...), nil
 }
+
+// NoteKid is the id of the key of s whose signed-note key hash under name is hash ("" if none).
+func (s Set) NoteKid(name string, hash uint32) string {
+	for kid, pub := range s {
+		if noteKeyHash(name, pub) == hash {
+			return kid
+		}
+	}
+	return ""
+}

@@ -79,15 +79,50 @@ func OpenCheckpoint(signed []byte, set keys.Set, origin string) (Checkpoint, err
 	if origin != "" && string(first) != origin {
 		return Checkpoint{}, fmt.Errorf("the checkpoint is of log %q, not %q", first, origin)
 	}
-	vs, err := set.NoteVerifiers(string(first))
+	n, err := openNote(signed, set, string(first))
 	if err != nil {
 		return Checkpoint{}, err
 	}
+	return ParseCheckpoint(n.Text)
+}
+
+func openNote(signed []byte, set keys.Set, name string) (*note.Note, error) {
+	vs, err := set.NoteVerifiers(name)
+	if err != nil {
+		return nil, err
+	}
 	n, err := note.Open(signed, vs)
 	if err != nil {
-		return Checkpoint{}, fmt.Errorf("the checkpoint is not signed by the node key: %w", err)
+		return nil, fmt.Errorf("the checkpoint is not signed by the node key: %w", err)
 	}
-	return ParseCheckpoint(n.Text)
+	return n, nil
+}
+
+// OpenCheckpointOf is OpenCheckpoint against the node's key history: a checkpoint signed only
+// by a retired key must be of a log no larger than the last receipt that key signed, as its
+// rotation statement says (docs/threats.md T13): whoever kept the old key cannot extend the log.
+func OpenCheckpointOf(signed []byte, h keys.History, origin string) (Checkpoint, error) {
+	cp, err := OpenCheckpoint(signed, h.Set, origin)
+	if err != nil {
+		return cp, err
+	}
+	n, _ := openNote(signed, h.Set, cp.Origin)
+	var why error
+	for _, sig := range n.Sigs {
+		kid := h.Set.NoteKid(sig.Name, sig.Hash)
+		r, retired := h.Retired[kid]
+		switch {
+		case !retired:
+			return cp, nil
+		case !r.HasSeq:
+			why = fmt.Errorf("the checkpoint of %d receipts is signed by the retired key %s, whose rotation statement gives no last receipt to bound it by", cp.Size, kid)
+		case cp.Size > r.LastSeq:
+			why = fmt.Errorf("the checkpoint of %d receipts is signed by the key %s, which a rotation retired at seq %d: a retired key signs nothing after its rotation", cp.Size, kid, r.LastSeq)
+		default:
+			return cp, nil
+		}
+	}
+	return cp, why
 }
 
 // FormatProof writes p as a C2SP tlog-proof: the header, the index, the inclusion proof's
