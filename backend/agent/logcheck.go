@@ -50,6 +50,10 @@ type logState struct {
 type nodeLog struct {
 	Checkpoint string    `json:"checkpoint,omitempty"` // signed note
 	Distrusted *LogError `json:"distrusted,omitempty"`
+	// Cosigned is Checkpoint cosigned by this agent's witness key Witness (a vkey), sent with
+	// the next call (witness.go).
+	Cosigned string `json:"cosigned,omitempty"`
+	Witness  string `json:"witness,omitempty"`
 }
 
 // logCheck checks one node's log for a run.

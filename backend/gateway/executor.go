@@ -195,6 +195,10 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) *turn.Finished {
 		t.status(a2a.TaskStateFailed, "the brand "+quoteTrunc(e.brand)+" is no longer offered by this node")
 		return nil
 	}
+	if err := e.g.witness(ctx, c.agent, ec.Message); err != nil {
+		t.yield(nil, err)
+		return nil
+	}
 	reqHash, err := receipts.HashJSON(ec.Message)
 	if err != nil {
 		t.yield(nil, fmt.Errorf("hash request: %w", err))

@@ -158,6 +158,19 @@ CREATE TRIGGER log_hashes_no_delete BEFORE DELETE ON log_hashes BEGIN SELECT RAI
 CREATE TRIGGER log_checkpoints_no_update BEFORE UPDATE ON log_checkpoints BEGIN SELECT RAISE(ABORT, 'the receipts log is append-only'); END;
 CREATE TRIGGER log_checkpoints_no_delete BEFORE DELETE ON log_checkpoints BEGIN SELECT RAISE(ABORT, 'the receipts log is append-only'); END;
 `,
+	// 5: witnesses (docs/wire.md, "Witnesses"): the cosignature an agent sent of a checkpoint
+	// the node signed, one per agent and checkpoint.
+	`
+CREATE TABLE log_cosignatures (
+	agent_issuer  TEXT NOT NULL,
+	agent_subject TEXT NOT NULL,
+	size          INTEGER NOT NULL REFERENCES log_checkpoints (size),
+	witness       TEXT NOT NULL,    -- the witness's vkey
+	signed_at     INTEGER NOT NULL, -- the cosignature's time, Unix seconds
+	line          TEXT NOT NULL,    -- the cosignature, a signed-note signature line
+	PRIMARY KEY (agent_issuer, agent_subject, size)
+);
+`,
 }
 
 func (db *DB) migrate() error {
