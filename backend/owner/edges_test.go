@@ -34,7 +34,7 @@ var tsAnswers = map[string]any{
 	"FieldError": owner.FieldError{}, "ErrorBody": owner.ErrorBody{}, "DecisionAnswer": owner.DecisionResult{},
 	"ConsentList": owner.ConsentList{}, "GrantList": owner.GrantList{}, "GrantAnswer": owner.GrantAnswer{},
 	"BrandList": owner.BrandList{}, "ReceiptPage": owner.ReceiptPage{}, "DenyIssuerResult": owner.DenyIssuerResult{},
-	"ConsentEvent": owner.ConsentEvent{},
+	"ConsentEvent": owner.ConsentEvent{}, "ReceiptLog": owner.ReceiptLog{}, "AgentWitnesses": owner.AgentWitnesses{},
 }
 
 // tsBodies pairs each request body interface of api.ts with owner's type.
