@@ -64,6 +64,19 @@ func TestAgentVerb(t *testing.T) {
 			t.Fatalf("a missing peer checkpoint file: exit %d, want 2", code)
 		}
 	})
+	t.Run("witness", func(t *testing.T) {
+		// --witness cosigns the checkpoint verified; the next run sends the cosignature, which
+		// the node takes (a refused one would fail the run).
+		for _, msg := range []string{"Witness", "Witness again"} {
+			code, out, errOut := runCLI("--card", pub, "--brand", "review", "--issuer-dir", dir, "--subject", "alice", "--witness", msg)
+			if code != 0 || !strings.Contains(out, "cosigned that checkpoint as witness ") {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(dir, "witness-key.pem")); err != nil {
+			t.Fatalf("the witness key: %v", err)
+		}
+	})
 	t.Run("D7 denied", func(t *testing.T) {
 		go func() { owner <- decide(ctx, false) }()
 		code, _, errOut := runCLI("--card", pub, "--brand", "review", "--issuer-dir", t.TempDir(), "Review it")
