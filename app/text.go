@@ -45,7 +45,7 @@ func notificationText(r owner.ConsentRequest, markup bool) (summary, body string
 		"Issuer: " + bold(esc(r.Agent.SiteName)),
 		"Agent " + esc(r.Agent.Claim),
 		"Host: " + esc(r.Agent.Host),
-		"Brand: " + esc(shorten(brand, 60)+" ["+shorten(clean(r.Brand.ID), 40)+"]"),
+		"Brand: " + esc(shorten(brand, 60)+" ["+shorten(clean(string(r.Brand.ID)), 40)+"]"),
 		"Scope: " + esc(shorten(scope, 120)),
 		"Code: " + bold(esc(r.UserCode)),
 	}

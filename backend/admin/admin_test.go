@@ -136,7 +136,7 @@ func (f *fakeBackend) Revoke(ctx context.Context, id string) (owner.Grant, error
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i := range f.grants {
-		if f.grants[i].ID == id {
+		if string(f.grants[i].ID) == id {
 			f.grants[i].Status = "revoked"
 			return f.grants[i], nil
 		}
@@ -199,7 +199,7 @@ func (f *fakeBackend) PutBrand(ctx context.Context, id string, b owner.Brand) ([
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i := range f.brands {
-		if f.brands[i].ID == id {
+		if string(f.brands[i].ID) == id {
 			f.brands[i] = b
 			return f.brands, nil
 		}
@@ -213,7 +213,7 @@ func (f *fakeBackend) DeleteBrand(ctx context.Context, id string) ([]owner.Brand
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i := range f.brands {
-		if f.brands[i].ID == id {
+		if string(f.brands[i].ID) == id {
 			f.brands = append(f.brands[:i], f.brands[i+1:]...)
 			return f.brands, nil
 		}

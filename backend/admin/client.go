@@ -128,7 +128,7 @@ func decodeAnswer(data []byte, out any) error {
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &te):
-		return fmt.Errorf("field %q is a JSON %s, not %s (byte %d)", te.Field, te.Value, te.Type, te.Offset)
+		return fmt.Errorf("field %q is a JSON %s, not %s (byte %d)", te.Field, te.Value, jsonType(te.Type), te.Offset)
 	case errors.As(err, &se):
 		return fmt.Errorf("not JSON at byte %d: %w", se.Offset, err)
 	case err != nil:
@@ -138,4 +138,14 @@ func decodeAnswer(data []byte, out any) error {
 		return fmt.Errorf("data after the answer, at byte %d", dec.InputOffset())
 	}
 	return nil
+}
+
+// jsonType names what a field wants: its kind for a named string, number or bool (an id,
+// a status: "string"), the Go type otherwise.
+func jsonType(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String, reflect.Bool, reflect.Int, reflect.Int64, reflect.Float64:
+		return t.Kind().String()
+	}
+	return t.String()
 }

@@ -51,7 +51,7 @@ func (r *fakeRunner) Run(ctx context.Context, req codex.Request, progress func(c
 	if fail != "" {
 		return codex.Result{Status: "failed", Reason: fail, ExitCode: 1, StartedAt: start, EndedAt: time.Now()}, nil
 	}
-	return codex.Result{Status: "completed", Answer: "Reviewed (" + req.AccessMode + "): looks good.", ThreadID: "th-1", StartedAt: start, EndedAt: time.Now()}, nil
+	return codex.Result{Status: "completed", Answer: "Reviewed (" + string(req.AccessMode) + "): looks good.", ThreadID: "th-1", StartedAt: start, EndedAt: time.Now()}, nil
 }
 
 func (r *fakeRunner) count() int {
@@ -63,6 +63,7 @@ func (r *fakeRunner) count() int {
 type testNode struct {
 	publicURL string
 	consent   *consent.Service
+	policy    *policy.Policy // the policy its gateway serves, which the owner decides by
 	db        *store.DB
 	runner    *fakeRunner
 	ledger    *receipts.Ledger
@@ -102,16 +103,8 @@ func startNodeIn(t *testing.T, dir string, ln net.Listener) (*testNode, func()) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	brands := func() []consent.BrandInfo {
-		var out []consent.BrandInfo
-		for _, b := range pol.Pact.Brands {
-			out = append(out, consent.BrandInfo{ID: b.ID, Name: b.Name, Capability: b.Capability, Workspace: b.WorkspaceDir,
-				AccessMode: string(b.AccessMode), ScopeID: b.Scope.ID, ScopeDescription: b.Scope.Description})
-		}
-		return out
-	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cs := consent.New(db, key, consent.Config{PublicURL: pub, ConsentURL: consentURL, Brands: brands, Interval: time.Second, Logger: quiet})
+	cs := consent.New(db, key, consent.Config{PublicURL: pub, ConsentURL: consentURL, Interval: time.Second, Logger: quiet})
 	ledger := receipts.NewLedger(db, key, pub, time.Now)
 	t.Cleanup(func() { ledger.Close() })
 	runner := &fakeRunner{}
@@ -127,7 +120,7 @@ func startNodeIn(t *testing.T, dir string, ln net.Listener) (*testNode, func()) 
 	go srv.Serve(ln)
 	stop := func() { srv.Close(); ledger.Close(); db.Close() }
 	t.Cleanup(stop)
-	return &testNode{publicURL: pub, consent: cs, db: db, runner: runner, ledger: ledger}, stop
+	return &testNode{publicURL: pub, consent: cs, policy: pol, db: db, runner: runner, ledger: ledger}, stop
 }
 
 // owner answers the device flow like the node owner on the consent page.
@@ -141,7 +134,7 @@ func (n *testNode) owner(t *testing.T, allow bool) func(code, link string) {
 			t.Errorf("lookup %s: %v %s", code, err, status)
 			return
 		}
-		if _, err := n.consent.Decide(context.Background(), req.ID, code, allow, consent.Day); err != nil {
+		if _, err := n.consent.Decide(context.Background(), req.ID, code, allow, consent.Day, n.policy); err != nil {
 			t.Errorf("decide: %v", err)
 		}
 	}
@@ -270,7 +263,7 @@ func TestRunAfterTheGrantIsRevoked(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("V1 revoked grant asks the owner again", func(t *testing.T) {
-		if _, err := n.consent.Revoke(context.Background(), first.Receipt.Grant); err != nil {
+		if _, err := n.consent.Revoke(context.Background(), domain.GrantID(first.Receipt.Grant)); err != nil {
 			t.Fatal(err)
 		}
 		res, err := Run(context.Background(), n.options(t, dir, io.Discard))
@@ -372,7 +365,7 @@ func StartNodeForCLITest(t *testing.T) (publicURL string, decide func(ctx contex
 				return err
 			}
 			if len(reqs) > 0 {
-				_, err := n.consent.Decide(ctx, reqs[0].ID, reqs[0].UserCode, allow, consent.Day)
+				_, err := n.consent.Decide(ctx, reqs[0].ID, reqs[0].UserCode, allow, consent.Day, n.policy)
 				return err
 			}
 			select {

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/receipts"
 )
@@ -380,7 +381,7 @@ func TestLogFullTiles(t *testing.T) {
 	ctx := context.Background()
 	for i := range 300 {
 		tr := receipts.Turn{ID: fmt.Sprintf("t_bulk%d", i), TaskID: fmt.Sprintf("task-%d", i), ContextID: "ctx", Brand: "review",
-			BrandScope: "review:read_only", GrantID: first.Receipt.Grant, Agent: first.Receipt.Agent, PolicyHash: "p",
+			BrandScope: "review:read_only", GrantID: domain.GrantID(first.Receipt.Grant), Agent: first.Receipt.Agent, PolicyHash: "p",
 			Status: "completed", StartedAt: time.Now()}
 		if err := r.n.ledger.Start(ctx, tr); err != nil {
 			t.Fatal(err)

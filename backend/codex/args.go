@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 // extraOption describes an option that Runner.ExtraArgs may carry.
@@ -152,11 +154,11 @@ func checkModel(model string) error {
 }
 
 // sandboxFor maps a brand's access mode to codex's --sandbox value.
-func sandboxFor(access string) (string, error) {
+func sandboxFor(access domain.AccessMode) (string, error) {
 	switch access {
-	case AccessReadOnly:
+	case domain.ReadOnly:
 		return "read-only", nil
-	case AccessReadWrite:
+	case domain.ReadWrite:
 		return "workspace-write", nil
 	}
 	return "", fmt.Errorf("unknown access mode %q", access)

@@ -21,6 +21,7 @@ import (
 	"github.com/aether/aether/backend/codex/codextest"
 	"github.com/aether/aether/backend/codex/mockmodel"
 	"github.com/aether/aether/backend/confine"
+	"github.com/aether/aether/backend/domain"
 )
 
 // These tests attack the view a turn runs in (docs/confinement.md, W1–W9) with the real
@@ -142,7 +143,7 @@ func (h *host) noneLeaked(t *testing.T, attacks []attack, outs []string) {
 }
 
 // run plays the commands as one turn and returns everything the model was sent back.
-func (h *host) run(t *testing.T, access string, cmds []string) (Result, string, []string, *mockmodel.Server) {
+func (h *host) run(t *testing.T, access domain.AccessMode, cmds []string) (Result, string, []string, *mockmodel.Server) {
 	t.Helper()
 	var steps []mockmodel.Step
 	for _, c := range cmds {
@@ -183,7 +184,7 @@ func TestConfineReadOnly(t *testing.T) {
 	// W17 the view itself cannot be made writable, not even by a tree that root started
 	remount := "mount -o remount,rw,bind " + h.ws + " " + h.ws + "; mount -t tmpfs none /usr; echo pwn > pwned.txt; test -x /usr/bin/env && echo USR-INTACT"
 	attacks := h.attacks()
-	_, seen, outs, model := h.run(t, AccessReadOnly, commands(attacks, remount))
+	_, seen, outs, model := h.run(t, domain.ReadOnly, commands(attacks, remount))
 	if _, err := os.Stat(filepath.Join(h.ws, "pwned.txt")); !os.IsNotExist(err) {
 		t.Errorf("W17 a read-only workspace was written after a remount: %v", err)
 	}
@@ -209,7 +210,7 @@ func TestConfineReadOnly(t *testing.T) {
 func TestConfineReadOnlyWrite(t *testing.T) {
 	t.Run("S6 the real codex told to write in a read-only workspace", func(t *testing.T) {
 		h := newHost(t)
-		res, seen, _, _ := h.run(t, AccessReadOnly, commands(nil,
+		res, seen, _, _ := h.run(t, domain.ReadOnly, commands(nil,
 			"echo pwn > a.txt; echo pwn > pwned.txt; mkdir made; touch -d 2001-01-01 a.txt; chmod 600 a.txt; echo TRIED"))
 		if !strings.Contains(seen, "TRIED") {
 			t.Fatalf("the write commands did not run: %s", seen)
@@ -245,7 +246,7 @@ func TestConfineReadWrite(t *testing.T) {
 			h.other + "/pwn.txt; echo pwn >> " + h.policy + "; echo pwn > escape-dir/pwn.txt",
 	}
 	attacks := h.attacks()
-	_, seen, outs, _ := h.run(t, AccessReadWrite, commands(attacks, writes...))
+	_, seen, outs, _ := h.run(t, domain.ReadWrite, commands(attacks, writes...))
 	if !strings.Contains(seen, h.wsText) {
 		t.Fatalf("a workspace file could not be read: %s", seen)
 	}
@@ -285,7 +286,7 @@ func TestConfineNextTurn(t *testing.T) {
 		r := h.runner(t, first)
 		run := func(prompt string) {
 			t.Helper()
-			res, err := r.Run(context.Background(), Request{Workspace: h.ws, AccessMode: AccessReadWrite, Prompt: prompt, Conversation: "alice\x00review"}, nil)
+			res, err := r.Run(context.Background(), Request{Workspace: h.ws, AccessMode: domain.ReadWrite, Prompt: prompt, Conversation: "alice\x00review"}, nil)
 			if err != nil || res.Status != StatusCompleted {
 				t.Fatalf("turn %s: %v %+v", prompt, err, res)
 			}
@@ -322,7 +323,7 @@ func TestConfineTurns(t *testing.T) {
 
 	aDone := make(chan Result, 1)
 	go func() {
-		res, err := ra.Run(context.Background(), Request{Workspace: h.ws, AccessMode: AccessReadWrite, Prompt: "A", Conversation: convA}, nil)
+		res, err := ra.Run(context.Background(), Request{Workspace: h.ws, AccessMode: domain.ReadWrite, Prompt: "A", Conversation: convA}, nil)
 		if err != nil {
 			t.Error(err)
 		}
@@ -337,7 +338,7 @@ func TestConfineTurns(t *testing.T) {
 			t.Fatal("turn A never wrote its scratch")
 		}
 	}
-	resB, err := rb.Run(context.Background(), Request{Workspace: wsB, AccessMode: AccessReadWrite, Prompt: "B", Conversation: convB}, nil)
+	resB, err := rb.Run(context.Background(), Request{Workspace: wsB, AccessMode: domain.ReadWrite, Prompt: "B", Conversation: convB}, nil)
 	if err != nil || resB.Status != StatusCompleted {
 		t.Fatalf("turn B: %v %+v", err, resB)
 	}
@@ -366,11 +367,11 @@ func TestConfineTurns(t *testing.T) {
 	t.Run("resume", func(t *testing.T) {
 		again := mockmodel.New(mockmodel.Message("A again"))
 		defer again.Close()
-		res, err := h.runner(t, again).Run(context.Background(), Request{Workspace: h.ws, AccessMode: AccessReadOnly, Prompt: "more", ThreadID: resA.ThreadID, Conversation: convA}, nil)
+		res, err := h.runner(t, again).Run(context.Background(), Request{Workspace: h.ws, AccessMode: domain.ReadOnly, Prompt: "more", ThreadID: resA.ThreadID, Conversation: convA}, nil)
 		if err != nil || res.Status != StatusCompleted || res.ThreadID != resA.ThreadID {
 			t.Fatalf("A's own thread did not resume: %v %+v", err, res)
 		}
-		res, err = h.runner(t, again).Run(context.Background(), Request{Workspace: wsB, AccessMode: AccessReadOnly, Prompt: "steal", ThreadID: resA.ThreadID, Conversation: convB}, nil)
+		res, err = h.runner(t, again).Run(context.Background(), Request{Workspace: wsB, AccessMode: domain.ReadOnly, Prompt: "steal", ThreadID: resA.ThreadID, Conversation: convB}, nil)
 		if err != nil || res.Status != StatusFailed || !strings.HasPrefix(res.Reason, "the codex thread to resume was not found") {
 			t.Fatalf("W16 B resumed A's thread: %v %+v", err, res)
 		}
@@ -390,7 +391,7 @@ func TestConfineUnavailable(t *testing.T) {
 		if st.Available || !strings.Contains(st.Reason, "user namespaces") {
 			t.Fatalf("confinement %+v", st)
 		}
-		res, err := r.Run(context.Background(), Request{Workspace: h.ws, AccessMode: AccessReadOnly, Prompt: "hi"}, nil)
+		res, err := r.Run(context.Background(), Request{Workspace: h.ws, AccessMode: domain.ReadOnly, Prompt: "hi"}, nil)
 		if !errors.Is(err, confine.ErrUnavailable) || res.Status != StatusFailed || !strings.HasPrefix(res.Reason, "Confinement: unavailable — ") {
 			t.Fatalf("W15 err %v result %+v", err, res)
 		}
@@ -420,7 +421,7 @@ func TestConfineUnavailable(t *testing.T) {
 		h := newHost(t)
 		r := h.runner(t, model)
 		r.Sandbox = &confine.Sandbox{Path: filepath.Join(h.dir, "no-such-bwrap")}
-		res, err := r.Run(context.Background(), Request{Workspace: h.ws, AccessMode: AccessReadOnly, Prompt: "hi"}, nil)
+		res, err := r.Run(context.Background(), Request{Workspace: h.ws, AccessMode: domain.ReadOnly, Prompt: "hi"}, nil)
 		if !errors.Is(err, confine.ErrUnavailable) || res.Status != StatusFailed ||
 			!strings.Contains(res.Reason, "Confinement: unavailable — bubblewrap is not installed") || !strings.Contains(res.Reason, "apt install bubblewrap") {
 			t.Fatalf("W15 err %v result %+v", err, res)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aether/aether/backend/codex/codextest"
 	"github.com/aether/aether/backend/codex/mockmodel"
+	"github.com/aether/aether/backend/domain"
 )
 
 // realCodex finds the real codex: $AETHER_REAL_CODEX, else codex on PATH.
@@ -64,7 +65,7 @@ func TestRealCodexContract(t *testing.T) {
 	var progress []string
 	res, err := r.Run(ctx, Request{
 		Workspace:  ws,
-		AccessMode: AccessReadOnly,
+		AccessMode: domain.ReadOnly,
 		Prompt:     BuildPrompt("Answer the question.", []string{"--what does a.txt say?"}),
 	}, func(p Progress) { progress = append(progress, p.Text) })
 	if err != nil {
@@ -94,7 +95,7 @@ func TestRealCodexContract(t *testing.T) {
 	}
 
 	t.Run("resume", func(t *testing.T) {
-		again, err := r.Run(ctx, Request{Workspace: ws, AccessMode: AccessReadOnly, Prompt: "and again?", ThreadID: res.ThreadID}, nil)
+		again, err := r.Run(ctx, Request{Workspace: ws, AccessMode: domain.ReadOnly, Prompt: "and again?", ThreadID: res.ThreadID}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +112,7 @@ func TestRealCodexContract(t *testing.T) {
 		outside := filepath.Join(home, "outside.txt") // not under /tmp, which workspace-write allows
 		rw := mockmodel.New(mockmodel.Shell("echo made > made.txt; echo x > "+outside), mockmodel.Message("made it"))
 		defer rw.Close()
-		res, err := newRunner(rw).Run(ctx, Request{Workspace: ws, AccessMode: AccessReadWrite, Prompt: "make a file"}, nil)
+		res, err := newRunner(rw).Run(ctx, Request{Workspace: ws, AccessMode: domain.ReadWrite, Prompt: "make a file"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +133,7 @@ func TestRealCodexContract(t *testing.T) {
 	t.Run("quota", func(t *testing.T) {
 		quota := mockmodel.New(mockmodel.QuotaExceeded())
 		defer quota.Close()
-		res, err := newRunner(quota).Run(ctx, Request{Workspace: ws, AccessMode: AccessReadOnly, Prompt: "hi"}, nil)
+		res, err := newRunner(quota).Run(ctx, Request{Workspace: ws, AccessMode: domain.ReadOnly, Prompt: "hi"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +147,7 @@ func TestRealCodexContract(t *testing.T) {
 		down.Close() // nothing listens: codex retries "waiting for network" until stopped
 		ro := newRunner(down)
 		ro.Timeout, ro.Grace = 5*time.Second, 2*time.Second
-		res, err := ro.Run(ctx, Request{Workspace: ws, AccessMode: AccessReadOnly, Prompt: "hi"}, nil)
+		res, err := ro.Run(ctx, Request{Workspace: ws, AccessMode: domain.ReadOnly, Prompt: "hi"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,9 +19,9 @@ const (
 	CredentialNone        = "none"
 )
 
-// Credential is codex's sign-in as the node hands it over. The key goes to codex alone, in
-// its environment: the turn's CODEX_HOME holds no auth.json, and codex is told to pass only
-// its core variables to the commands it runs (shell_environment_policy.inherit = "core").
+// Credential is codex's sign-in as the node finds it. The node's model gateway forwards with
+// its key, and each turn's Codex gets a one-time token in its place (Request.Provider); a
+// Runner without RequireProvider hands the key to codex, in its environment only.
 type Credential struct {
 	Kind    string
 	Summary string // what the Status page says about it
@@ -52,7 +52,7 @@ func (r *Runner) credential() (Credential, string) {
 	for i := len(env) - 1; i >= 0; i-- {
 		if k, v, _ := strings.Cut(env[i], "="); k == "CODEX_API_KEY" && v != "" {
 			return Credential{Kind: CredentialAPIKeyEnv,
-				Summary: "API key from CODEX_API_KEY: codex alone has it; the commands it runs do not"}, v
+				Summary: "API key from CODEX_API_KEY: the node's model gateway holds it; each turn's Codex gets a one-time token"}, v
 		}
 	}
 	home := r.codexHome()
@@ -78,7 +78,7 @@ func (r *Runner) credential() (Credential, string) {
 	hasTokens := len(auth.Tokens) > 0 && string(auth.Tokens) != "null"
 	if auth.Key != nil && *auth.Key != "" && !hasTokens {
 		return Credential{Kind: CredentialAPIKeyLogin,
-			Summary: "API key from `codex login --with-api-key`: codex alone has it; the commands it runs do not"}, *auth.Key
+			Summary: "API key from `codex login --with-api-key`: the node's model gateway holds it; each turn's Codex gets a one-time token"}, *auth.Key
 	}
 	if hasTokens || auth.Mode == "chatgpt" {
 		return Credential{Kind: CredentialChatGPT, Summary: "ChatGPT sign-in (cannot be protected)",

@@ -63,3 +63,23 @@ func benchWorkspace(b *testing.B) string {
 	}
 	return ws
 }
+
+// BenchmarkWorkFiles is what a receipt's files add to the digests (docs/wire.md, "What the turn
+// did"): both digests' sums and the comparison of a settled workspace of the same tree.
+func BenchmarkWorkFiles(b *testing.B) {
+	ws := benchWorkspace(b)
+	before, err := digestWorkspace(ws, time.Now().Add(time.Hour))
+	if err != nil {
+		b.Fatal(err)
+	}
+	after, err := redigest(ws, before)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if f := compareWorkspace(ws, before, after); f.list.Count != 0 || f.before != f.after {
+			b.Fatal("a settled workspace changed")
+		}
+	}
+}

@@ -26,11 +26,16 @@ type errorMsg struct {
 }
 
 type item struct {
+	ID      string `json:"id"`
 	Type    string `json:"type"`
 	Text    string `json:"text"`
 	Message string `json:"message"`
 	Command string `json:"command"`
-	Changes []struct {
+	// command_execution's, once completed; file_change's status too.
+	AggregatedOutput string `json:"aggregated_output"`
+	ExitCode         *int   `json:"exit_code"`
+	Status           string `json:"status"`
+	Changes          []struct {
 		Path string `json:"path"`
 		Kind string `json:"kind"`
 	} `json:"changes"`
@@ -50,7 +55,8 @@ type transcript struct {
 	lastError     string // last non-fatal `error` event or error item
 	networkRetry  bool   // saw "waiting for network"-style retries
 	events        int
-	skipped       int // lines that were not JSON objects
+	skipped       int      // lines that were not JSON objects
+	work          *workLog // what the turn did, for its receipt (nil: not kept)
 }
 
 // handle folds one line into the transcript and returns a progress text ("" for none).
@@ -99,6 +105,7 @@ func (t *transcript) noteError(msg string) {
 }
 
 func (t *transcript) handleItem(phase string, it *item) string {
+	t.work.item(phase, it)
 	switch it.Type {
 	case "agent_message":
 		if phase == "item.completed" {

@@ -100,11 +100,12 @@ func (r *Runner) check(ctx context.Context) Health {
 	return h
 }
 
-// checkVersion is Run's cached version gate: one `codex --version` per binary file.
-func (r *Runner) checkVersion(ctx context.Context, bin string) error {
+// checkVersion is Run's cached version gate: one `codex --version` per binary file. It
+// returns the version, for the receipt.
+func (r *Runner) checkVersion(ctx context.Context, bin string) (string, error) {
 	st, err := os.Stat(bin)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrNotInstalled, err)
+		return "", fmt.Errorf("%w: %v", ErrNotInstalled, err)
 	}
 	r.mu.Lock()
 	e, ok := r.versions[bin]
@@ -112,7 +113,7 @@ func (r *Runner) checkVersion(ctx context.Context, bin string) error {
 	if !ok || e.size != st.Size() || !e.mod.Equal(st.ModTime()) {
 		v, err := r.readVersion(ctx, bin)
 		if err != nil {
-			return err // not cached: a transient failure should not stick
+			return "", err // not cached: a transient failure should not stick
 		}
 		e = versionEntry{size: st.Size(), mod: st.ModTime(), version: v}
 		r.mu.Lock()
@@ -123,9 +124,9 @@ func (r *Runner) checkVersion(ctx context.Context, bin string) error {
 		r.mu.Unlock()
 	}
 	if newerThan(MinVersion, e.version) {
-		return fmt.Errorf("%w: codex %s is too old: %s or newer is needed", ErrUnsupportedVersion, e.version, MinVersion)
+		return "", fmt.Errorf("%w: codex %s is too old: %s or newer is needed", ErrUnsupportedVersion, e.version, MinVersion)
 	}
-	return nil
+	return e.version, nil
 }
 
 type versionEntry struct {

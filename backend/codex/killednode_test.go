@@ -19,6 +19,7 @@ import (
 	"github.com/aether/aether/backend/codex/codextest"
 	"github.com/aether/aether/backend/codex/mockmodel"
 	"github.com/aether/aether/backend/confine"
+	"github.com/aether/aether/backend/domain"
 )
 
 // killedNodeEnv carries a killedNode to the helper process that plays the node.
@@ -43,7 +44,7 @@ func TestKilledNodeHelper(t *testing.T) {
 	}
 	r := &Runner{Path: k.Path, Home: k.Home, StateDir: k.StateDir, Env: k.Env, ExtraArgs: k.ExtraArgs, TestMounts: k.TestMounts,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	_, err := r.Run(context.Background(), Request{Workspace: k.Workspace, AccessMode: AccessReadWrite, Prompt: k.Prompt,
+	_, err := r.Run(context.Background(), Request{Workspace: k.Workspace, AccessMode: domain.ReadWrite, Prompt: k.Prompt,
 		Conversation: "agent\x00brand", Admit: func(context.Context) error {
 			os.Stdout.WriteString("held\n")
 			select {} // the node is killed here

@@ -1,7 +1,7 @@
 // Package codex runs the Codex CLI (`codex exec`) for one turn: confined to a view of the
 // brand's workspace and nothing else of the host, with codex's own sandbox for the access
 // mode inside it, a minimal environment, a deadline, capped output and a before/after digest
-// of read-only workspaces. See docs/confinement.md.
+// of the workspace (read_only's check, and the files a receipt lists). See docs/confinement.md.
 package codex
 
 import (
@@ -20,20 +20,16 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/confine"
+	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/work"
 )
 
-// Access modes of a brand (Request.AccessMode).
+// Outcomes of a turn (Result.Status): the turn's own ending words, and two of Codex's.
 const (
-	AccessReadOnly  = "read_only"
-	AccessReadWrite = "read_write"
-)
-
-// Outcomes of a turn (Result.Status).
-const (
-	StatusCompleted = "completed"
-	StatusFailed    = "failed"
+	StatusCompleted = string(domain.TurnCompleted)
+	StatusFailed    = string(domain.TurnFailed)
 	StatusTimeout   = "timeout"
-	StatusCanceled  = "canceled"
+	StatusCanceled  = string(domain.TurnCanceled)
 	StatusViolation = "violation" // a read_only workspace changed, or a read_write one was left holding what runs on the owner's side
 )
 
@@ -96,6 +92,9 @@ type Runner struct {
 	// ExtraArgs are added before the prompt, e.g. -c model_provider=…; only an allow-list
 	// of options is accepted (ErrUnsafeArgs otherwise).
 	ExtraArgs []string
+	// RequireProvider refuses a turn without a Request.Provider: the node's turns all reach
+	// their model through its gateway, so no key of the owner's is ever handed to Codex.
+	RequireProvider bool
 	// Env adds variables to codex's minimal environment: "NAME=value" sets one, a bare
 	// "NAME" copies it from the node's environment when set (e.g. "CODEX_API_KEY").
 	Env            []string
@@ -115,7 +114,7 @@ type Runner struct {
 // Request is one turn.
 type Request struct {
 	Workspace  string // absolute path of the brand's workspace
-	AccessMode string // AccessReadOnly or AccessReadWrite
+	AccessMode domain.AccessMode
 	Prompt     string // sent on stdin; see BuildPrompt
 	ThreadID   string // resume this codex thread when set
 	Model      string // optional -m
@@ -133,6 +132,9 @@ type Request struct {
 	// committed: those unlinks and mkdirs go through the same filesystem journal as the
 	// commit's fsync, which the answer waits for.
 	Tidy <-chan struct{}
+	// Provider, if set, is the turn's pass to the node's model gateway: Codex gets its token,
+	// never the owner's key (docs/model-gateway.md).
+	Provider *Provider
 }
 
 // Usage is codex's token count for the turn.
@@ -164,6 +166,8 @@ type Result struct {
 	StderrTail        string   // last few KiB of stderr, redacted
 	StartedAt         time.Time
 	EndedAt           time.Time
+	// Work is what the turn did, for its receipt; nil when codex did not start.
+	Work *work.Work
 }
 
 type workspaceLock struct {
@@ -185,13 +189,13 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 		res.Status, res.Reason, res.EndedAt = status, reason, r.now()
 		return res, err
 	}
-	bin, box, refused := r.preflight(ctx, req)
+	bin, box, meta, refused := r.preflight(ctx, req)
 	if refused != nil {
 		return finish(refused.status, refused.reason, refused.err)
 	}
-	cred, key := r.credential()
-	if cred.Problem != "" {
-		return finish(StatusFailed, cred.Problem, fmt.Errorf("%w: %s", ErrCredential, cred.Problem))
+	key, upArgs, why, err := r.route(req)
+	if err != nil {
+		return finish(StatusFailed, why, err)
 	}
 	workspace := filepath.Clean(req.Workspace)
 	release, err := r.acquire(ctx, workspace)
@@ -207,20 +211,12 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	}
 	defer r.doneWith(dirs, req.Tidy)
 	outFile := filepath.Join(dirs.tmp, "last-message.txt")
-	up, err := r.upstream()
-	if err != nil {
-		return finish(StatusFailed, "cannot read the model settings: "+err.Error(), err)
-	}
-	upArgs, err := upstreamArgs(up)
-	if err != nil {
-		return finish(StatusFailed, "the model settings are refused: "+err.Error(), err)
-	}
 	args, err := buildArgs(Request{Workspace: workspace, AccessMode: req.AccessMode, ThreadID: req.ThreadID, Model: req.Model},
 		filepath.Join(viewTmp, "last-message.txt"), append(slices.Clone(r.ExtraArgs), upArgs...))
 	if err != nil {
 		return finish(StatusFailed, "invalid request: "+err.Error(), fmt.Errorf("%w: %v", ErrInvalidRequest, err))
 	}
-	view := r.turnView(bin, workspace, req.AccessMode == AccessReadWrite, dirs)
+	view := r.turnView(bin, workspace, req.AccessMode == domain.ReadWrite, dirs)
 	view.InfoFD, view.BlockFD = sandboxInfoFD, sandboxBlockFD
 	wrapper, wrapped, err := box.Wrap(view, append([]string{bin}, args...))
 	if err != nil {
@@ -230,7 +226,8 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	red := newRedactor(append(r.extraEnv(), "CODEX_API_KEY="+key))
 	gate := progressGate{fn: progress, now: r.now, red: red}
 	t := &turn{req: req, workspace: workspace, guard: workspaceGuard{access: req.AccessMode},
-		red: red, outFile: outFile, timeout: r.timeout()}
+		red: red, outFile: outFile, timeout: r.timeout(), meta: meta}
+	t.tr.work = newWorkLog(workspace, r.now)
 
 	tctx, cancel := context.WithTimeoutCause(ctx, t.timeout, errTurnTimeout)
 	defer cancel()
@@ -253,26 +250,46 @@ type refusal struct {
 }
 
 // preflight checks what a turn needs before it queues: a sound request and ExtraArgs, a
-// codex binary recent enough, and a sandbox that confines.
-func (r *Runner) preflight(ctx context.Context, req Request) (string, *confine.Sandbox, *refusal) {
+// codex binary recent enough, and a sandbox that confines. It also says what will run the
+// turn, for its receipt.
+func (r *Runner) preflight(ctx context.Context, req Request) (string, *confine.Sandbox, work.Work, *refusal) {
+	refuse := func(reason string, err error) (string, *confine.Sandbox, work.Work, *refusal) {
+		return "", nil, work.Work{}, &refusal{StatusFailed, reason, err}
+	}
 	if err := checkRequest(req); err != nil {
-		return "", nil, &refusal{StatusFailed, "invalid request: " + err.Error(), fmt.Errorf("%w: %v", ErrInvalidRequest, err)}
+		return refuse("invalid request: "+err.Error(), fmt.Errorf("%w: %v", ErrInvalidRequest, err))
 	}
 	if err := checkExtraArgs(r.ExtraArgs); err != nil {
-		return "", nil, &refusal{StatusFailed, "codex is misconfigured: " + err.Error(), err}
+		return refuse("codex is misconfigured: "+err.Error(), err)
 	}
 	bin, err := r.binary()
 	if err != nil {
-		return "", nil, &refusal{StatusFailed, err.Error(), err}
+		return refuse(err.Error(), err)
 	}
-	if err := r.checkVersion(ctx, bin); err != nil {
-		return "", nil, &refusal{StatusFailed, err.Error(), err}
+	version, err := r.checkVersion(ctx, bin)
+	if err != nil {
+		return refuse(err.Error(), err)
 	}
 	box := r.sandbox()
-	if st := box.Check(ctx); !st.Available {
-		return "", nil, &refusal{StatusFailed, st.Text(), fmt.Errorf("%w: %s", confine.ErrUnavailable, st.Reason)}
+	st := box.Check(ctx)
+	if !st.Available {
+		return refuse(st.Text(), fmt.Errorf("%w: %s", confine.ErrUnavailable, st.Reason))
 	}
-	return bin, box, nil
+	return bin, box, workMeta(version, req, r.modelFor(req), st), nil
+}
+
+// modelFor is the upstream and model a turn's receipt names: through the node's model
+// gateway, the server it forwards to and the model the pass asks for (docs/model-gateway.md).
+func (r *Runner) modelFor(req Request) Upstream {
+	up, err := r.upstream()
+	if err != nil {
+		up = Upstream{}
+	}
+	if req.Provider != nil && req.Provider.Model != "" {
+		up.Model = req.Provider.Model
+	}
+	up.Key = ""
+	return up
 }
 
 // queueEnded is the status, reason and error of a turn whose wait for its workspace or a
@@ -294,6 +311,7 @@ type turn struct {
 	red       redactor
 	outFile   string // codex's last message, as the host sees it
 	timeout   time.Duration
+	meta      work.Work // what ran the turn, for its receipt
 }
 
 // hold is runProcess's hold: bwrap makes the view while the workspace is looked at
@@ -342,9 +360,11 @@ func (r *Runner) conclude(t *turn, out procOutcome, res *Result) {
 	res.OutputTruncated = errors.Is(out.stoppedBy, errOutputCap)
 
 	if out.startErr == nil { // else the workspace was not looked at before
+		files := t.guard.changes(t.workspace)
 		if why := r.guardAfter(&t.guard, t.workspace, res); why != "" {
 			status, reason = StatusViolation, why
 		}
+		res.Work = tr.work.finish(t.meta, files)
 	}
 	if status != StatusCompleted {
 		res.Answer = "" // never hand out a partial or unvetted answer

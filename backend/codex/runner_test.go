@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/codex/codextest"
+	"github.com/aether/aether/backend/domain"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -65,7 +66,7 @@ func newFixture(t *testing.T, env ...string) *fixture {
 
 // req is a read_only request whose prompt picks the fake's scenario.
 func (f *fixture) req(scenario string) Request {
-	return Request{Workspace: f.ws, AccessMode: AccessReadOnly, Prompt: "[fake:" + scenario + "] hello"}
+	return Request{Workspace: f.ws, AccessMode: domain.ReadOnly, Prompt: "[fake:" + scenario + "] hello"}
 }
 
 func (f *fixture) run(t *testing.T, req Request) Result {
@@ -193,7 +194,7 @@ func TestInvocation(t *testing.T) {
 		f.r.ExtraArgs = nil
 		firstRes := f.run(t, f.req(codextest.ScenarioOK)) // a thread that is kept
 		req := f.req(codextest.ScenarioOK)
-		req.AccessMode, req.ThreadID, req.Model = AccessReadWrite, firstRes.ThreadID, "gpt-test"
+		req.AccessMode, req.ThreadID, req.Model = domain.ReadWrite, firstRes.ThreadID, "gpt-test"
 		res := f.run(t, req)
 		wantStatus(t, res, StatusCompleted, "")
 		recs := f.records(t)
@@ -317,7 +318,7 @@ func TestHuge(t *testing.T) {
 func TestCheck(t *testing.T) {
 	apiKeyLogin := `{"auth_mode":"apikey","OPENAI_API_KEY":"sk-owner-login-key"}`
 	chatgpt := `{"auth_mode":"chatgpt","OPENAI_API_KEY":null,"tokens":{"id_token":"x","access_token":"y","refresh_token":"z"}}`
-	envKey := Credential{Kind: CredentialAPIKeyEnv, Summary: "API key from CODEX_API_KEY: codex alone has it; the commands it runs do not"}
+	envKey := Credential{Kind: CredentialAPIKeyEnv, Summary: "API key from CODEX_API_KEY: the node's model gateway holds it; each turn's Codex gets a one-time token"}
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -328,7 +329,7 @@ func TestCheck(t *testing.T) {
 			Health{Found: true, Version: "0.169.0", VersionOK: true, APIKey: true, Credential: envKey}},
 		{"api key login", []string{"FAKE_CODEX_LOGGED_IN=1"}, apiKeyLogin,
 			Health{Found: true, Version: "0.169.0", VersionOK: true, LoggedIn: true, Credential: Credential{Kind: CredentialAPIKeyLogin,
-				Summary: "API key from `codex login --with-api-key`: codex alone has it; the commands it runs do not"}}},
+				Summary: "API key from `codex login --with-api-key`: the node's model gateway holds it; each turn's Codex gets a one-time token"}}},
 		{"W8 ChatGPT sign-in cannot be protected", []string{"FAKE_CODEX_LOGGED_IN=1"}, chatgpt,
 			Health{Found: true, Version: "0.169.0", VersionOK: true, LoggedIn: true,
 				Credential: Credential{Kind: CredentialChatGPT, Summary: "ChatGPT sign-in (cannot be protected)",
@@ -527,7 +528,7 @@ func TestSecurityRows(t *testing.T) {
 	t.Run("S6 read_write workspace may change", func(t *testing.T) {
 		f := newFixture(t)
 		req := f.req(codextest.ScenarioWrite)
-		req.AccessMode = AccessReadWrite
+		req.AccessMode = domain.ReadWrite
 		res := f.run(t, req)
 		wantStatus(t, res, StatusCompleted, "")
 		if res.WorkspaceChanged || f.records(t)[0].Sandbox != "workspace-write" {
@@ -562,7 +563,7 @@ func TestSecurityRows(t *testing.T) {
 	t.Run("S9 prompt starting with dashes stays on stdin", func(t *testing.T) {
 		f := newFixture(t)
 		prompt := "--dangerously-bypass-approvals-and-sandbox -a never [fake:ok]\n--add-dir /"
-		res := f.run(t, Request{Workspace: f.ws, AccessMode: AccessReadOnly, Prompt: prompt})
+		res := f.run(t, Request{Workspace: f.ws, AccessMode: domain.ReadOnly, Prompt: prompt})
 		wantStatus(t, res, StatusCompleted, "")
 		rec := f.records(t)[0]
 		if rec.Prompt != prompt {
@@ -666,7 +667,7 @@ func testWorkspaceLock(t *testing.T) {
 	}
 
 	other := t.TempDir()
-	c := Request{Workspace: other, AccessMode: AccessReadOnly, Prompt: "[fake:ok] C"}
+	c := Request{Workspace: other, AccessMode: domain.ReadOnly, Prompt: "[fake:ok] C"}
 	wantStatus(t, f.run(t, c), StatusCompleted, "")
 
 	for _, r := range f.records(t) {
@@ -712,7 +713,7 @@ func testQueueCancel(t *testing.T) {
 		var res Result
 		go func() {
 			var err error
-			res, err = f.r.Run(ctx, Request{Workspace: tc.workspace, AccessMode: AccessReadOnly, Prompt: "[fake:ok] queued"}, nil)
+			res, err = f.r.Run(ctx, Request{Workspace: tc.workspace, AccessMode: domain.ReadOnly, Prompt: "[fake:ok] queued"}, nil)
 			errc <- err
 		}()
 		if kind := <-queued; kind != tc.kind {

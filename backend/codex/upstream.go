@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 // Upstream is the model the owner chose in the window (backend/model): an API key, and
@@ -42,12 +44,12 @@ func upstreamCredential(up Upstream) (Credential, string, bool) {
 	switch {
 	case up.BaseURL != "" && up.Key != "":
 		return Credential{Kind: CredentialUpstreamKey,
-			Summary: "API key set in Aether for " + hostOf(up.BaseURL) + ": codex alone has it; the commands it runs do not"}, up.Key, true
+			Summary: "API key set in Aether for " + hostOf(up.BaseURL) + ": the node's model gateway holds it; each turn's Codex gets a one-time token"}, up.Key, true
 	case up.BaseURL != "":
 		return Credential{Kind: CredentialUpstreamOpen, Summary: "no key: " + hostOf(up.BaseURL) + " is asked without one"}, "", true
 	case up.Key != "":
 		return Credential{Kind: CredentialAPIKeyStored,
-			Summary: "API key set in Aether: codex alone has it; the commands it runs do not"}, up.Key, true
+			Summary: "API key set in Aether: the node's model gateway holds it; each turn's Codex gets a one-time token"}, up.Key, true
 	}
 	return Credential{}, "", false
 }
@@ -109,6 +111,10 @@ const ProbePrompt = "Reply with the single word OK and nothing else. Do not run 
 // after, against the model as set now: what the Status page's Check shows. Its Result says
 // completed, or why not, in the words a turn's receipt would.
 func (r *Runner) Probe(ctx context.Context, dir string) (Result, error) {
+	return r.probe(ctx, dir, nil)
+}
+
+func (r *Runner) probe(ctx context.Context, dir string, p *Provider) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 	defer cancel()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -119,8 +125,8 @@ func (r *Runner) Probe(ctx context.Context, dir string) (Result, error) {
 		return Result{Status: StatusFailed, Reason: err.Error()}, err
 	}
 	defer os.RemoveAll(ws)
-	return r.Run(ctx, Request{Workspace: ws, AccessMode: AccessReadOnly, Prompt: ProbePrompt,
-		Conversation: "aether-check"}, nil)
+	return r.Run(ctx, Request{Workspace: ws, AccessMode: domain.ReadOnly, Prompt: ProbePrompt,
+		Conversation: "aether-check", Provider: p}, nil)
 }
 
 // ProbeAnswer is a short, one-line form of a probe's answer.

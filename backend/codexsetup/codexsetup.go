@@ -24,7 +24,12 @@ type Config struct {
 	Getter *codexget.Getter // gets the pinned Codex into <data dir>/codex-bin
 	// ProbeDir keeps the state of Check's probe turn (<data dir>/codex, as every turn's).
 	ProbeDir string
-	Logger   *slog.Logger
+	// Probe runs Check's probe turn; nil runs the runner's own in ProbeDir. The node's goes
+	// through its model gateway (docs/model-gateway.md).
+	Probe func(context.Context) (codex.Result, error)
+	// Gateway is the model gateway as the Status page shows it; nil when there is none.
+	Gateway func() *owner.ModelGateway
+	Logger  *slog.Logger
 }
 
 // Setup is the node's owner.CodexSetup. It is safe for concurrent use.

@@ -85,9 +85,14 @@ func (s *Setup) Model() (owner.ModelStatus, error) {
 	if err != nil {
 		return owner.ModelStatus{}, err
 	}
+	ms := owner.ModelStatus{KeySet: key != "", BaseURL: st.BaseURL, Model: st.Model, CodexPath: st.CodexPath}
+	if s.cfg.Gateway != nil {
+		ms.Gateway = s.cfg.Gateway()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return owner.ModelStatus{KeySet: key != "", BaseURL: st.BaseURL, Model: st.Model, CodexPath: st.CodexPath, Check: s.check}, nil
+	ms.Check = s.check
+	return ms, nil
 }
 
 // SetModel changes what req gives. The key is never logged: only that it changed.
@@ -132,7 +137,11 @@ func (s *Setup) changed() {
 
 // CheckModel runs the runner's probe: one read-only turn in an empty folder, confined as any.
 func (s *Setup) CheckModel(ctx context.Context) owner.ModelCheck {
-	res, err := s.cfg.Runner.Probe(ctx, s.cfg.ProbeDir)
+	probe := s.cfg.Probe
+	if probe == nil {
+		probe = func(ctx context.Context) (codex.Result, error) { return s.cfg.Runner.Probe(ctx, s.cfg.ProbeDir) }
+	}
+	res, err := probe(ctx)
 	c := owner.ModelCheck{OK: res.Status == codex.StatusCompleted, At: time.Now().UTC()}
 	switch {
 	case c.OK:

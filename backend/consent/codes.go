@@ -10,6 +10,9 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/policy"
 )
 
 // userCodeAlphabet has no vowels (no words) and no look-alike digits: base 20.
@@ -132,45 +135,45 @@ func foldScope(s string) string {
 
 // resolveScope maps a requested scope (and optional brand) to exactly one
 // brand: the scope must be that brand's scope id, byte for byte.
-func (s *Service) resolveScope(scope, brand string) (BrandInfo, *OAuthError) {
+func resolveScope(scope string, brand domain.BrandID, p *policy.Policy) (policy.Brand, *OAuthError) {
 	if len(scope) > maxScopeLen {
-		return BrandInfo{}, oauthError(CodeInvalidScope, "scope is too long")
+		return policy.Brand{}, oauthError(CodeInvalidScope, "scope is too long")
 	}
 	if !utf8.ValidString(scope) {
-		return BrandInfo{}, oauthError(CodeInvalidScope, "scope is not valid UTF-8")
+		return policy.Brand{}, oauthError(CodeInvalidScope, "scope is not valid UTF-8")
 	}
 	if asksForPact(scope) {
-		return BrandInfo{}, oauthError(CodeInvalidScope, "the node adds the pact scope; do not ask for it")
+		return policy.Brand{}, oauthError(CodeInvalidScope, "the node adds the pact scope; do not ask for it")
 	}
 	fields := strings.Fields(scope)
 	if brand != "" {
-		b, ok := s.brand(brand)
+		b, ok := p.Brand(brand)
 		if !ok {
-			return BrandInfo{}, oauthError(CodeInvalidRequest, "unknown brand")
+			return policy.Brand{}, oauthError(CodeInvalidRequest, "unknown brand")
 		}
 		if len(fields) == 0 { // RFC 6749 §3.3: a missing scope takes the default, here the brand's
 			return b, nil
 		}
-		if len(fields) != 1 || fields[0] != b.ScopeID {
-			return BrandInfo{}, oauthError(CodeInvalidScope, "brand "+b.ID+" takes exactly the scope "+b.ScopeID)
+		if len(fields) != 1 || fields[0] != b.Scope.ID {
+			return policy.Brand{}, oauthError(CodeInvalidScope, "brand "+string(b.ID)+" takes exactly the scope "+b.Scope.ID)
 		}
 		return b, nil
 	}
 	if len(fields) != 1 {
-		return BrandInfo{}, oauthError(CodeInvalidScope, "ask for exactly one brand scope")
+		return policy.Brand{}, oauthError(CodeInvalidScope, "ask for exactly one brand scope")
 	}
-	var found []BrandInfo
-	for _, b := range s.cfg.Brands() {
-		if b.ScopeID == fields[0] {
+	var found []policy.Brand
+	for _, b := range brandsOf(p) {
+		if b.Scope.ID == fields[0] {
 			found = append(found, b)
 		}
 	}
 	switch len(found) {
 	case 0:
-		return BrandInfo{}, oauthError(CodeInvalidScope, "unknown scope")
+		return policy.Brand{}, oauthError(CodeInvalidScope, "unknown scope")
 	case 1:
 		return found[0], nil
 	default:
-		return BrandInfo{}, oauthError(CodeInvalidRequest, "several brands use this scope: name the brand")
+		return policy.Brand{}, oauthError(CodeInvalidRequest, "several brands use this scope: name the brand")
 	}
 }

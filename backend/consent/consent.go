@@ -21,27 +21,15 @@ import (
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/limit"
+	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/store"
 	"github.com/aether/aether/backend/verified"
 )
 
-// BrandInfo is what consent needs to know of a brand from the current policy.
-type BrandInfo struct {
-	ID               string
-	Name             string
-	Capability       string
-	Workspace        string // as the node runs it (resolved); recorded in the grant
-	AccessMode       string // "read_only" or "read_write"
-	ScopeID          string
-	ScopeDescription string
-}
-
 // Config tunes the service. Zero values take the defaults noted.
 type Config struct {
-	PublicURL  string // iss of every token and grant; card URLs (aud) hang below it
-	ConsentURL string // https://127.0.0.1:<admin-port>/pact/consent, the verification_uri
-	// Brands returns the brands of the current policy (it may change while the node runs).
-	Brands             func() []BrandInfo
+	PublicURL          string           // iss of every token and grant; card URLs (aud) hang below it
+	ConsentURL         string           // https://127.0.0.1:<admin-port>/pact/consent, the verification_uri
 	Now                func() time.Time // default time.Now
 	FlowTTL            time.Duration    // device flow lifetime: default 10m, clamped to 5m–10m
 	Interval           time.Duration    // minimum poll interval: default 5s
@@ -86,11 +74,8 @@ type Service struct {
 	subs map[chan Event]struct{}
 }
 
-// New builds the service. cfg.Brands must not be nil.
+// New builds the service.
 func New(db *store.DB, key *keys.Key, cfg Config) *Service {
-	if cfg.Brands == nil {
-		panic("consent: Config.Brands is required")
-	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -160,17 +145,17 @@ func (s *Service) PublicURL() string { return *s.publicURL.Load() }
 func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Millisecond) }
 
 // Audience is the aud of a brand's delegation tokens: its card URL.
-func (s *Service) Audience(brand string) string {
-	return s.PublicURL() + "/a2a/" + brand + "/.well-known/agent-card.json"
+func (s *Service) Audience(brand domain.BrandID) string {
+	return s.PublicURL() + "/a2a/" + string(brand) + "/.well-known/agent-card.json"
 }
 
-func (s *Service) brand(id string) (BrandInfo, bool) {
-	for _, b := range s.cfg.Brands() {
-		if b.ID == id {
-			return b, true
-		}
+// brandsOf is the brands of p, the policy the caller serves (docs/architecture.md, "Consent"):
+// none before the node has loaded one.
+func brandsOf(p *policy.Policy) []policy.Brand {
+	if p == nil || p.Pact == nil {
+		return nil
 	}
-	return BrandInfo{}, false
+	return p.Pact.Brands
 }
 
 // OAuth error codes (RFC 6749 §5.2, RFC 8628 §3.5).

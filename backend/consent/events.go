@@ -29,12 +29,12 @@ const (
 // request that ends without a grant (denied, expired, locked) carries Agent and
 // Brand so the node can end that agent's waiting AUTH_REQUIRED tasks as REJECTED.
 type Event struct {
-	Kind    string       `json:"kind"`
-	Request *Request     `json:"request,omitempty"`
-	Grant   *GrantView   `json:"grant,omitempty"`
-	Agent   domain.Agent `json:"agent"`
-	Brand   string       `json:"brand"`
-	Outcome string       `json:"outcome,omitempty"`
+	Kind    string         `json:"kind"`
+	Request *Request       `json:"request,omitempty"`
+	Grant   *GrantView     `json:"grant,omitempty"`
+	Agent   domain.Agent   `json:"agent"`
+	Brand   domain.BrandID `json:"brand"`
+	Outcome string         `json:"outcome,omitempty"`
 }
 
 const subscriberBuffer = 64

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/site"
 	"github.com/aether/aether/backend/store"
 )
@@ -32,16 +33,17 @@ type Token struct {
 // StartFlow opens a device authorization request of agent for one brand scope
 // (RFC 8628 §3.1–3.2). scope must be exactly one brand's scope id; brand, when
 // given, must be the brand that scope belongs to (an empty scope then means
-// that brand's). Only the SHA-256 of the device code is stored.
+// that brand's). p is the policy the caller serves: its brands are the ones on offer.
+// Only the SHA-256 of the device code is stored.
 //
 // The agents of one issuer site (its registrable domain) share a budget of new
 // requests and of pending ones, a tenth of the node's by default, so a flood
 // of made-up subjects from one issuer never takes the others' room (F1, F2).
-func (s *Service) StartFlow(ctx context.Context, agent domain.Agent, scope, brand string) (*FlowStart, error) {
+func (s *Service) StartFlow(ctx context.Context, agent domain.Agent, scope string, brand domain.BrandID, p *policy.Policy) (*FlowStart, error) {
 	if err := s.checkAgent(agent); err != nil {
 		return nil, err
 	}
-	b, oerr := s.resolveScope(scope, brand)
+	b, oerr := resolveScope(scope, brand, p)
 	if oerr != nil {
 		return nil, oerr
 	}
@@ -54,7 +56,7 @@ func (s *Service) StartFlow(ctx context.Context, agent domain.Agent, scope, bran
 	deviceCode := randomToken(16)
 	f := store.DeviceFlow{
 		ID: "df_" + randomToken(12), DeviceCodeHash: hashDeviceCode(deviceCode),
-		AgentIss: agent.Issuer, AgentSub: agent.Subject, Brand: b.ID, Scope: b.ScopeID,
+		Agent: agent, Brand: b.ID, Scope: b.Scope.ID,
 		Interval: s.cfg.Interval, CreatedAt: now, ExpiresAt: now.Add(s.cfg.FlowTTL),
 	}
 	lim := store.FlowLimits{PerAgent: s.cfg.MaxPendingPerAgent, PerSite: s.cfg.MaxPendingPerSite, Total: s.cfg.MaxPendingTotal, Site: site.OfIssuer}
@@ -152,7 +154,7 @@ func (s *Service) Poll(ctx context.Context, agent domain.Agent, deviceCode strin
 // the polling agent and its status, and mints the token of an approved one whose grant g
 // is live. expiredNow: this poll found the pending flow past its expiry and closed it.
 func (s *Service) redeem(agent domain.Agent, f *store.DeviceFlow, g *store.Grant, now time.Time) (tok *Token, expiredNow bool, err error) {
-	if f.AgentIss != agent.Issuer || f.AgentSub != agent.Subject {
+	if f.Agent != agent {
 		return nil, false, errForeignCode
 	}
 	if !now.Before(f.ExpiresAt) {
@@ -205,12 +207,13 @@ func (s *Service) redeem(agent domain.Agent, f *store.DeviceFlow, g *store.Grant
 // cannot be turned into another token, nor into more than its grant — the new
 // token carries the grant's scope and expires no later than the grant (G6).
 // Errors: invalid_grant when there is no live grant for the agent and brand,
-// or the brand's terms changed since it was granted (run the device flow).
-func (s *Service) Refresh(ctx context.Context, agent domain.Agent, brand string) (*Token, error) {
+// or the brand's terms changed since it was granted (run the device flow);
+// invalid_request when p, the policy the caller serves, does not offer brand.
+func (s *Service) Refresh(ctx context.Context, agent domain.Agent, brand domain.BrandID, p *policy.Policy) (*Token, error) {
 	if err := s.checkAgent(agent); err != nil {
 		return nil, err
 	}
-	b, ok := s.brand(brand)
+	b, ok := p.Brand(brand)
 	if !ok {
 		return nil, oauthError(CodeInvalidRequest, "unknown brand")
 	}

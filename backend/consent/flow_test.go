@@ -45,8 +45,9 @@ func TestStartFlowAnswer(t *testing.T) {
 		t.Fatalf("pending = %v, %v", pend, err)
 	}
 	r := pend[0]
-	if r.Agent != alice || r.Brand != "review" || r.BrandName != "Code review" || r.Scope != "review:read_only" ||
-		r.ScopeDescription != "Review code (read only)" || r.UserCode != fs.UserCode || !r.ExpiresAt.Equal(r.CreatedAt.Add(10*time.Minute)) {
+	// The brand's name and scope text are the owner's side's, from its policy: owner's TestConsentViewsNameTheBrand.
+	if r.Agent != alice || r.Brand != "review" || r.Scope != "review:read_only" ||
+		r.UserCode != fs.UserCode || !r.ExpiresAt.Equal(r.CreatedAt.Add(10*time.Minute)) {
 		t.Errorf("request = %+v", r)
 	}
 }
@@ -66,7 +67,7 @@ func TestDeviceFlow(t *testing.T) {
 	t.Run("D1 no caller identity", func(t *testing.T) {
 		// The gateway answers 401 before calling consent; consent refuses too.
 		f := newFixture(t)
-		_, err := f.svc.StartFlow(ctx, domain.Agent{}, "review:read_only", "")
+		_, err := f.svc.StartFlow(ctx, domain.Agent{}, "review:read_only", "", f.pol())
 		wantOAuth(t, err, CodeInvalidClient, 401)
 		fs := f.start(alice, "review:read_only", "")
 		_, err = f.svc.Poll(ctx, domain.Agent{Issuer: alice.Issuer}, fs.DeviceCode)
@@ -79,14 +80,14 @@ func TestDeviceFlow(t *testing.T) {
 			f.start(alice, "review:read_only", "")
 		}
 		for range 200 {
-			_, err := f.svc.StartFlow(ctx, alice, "review:read_only", "")
+			_, err := f.svc.StartFlow(ctx, alice, "review:read_only", "", f.pol())
 			wantOAuth(t, err, CodeSlowDown, 429)
 		}
 		// The same sub at another issuer is another agent.
 		for range 3 {
 			f.start(mallory, "review:read_only", "")
 		}
-		_, err := f.svc.StartFlow(ctx, bob, "review:read_only", "")
+		_, err := f.svc.StartFlow(ctx, bob, "review:read_only", "", f.pol())
 		wantOAuth(t, err, CodeSlowDown, 429)
 		pend, _ := f.svc.Pending(ctx)
 		if len(pend) != 8 {
@@ -103,8 +104,8 @@ func TestDeviceFlow(t *testing.T) {
 			"pact", "PACT", " Pact ", "review:read_only pact", "pact,review:read_only", "p a c t",
 			"ｐａｃｔ", "𝐩𝐚𝐜𝐭", "pa\u200bct", "\u0440\u0430\u0441\u0442", "P\u0391CT", "pact\u3000",
 		} {
-			for _, brand := range []string{"", "review"} {
-				_, err := f.svc.StartFlow(ctx, alice, scope, brand)
+			for _, brand := range []domain.BrandID{"", "review"} {
+				_, err := f.svc.StartFlow(ctx, alice, scope, brand, f.pol())
 				wantOAuth(t, err, CodeInvalidScope, 400)
 				if !strings.Contains(err.Error(), "the node adds the pact scope") {
 					t.Errorf("scope %q: %v", scope, err)
@@ -118,7 +119,11 @@ func TestDeviceFlow(t *testing.T) {
 
 	t.Run("D4 unknown or oversized scope", func(t *testing.T) {
 		f := newFixture(t)
-		for _, c := range []struct{ scope, brand, code string }{
+		for _, c := range []struct {
+			scope string
+			brand domain.BrandID
+			code  string
+		}{
 			{"admin", "", CodeInvalidScope},
 			{"", "", CodeInvalidScope},
 			{strings.Repeat("a", 100<<10), "", CodeInvalidScope},
@@ -128,7 +133,7 @@ func TestDeviceFlow(t *testing.T) {
 			{"review:read_only", "nope", CodeInvalidRequest},
 			{"\xff", "", CodeInvalidScope},
 		} {
-			_, err := f.svc.StartFlow(ctx, alice, c.scope, c.brand)
+			_, err := f.svc.StartFlow(ctx, alice, c.scope, c.brand, f.pol())
 			wantOAuth(t, err, c.code, 400)
 		}
 		if pend, _ := f.svc.Pending(ctx); len(pend) != 0 {
@@ -219,7 +224,7 @@ func TestDeviceFlow(t *testing.T) {
 		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode)
 		wantOAuth(t, err, CodeExpiredToken, 400)
 		// Its grant stands: the agent collects a token with it.
-		if _, err := f.svc.Refresh(ctx, alice, "review"); err != nil {
+		if _, err := f.svc.Refresh(ctx, alice, "review", f.pol()); err != nil {
 			t.Errorf("refresh on the uncollected grant: %v", err)
 		}
 	})
@@ -333,7 +338,7 @@ func TestDeviceFlow(t *testing.T) {
 				t.Errorf("Lookup(%q) = %v, %s, %v", typed, r, status, err)
 			}
 		}
-		dec, err := f.svc.Decide(ctx, want, strings.ToLower(raw[:4]+" "+raw[4:]), true, "")
+		dec, err := f.svc.Decide(ctx, want, strings.ToLower(raw[:4]+" "+raw[4:]), true, "", f.pol())
 		if err != nil || dec.Outcome != OutcomeAllowed {
 			t.Fatalf("Decide with a lower-case code: %v", err)
 		}
@@ -350,10 +355,10 @@ func TestDeviceFlow(t *testing.T) {
 		}
 		// On a decision a malformed code counts as a wrong guess on that request.
 		for range 5 {
-			_, err := f.svc.Decide(ctx, id, "AEIO-U000", true, "")
+			_, err := f.svc.Decide(ctx, id, "AEIO-U000", true, "", f.pol())
 			wantErr(t, err, ErrWrongCode)
 		}
-		_, err := f.svc.Decide(ctx, id, "AEIO-U000", true, "")
+		_, err := f.svc.Decide(ctx, id, "AEIO-U000", true, "", f.pol())
 		wantErr(t, err, ErrLocked)
 	})
 
@@ -369,17 +374,17 @@ func TestDeviceFlow(t *testing.T) {
 			wrong = "CCCC-CCCC"
 		}
 		for range 5 {
-			_, err := f.svc.Decide(ctx, id, wrong, true, "")
+			_, err := f.svc.Decide(ctx, id, wrong, true, "", f.pol())
 			wantErr(t, err, ErrWrongCode)
 		}
-		_, err := f.svc.Decide(ctx, id, wrong, true, "")
+		_, err := f.svc.Decide(ctx, id, wrong, true, "", f.pol())
 		wantErr(t, err, ErrLocked)
 		e := next(t, events)
 		if e.Kind != EventRequestExpired || e.Outcome != OutcomeLocked || e.Agent != alice || e.Brand != "review" {
 			t.Errorf("event = %+v", e)
 		}
 		// Even the right code no longer works; the agent is told to start again.
-		_, err = f.svc.Decide(ctx, id, fs.UserCode, true, "")
+		_, err = f.svc.Decide(ctx, id, fs.UserCode, true, "", f.pol())
 		wantErr(t, err, ErrLocked)
 		if _, status, _ := f.svc.Lookup(ctx, fs.UserCode); status != domain.FlowLocked {
 			t.Errorf("status = %s", status)
@@ -423,7 +428,7 @@ func TestDeviceFlow(t *testing.T) {
 		f.clock.Advance(5 * time.Second)
 		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode)
 		wantOAuth(t, err, CodeAuthorizationPending, 400)
-		if _, err := f.svc.Decide(ctx, pend[0].ID, pend[0].UserCode, true, ""); err != nil {
+		if _, err := f.svc.Decide(ctx, pend[0].ID, pend[0].UserCode, true, "", f.pol()); err != nil {
 			t.Fatal(err)
 		}
 		f.restart()
@@ -432,7 +437,7 @@ func TestDeviceFlow(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.restart()
-		if _, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review"); err != nil {
+		if _, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review", f.pol()); err != nil {
 			t.Fatalf("token after restart: %v", err)
 		}
 	})
@@ -484,7 +489,7 @@ func TestFloods(t *testing.T) {
 		f := newFixture(t, func(c *Config) { c.NewFlowBurst = 100000 }) // the pending cap alone
 		opened := 0
 		for i := range 1000 {
-			_, err := f.svc.StartFlow(ctx, evil(i), "review:read_only", "")
+			_, err := f.svc.StartFlow(ctx, evil(i), "review:read_only", "", f.pol())
 			if err == nil {
 				opened++
 				continue
@@ -508,7 +513,7 @@ func TestFloods(t *testing.T) {
 		opened := 0
 		for i := range 300 {
 			a := domain.Agent{Issuer: fmt.Sprintf("https://id%d.evil.example", i), Subject: "alice"}
-			if _, err := f.svc.StartFlow(ctx, a, "review:read_only", ""); err == nil {
+			if _, err := f.svc.StartFlow(ctx, a, "review:read_only", "", f.pol()); err == nil {
 				opened++
 			}
 		}
@@ -525,7 +530,7 @@ func TestFloods(t *testing.T) {
 		for i := range 20 {
 			f.start(evil(i), "review:read_only", "")
 		}
-		_, err := f.svc.StartFlow(ctx, evil(20), "review:read_only", "")
+		_, err := f.svc.StartFlow(ctx, evil(20), "review:read_only", "", f.pol())
 		wantRetry(t, err, 3)
 		if !strings.Contains(err.Error(), "issuer site evil.example asked for more than 20 requests in a burst") {
 			t.Fatalf("refusal %v does not say what was hit", err)
@@ -533,7 +538,7 @@ func TestFloods(t *testing.T) {
 		f.start(alice, "review:read_only", "") // another site's budget is its own
 		f.clock.Advance(3 * time.Second)
 		f.start(evil(21), "review:read_only", "")
-		_, err = f.svc.StartFlow(ctx, evil(22), "review:read_only", "")
+		_, err = f.svc.StartFlow(ctx, evil(22), "review:read_only", "", f.pol())
 		wantRetry(t, err, 3)
 		// A refusal by a pending cap does not spend the rate: the agent opened nothing.
 		f.clock.Advance(time.Minute)
@@ -541,7 +546,7 @@ func TestFloods(t *testing.T) {
 			f.start(bob, "review:read_only", "")
 		}
 		for range 30 {
-			_, err := f.svc.StartFlow(ctx, bob, "review:read_only", "")
+			_, err := f.svc.StartFlow(ctx, bob, "review:read_only", "", f.pol())
 			wantOAuth(t, err, CodeSlowDown, 429)
 		}
 		f.start(domain.Agent{Issuer: bob.Issuer, Subject: "carol"}, "review:read_only", "")

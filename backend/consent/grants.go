@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/store"
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -23,35 +24,35 @@ const (
 // for a grant that lasts until revoked.
 type GrantClaims struct {
 	jwt.RegisteredClaims
-	AgentIss   string `json:"agent_iss"`
-	Brand      string `json:"brand"`
-	Capability string `json:"capability"`
-	Workspace  string `json:"workspace"`
-	AccessMode string `json:"access_mode"`
-	Scope      string `json:"scope"`
+	AgentIss   string            `json:"agent_iss"`
+	Brand      string            `json:"brand"`
+	Capability string            `json:"capability"`
+	Workspace  string            `json:"workspace"`
+	AccessMode domain.AccessMode `json:"access_mode"`
+	Scope      string            `json:"scope"`
 }
 
 // GrantView is a grant as the sharing page lists it.
 type GrantView struct {
-	ID         string       `json:"id"`
-	Agent      domain.Agent `json:"agent"`
-	Brand      string       `json:"brand"`
-	Capability string       `json:"capability"`
-	Workspace  string       `json:"workspace"`
-	AccessMode string       `json:"accessMode"`
-	Scope      string       `json:"scope"`
-	IssuedAt   time.Time    `json:"issuedAt"`
-	ExpiresAt  *time.Time   `json:"expiresAt"` // null: until revoked
-	RevokedAt  *time.Time   `json:"revokedAt"`
-	LastUsedAt *time.Time   `json:"lastUsedAt"`
-	Uses       int64        `json:"uses"`
-	Status     string       `json:"status"` // GrantActive, GrantRevoked or GrantExpired
-	JWS        string       `json:"jws"`
+	ID         domain.GrantID    `json:"id"`
+	Agent      domain.Agent      `json:"agent"`
+	Brand      domain.BrandID    `json:"brand"`
+	Capability string            `json:"capability"`
+	Workspace  string            `json:"workspace"`
+	AccessMode domain.AccessMode `json:"accessMode"`
+	Scope      string            `json:"scope"`
+	IssuedAt   time.Time         `json:"issuedAt"`
+	ExpiresAt  *time.Time        `json:"expiresAt"` // null: until revoked
+	RevokedAt  *time.Time        `json:"revokedAt"`
+	LastUsedAt *time.Time        `json:"lastUsedAt"`
+	Uses       int64             `json:"uses"`
+	Status     string            `json:"status"` // GrantActive, GrantRevoked or GrantExpired
+	JWS        string            `json:"jws"`
 }
 
 func (s *Service) grantView(g *store.Grant, now time.Time) GrantView {
 	v := GrantView{
-		ID: g.ID, Agent: domain.Agent{Issuer: g.AgentIss, Subject: g.AgentSub}, Brand: g.Brand, Capability: g.Capability,
+		ID: g.ID, Agent: g.Agent, Brand: g.Brand, Capability: g.Capability,
 		Workspace: g.Workspace, AccessMode: g.AccessMode, Scope: g.Scope, IssuedAt: g.IssuedAt,
 		ExpiresAt: g.ExpiresAt, RevokedAt: g.RevokedAt, LastUsedAt: g.LastUsedAt, Uses: g.Uses,
 		Status: GrantActive, JWS: g.JWS,
@@ -66,21 +67,21 @@ func (s *Service) grantView(g *store.Grant, now time.Time) GrantView {
 }
 
 // newGrant builds and signs the grant an approval of flow f writes.
-func (s *Service) newGrant(f *store.DeviceFlow, b BrandInfo, d Duration, now time.Time) (*store.Grant, error) {
+func (s *Service) newGrant(f *store.DeviceFlow, b policy.Brand, d Duration, now time.Time) (*store.Grant, error) {
 	exp, err := d.expiry(now)
 	if err != nil {
 		return nil, err
 	}
 	g := &store.Grant{
-		ID: "g_" + randomToken(16), AgentIss: f.AgentIss, AgentSub: f.AgentSub, Brand: b.ID,
-		Capability: b.Capability, Workspace: b.Workspace, AccessMode: b.AccessMode, Scope: f.Scope,
+		ID: domain.GrantID("g_" + randomToken(16)), Agent: f.Agent, Brand: b.ID,
+		Capability: b.Capability, Workspace: b.WorkspaceDir, AccessMode: b.AccessMode, Scope: f.Scope,
 		IssuedAt: now, ExpiresAt: exp,
 	}
 	claims := GrantClaims{
 		RegisteredClaims: jwt.RegisteredClaims{
-			Issuer: s.PublicURL(), Subject: g.AgentSub, ID: g.ID, IssuedAt: jwt.NewNumericDate(now),
+			Issuer: s.PublicURL(), Subject: g.Agent.Subject, ID: string(g.ID), IssuedAt: jwt.NewNumericDate(now),
 		},
-		AgentIss: g.AgentIss, Brand: g.Brand, Capability: g.Capability, Workspace: g.Workspace,
+		AgentIss: g.Agent.Issuer, Brand: string(g.Brand), Capability: g.Capability, Workspace: g.Workspace,
 		AccessMode: g.AccessMode, Scope: g.Scope,
 	}
 	if exp != nil {
@@ -130,7 +131,7 @@ func (s *Service) Grants(ctx context.Context) ([]GrantView, error) {
 // grant_revoked (and request_decided for each request it ended).
 // Re-approving later writes a new grant with a new id; tokens of this one stay
 // invalid (V5).
-func (s *Service) Revoke(ctx context.Context, id string) (*GrantView, error) {
+func (s *Service) Revoke(ctx context.Context, id domain.GrantID) (*GrantView, error) {
 	now := s.now()
 	g, revoked, denied, err := s.db.RevokeGrant(ctx, id, now)
 	if errors.Is(err, store.ErrGrantNotFound) {
@@ -141,7 +142,7 @@ func (s *Service) Revoke(ctx context.Context, id string) (*GrantView, error) {
 	}
 	v := s.grantView(g, now)
 	if revoked {
-		agent := domain.Agent{Issuer: g.AgentIss, Subject: g.AgentSub}
+		agent := g.Agent
 		s.log.Info("grant revoked", "grant", g.ID, "agent_iss", agent.Issuer, "agent_sub", agent.Subject, "brand", g.Brand, "denied_requests", len(denied))
 		for _, f := range denied {
 			req := s.request(f)

@@ -14,6 +14,7 @@ import (
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/limit"
+	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/store"
 )
 
@@ -54,17 +55,17 @@ type fixture struct {
 	cfg    Config
 	svc    *Service
 	mu     sync.Mutex
-	brands []BrandInfo
+	brands []policy.Brand
 }
 
-func reviewBrand() BrandInfo {
-	return BrandInfo{ID: "review", Name: "Code review", Capability: "review", Workspace: "/ws/review",
-		AccessMode: "read_only", ScopeID: "review:read_only", ScopeDescription: "Review code (read only)"}
+func reviewBrand() policy.Brand {
+	return policy.Brand{ID: "review", Name: "Code review", Capability: "review", WorkspaceDir: "/ws/review",
+		AccessMode: domain.ReadOnly, Scope: policy.Scope{ID: "review:read_only", Description: "Review code (read only)"}}
 }
 
-func fixBrand() BrandInfo {
-	return BrandInfo{ID: "fix", Name: "Fixer", Capability: "fix", Workspace: "/ws/fix",
-		AccessMode: "read_write", ScopeID: "fix:read_write", ScopeDescription: "Fix code"}
+func fixBrand() policy.Brand {
+	return policy.Brand{ID: "fix", Name: "Fixer", Capability: "fix", WorkspaceDir: "/ws/fix",
+		AccessMode: domain.ReadWrite, Scope: policy.Scope{ID: "fix:read_write", Description: "Fix code"}}
 }
 
 func newFixture(t *testing.T, tune ...func(*Config)) *fixture {
@@ -76,17 +77,12 @@ func newFixture(t *testing.T, tune ...func(*Config)) *fixture {
 		path:   filepath.Join(t.TempDir(), "pact.sqlite"),
 		key:    keys.FromPrivate(ed25519.NewKeyFromSeed(seed)),
 		clock:  &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)},
-		brands: []BrandInfo{reviewBrand(), fixBrand()},
+		brands: []policy.Brand{reviewBrand(), fixBrand()},
 	}
 	f.cfg = Config{
 		PublicURL:  publicURL,
 		ConsentURL: "https://127.0.0.1:3000/pact/consent",
 		Now:        f.clock.Now,
-		Brands: func() []BrandInfo {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			return append([]BrandInfo(nil), f.brands...)
-		},
 	}
 	for _, fn := range tune {
 		fn(&f.cfg)
@@ -113,7 +109,14 @@ func (f *fixture) restart() {
 	f.open()
 }
 
-func (f *fixture) setBrand(b BrandInfo) {
+// pol is the policy the test serves now, as the gateway and owner pass theirs to consent.
+func (f *fixture) pol() *policy.Policy {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &policy.Policy{Pact: &policy.Pact{Brands: append([]policy.Brand(nil), f.brands...)}}
+}
+
+func (f *fixture) setBrand(b policy.Brand) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i := range f.brands {
@@ -123,9 +126,9 @@ func (f *fixture) setBrand(b BrandInfo) {
 	}
 }
 
-func (f *fixture) start(a domain.Agent, scope, brand string) *FlowStart {
+func (f *fixture) start(a domain.Agent, scope string, brand domain.BrandID) *FlowStart {
 	f.t.Helper()
-	fs, err := f.svc.StartFlow(ctx, a, scope, brand)
+	fs, err := f.svc.StartFlow(ctx, a, scope, brand, f.pol())
 	if err != nil {
 		f.t.Fatalf("StartFlow: %v", err)
 	}
@@ -144,7 +147,7 @@ func (f *fixture) request(fs *FlowStart) *Request {
 
 func (f *fixture) decide(fs *FlowStart, allow bool, d Duration) *Decision {
 	f.t.Helper()
-	dec, err := f.svc.Decide(ctx, f.request(fs).ID, fs.UserCode, allow, d)
+	dec, err := f.svc.Decide(ctx, f.request(fs).ID, fs.UserCode, allow, d, f.pol())
 	if err != nil {
 		f.t.Fatalf("Decide: %v", err)
 	}
@@ -152,7 +155,7 @@ func (f *fixture) decide(fs *FlowStart, allow bool, d Duration) *Decision {
 }
 
 // grant runs a whole flow for agent on brand and returns the token and the grant id.
-func (f *fixture) grant(a domain.Agent, brand string, d Duration) (*Token, string) {
+func (f *fixture) grant(a domain.Agent, brand domain.BrandID, d Duration) (*Token, domain.GrantID) {
 	f.t.Helper()
 	fs := f.start(a, "", brand)
 	dec := f.decide(fs, true, d)

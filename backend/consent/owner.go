@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/site"
 	"github.com/aether/aether/backend/store"
 )
@@ -40,28 +41,23 @@ func (d Duration) expiry(now time.Time) (*time.Time, error) {
 }
 
 // Request is a pending (or looked-up) device authorization request as the
-// owner sees it. Display data comes from server state only (C10).
+// owner sees it. Display data comes from server state only (C10): this, and the
+// brand's name and scope text in the policy the owner's side serves.
 type Request struct {
-	ID               string       `json:"id"`
-	UserCode         string       `json:"userCode"` // XXXX-XXXX
-	Agent            domain.Agent `json:"agent"`
-	Brand            string       `json:"brand"`
-	BrandName        string       `json:"brandName"` // from the current policy; empty if the brand is gone
-	Scope            string       `json:"scope"`
-	ScopeDescription string       `json:"scopeDescription"`
-	CreatedAt        time.Time    `json:"createdAt"`
-	ExpiresAt        time.Time    `json:"expiresAt"`
+	ID        string         `json:"id"`
+	UserCode  string         `json:"userCode"` // XXXX-XXXX
+	Agent     domain.Agent   `json:"agent"`
+	Brand     domain.BrandID `json:"brand"`
+	Scope     string         `json:"scope"`
+	CreatedAt time.Time      `json:"createdAt"`
+	ExpiresAt time.Time      `json:"expiresAt"`
 }
 
 func (s *Service) request(f store.DeviceFlow) Request {
-	r := Request{
-		ID: f.ID, UserCode: FormatUserCode(f.UserCode), Agent: domain.Agent{Issuer: f.AgentIss, Subject: f.AgentSub},
+	return Request{
+		ID: f.ID, UserCode: FormatUserCode(f.UserCode), Agent: f.Agent,
 		Brand: f.Brand, Scope: f.Scope, CreatedAt: f.CreatedAt, ExpiresAt: f.ExpiresAt,
 	}
-	if b, ok := s.brand(f.Brand); ok {
-		r.BrandName, r.ScopeDescription = b.Name, b.ScopeDescription
-	}
-	return r
 }
 
 // Pending lists the requests awaiting the owner, oldest first.
@@ -114,8 +110,9 @@ type Decision struct {
 // request (D16, ErrLocked). The decision is one conditional update: of two
 // racing decisions exactly one wins, the other gets ErrAlreadyDecided (C6,
 // C12). A request past its expiry is ErrExpired and gets no grant (C7). Allow
-// writes a grant signed by the node key lasting d (zero: DefaultDuration).
-func (s *Service) Decide(ctx context.Context, requestID, userCode string, allow bool, d Duration) (*Decision, error) {
+// writes a grant signed by the node key lasting d (zero: DefaultDuration), for the brand
+// as p, the policy the caller serves, offers it now.
+func (s *Service) Decide(ctx context.Context, requestID, userCode string, allow bool, d Duration, p *policy.Policy) (*Decision, error) {
 	if d == "" {
 		d = DefaultDuration
 	}
@@ -123,7 +120,7 @@ func (s *Service) Decide(ctx context.Context, requestID, userCode string, allow 
 	if _, err := d.expiry(now); err != nil {
 		return nil, err
 	}
-	dc := &decision{now: now, allow: allow, d: d}
+	dc := &decision{now: now, allow: allow, d: d, p: p}
 	dc.code, dc.codeOK = normalizeUserCode(userCode)
 	f, err := s.db.UpdateFlow(ctx, requestID, func(f *store.DeviceFlow, _ *store.Grant) (*store.Grant, error) {
 		return s.decide(dc, f)
@@ -133,7 +130,7 @@ func (s *Service) Decide(ctx context.Context, requestID, userCode string, allow 
 	}
 	agent := domain.Agent{}
 	if f != nil {
-		agent = domain.Agent{Issuer: f.AgentIss, Subject: f.AgentSub}
+		agent = f.Agent
 	}
 	switch {
 	case dc.expiredNow:
@@ -166,6 +163,7 @@ type decision struct {
 	codeOK bool   // it is well formed (D15)
 	allow  bool
 	d      Duration
+	p      *policy.Policy // the policy the caller serves
 
 	grant                         *store.Grant // the grant an allow wrote
 	expiredNow, locked, brandGone bool
@@ -203,8 +201,8 @@ func (s *Service) decide(dc *decision, f *store.DeviceFlow) (*store.Grant, error
 		f.DecidedAt = &dc.now
 		return nil, nil
 	}
-	b, ok := s.brand(f.Brand)
-	if !ok || b.ScopeID != f.Scope {
+	b, ok := dc.p.Brand(f.Brand)
+	if !ok || b.Scope.ID != f.Scope {
 		// The owner saw a request for terms that no longer exist: close it.
 		f.Status = domain.FlowDenied
 		f.DecidedAt = &dc.now
@@ -229,7 +227,7 @@ func (s *Service) decide(dc *decision, f *store.DeviceFlow) (*store.Grant, error
 func (s *Service) DenySite(ctx context.Context, siteName string) ([]Request, error) {
 	now := s.now()
 	flows, err := s.db.DenyFlows(ctx, now, func(f store.DeviceFlow) bool {
-		return site.OfIssuer(f.AgentIss) == siteName
+		return site.OfIssuer(f.Agent.Issuer) == siteName
 	})
 	if err != nil {
 		return nil, err
@@ -238,10 +236,10 @@ func (s *Service) DenySite(ctx context.Context, siteName string) ([]Request, err
 	ended := map[[2]string]bool{}
 	for i, f := range flows {
 		out[i] = s.request(f)
-		agent := domain.Agent{Issuer: f.AgentIss, Subject: f.AgentSub}
+		agent := f.Agent
 		// A flood's events overrun the subscribers' buffers, so the waiting tasks are ended
 		// here rather than left to EndWaitingTasks.
-		if k := [2]string{agent.Key(), f.Brand}; !ended[k] {
+		if k := [2]string{agent.Key(), string(f.Brand)}; !ended[k] {
 			ended[k] = true
 			if _, err := s.db.RejectAuthRequired(ctx, agent.Key(), f.Brand, deniedReason); err != nil {
 				s.log.Warn("could not end waiting tasks", "brand", f.Brand, "err", err)

@@ -27,7 +27,7 @@ func TestConsentDecisions(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					decs[i], errs[i] = f.svc.Decide(ctx, id, fs.UserCode, i%2 == 0, "")
+					decs[i], errs[i] = f.svc.Decide(ctx, id, fs.UserCode, i%2 == 0, "", f.pol())
 				}()
 			}
 			wg.Wait()
@@ -54,7 +54,7 @@ func TestConsentDecisions(t *testing.T) {
 		}
 		// One grant per allowed request, never two.
 		gs, _ := f.svc.Grants(ctx)
-		seen := map[string]bool{}
+		seen := map[domain.GrantID]bool{}
 		for _, g := range gs {
 			if seen[g.ID] {
 				t.Errorf("grant %s twice", g.ID)
@@ -74,7 +74,7 @@ func TestConsentDecisions(t *testing.T) {
 		next(t, events)
 		req := f.request(fs) // the page was loaded before expiry …
 		f.clock.Advance(10 * time.Minute)
-		_, err := f.svc.Decide(ctx, req.ID, fs.UserCode, true, "") // … and submitted after
+		_, err := f.svc.Decide(ctx, req.ID, fs.UserCode, true, "", f.pol()) // … and submitted after
 		wantErr(t, err, ErrExpired)
 		if e := next(t, events); e.Kind != EventRequestExpired || e.Agent != alice {
 			t.Errorf("event = %+v", e)
@@ -82,7 +82,7 @@ func TestConsentDecisions(t *testing.T) {
 		if gs, _ := f.svc.Grants(ctx); len(gs) != 0 {
 			t.Errorf("expired approval wrote %d grants", len(gs))
 		}
-		_, err = f.svc.Decide(ctx, req.ID, fs.UserCode, true, "")
+		_, err = f.svc.Decide(ctx, req.ID, fs.UserCode, true, "", f.pol())
 		wantErr(t, err, ErrExpired)
 		_, err = f.svc.Poll(ctx, alice, fs.DeviceCode)
 		wantOAuth(t, err, CodeExpiredToken, 400)
@@ -93,7 +93,7 @@ func TestConsentDecisions(t *testing.T) {
 		a := f.start(alice, "review:read_only", "")
 		b := f.start(bob, "review:read_only", "")
 		ra, rb := f.request(a), f.request(b)
-		_, err := f.svc.Decide(ctx, ra.ID, b.UserCode, true, "")
+		_, err := f.svc.Decide(ctx, ra.ID, b.UserCode, true, "", f.pol())
 		wantErr(t, err, ErrWrongCode)
 		for _, fs := range []*FlowStart{a, b} {
 			if _, status, _ := f.svc.Lookup(ctx, fs.UserCode); status != domain.FlowPending {
@@ -102,16 +102,16 @@ func TestConsentDecisions(t *testing.T) {
 		}
 		// The mismatch counted as a wrong guess on A: four more and the next locks it.
 		for range 4 {
-			_, err = f.svc.Decide(ctx, ra.ID, b.UserCode, true, "")
+			_, err = f.svc.Decide(ctx, ra.ID, b.UserCode, true, "", f.pol())
 			wantErr(t, err, ErrWrongCode)
 		}
-		_, err = f.svc.Decide(ctx, ra.ID, b.UserCode, true, "")
+		_, err = f.svc.Decide(ctx, ra.ID, b.UserCode, true, "", f.pol())
 		wantErr(t, err, ErrLocked)
 		// B is untouched and still decides with its own pair.
-		if dec, err := f.svc.Decide(ctx, rb.ID, b.UserCode, true, ""); err != nil || dec.Grant.Agent != bob {
+		if dec, err := f.svc.Decide(ctx, rb.ID, b.UserCode, true, "", f.pol()); err != nil || dec.Grant.Agent != bob {
 			t.Fatalf("B: %v", err)
 		}
-		_, err = f.svc.Decide(ctx, "df_nope", a.UserCode, true, "")
+		_, err = f.svc.Decide(ctx, "df_nope", a.UserCode, true, "", f.pol())
 		wantErr(t, err, ErrNotFound)
 	})
 
@@ -121,7 +121,7 @@ func TestConsentDecisions(t *testing.T) {
 		id := f.request(fs).ID
 		first := f.decide(fs, true, Day)
 		for _, allow := range []bool{true, false} {
-			_, err := f.svc.Decide(ctx, id, fs.UserCode, allow, "")
+			_, err := f.svc.Decide(ctx, id, fs.UserCode, allow, "", f.pol())
 			wantErr(t, err, ErrAlreadyDecided)
 		}
 		gs, _ := f.svc.Grants(ctx)
@@ -160,7 +160,7 @@ func TestDurations(t *testing.T) {
 		}
 	}
 	fs := f.start(alice, "review:read_only", "")
-	_, err := f.svc.Decide(ctx, f.request(fs).ID, fs.UserCode, true, "year")
+	_, err := f.svc.Decide(ctx, f.request(fs).ID, fs.UserCode, true, "year", f.pol())
 	wantErr(t, err, ErrBadDuration)
 	if _, status, _ := f.svc.Lookup(ctx, fs.UserCode); status != domain.FlowPending {
 		t.Errorf("a refused duration decided the request: %s", status)
@@ -174,14 +174,14 @@ func TestSignedGrant(t *testing.T) {
 	dec := f.decide(f.start(alice, "", "fix"), true, Month)
 	g := dec.Grant
 	if g.Agent != alice || g.Brand != "fix" || g.Capability != "fix" || g.Workspace != "/ws/fix" ||
-		g.AccessMode != "read_write" || g.Scope != "fix:read_write" || g.Status != GrantActive || !strings.HasPrefix(g.ID, "g_") {
+		g.AccessMode != "read_write" || g.Scope != "fix:read_write" || g.Status != GrantActive || !strings.HasPrefix(string(g.ID), "g_") {
 		t.Errorf("grant = %+v", g)
 	}
 	c, err := f.svc.VerifyGrant(g.JWS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Issuer != publicURL || c.Subject != "alice" || c.AgentIss != alice.Issuer || c.ID != g.ID || c.Brand != "fix" ||
+	if c.Issuer != publicURL || c.Subject != "alice" || c.AgentIss != alice.Issuer || c.ID != string(g.ID) || c.Brand != "fix" ||
 		c.Capability != "fix" || c.Workspace != "/ws/fix" || c.AccessMode != "read_write" || c.Scope != "fix:read_write" ||
 		!c.IssuedAt.Equal(g.IssuedAt) || !c.ExpiresAt.Equal(*g.ExpiresAt) {
 		t.Errorf("claims = %+v", c)
@@ -218,9 +218,9 @@ func TestBrandChangedBeforeApproval(t *testing.T) {
 	fs := f.start(alice, "review:read_only", "")
 	next(t, events)
 	b := reviewBrand()
-	b.ScopeID = "review:all"
+	b.Scope.ID = "review:all"
 	f.setBrand(b)
-	_, err := f.svc.Decide(ctx, f.request(fs).ID, fs.UserCode, true, "")
+	_, err := f.svc.Decide(ctx, f.request(fs).ID, fs.UserCode, true, "", f.pol())
 	wantErr(t, err, ErrBrandChanged)
 	if e := next(t, events); e.Kind != EventRequestDecided || e.Outcome != OutcomeDenied || e.Agent != alice {
 		t.Errorf("event = %+v", e)

@@ -16,9 +16,9 @@ func TestRevocation(t *testing.T) {
 		if err != nil || v.Status != GrantRevoked || v.RevokedAt == nil {
 			t.Fatalf("Revoke = %+v, %v", v, err)
 		}
-		_, err = f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review")
+		_, err = f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review", f.pol())
 		wantReason(t, err, ReasonRevoked)
-		_, err = f.svc.Refresh(ctx, alice, "review")
+		_, err = f.svc.Refresh(ctx, alice, "review", f.pol())
 		wantOAuth(t, err, CodeInvalidGrant, 400)
 	})
 
@@ -29,7 +29,7 @@ func TestRevocation(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.restart()
-		_, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review")
+		_, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review", f.pol())
 		wantReason(t, err, ReasonRevoked)
 		gs, _ := f.svc.Grants(ctx)
 		if len(gs) != 1 || gs[0].Status != GrantRevoked {
@@ -60,7 +60,7 @@ func TestRevocation(t *testing.T) {
 				wantOAuth(t, pollErr, CodeAccessDenied, 400)
 				continue
 			}
-			_, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review")
+			_, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review", f.pol())
 			wantReason(t, err, ReasonRevoked)
 		}
 	})
@@ -75,14 +75,14 @@ func TestRevocation(t *testing.T) {
 		if newID == oldID {
 			t.Fatal("re-approval reused the grant id")
 		}
-		_, err := f.svc.CheckDelegation(ctx, old.AccessToken, alice, "review")
+		_, err := f.svc.CheckDelegation(ctx, old.AccessToken, alice, "review", f.pol())
 		wantReason(t, err, ReasonRevoked)
-		d, err := f.svc.CheckDelegation(ctx, fresh.AccessToken, alice, "review")
+		d, err := f.svc.CheckDelegation(ctx, fresh.AccessToken, alice, "review", f.pol())
 		if err != nil || d.GrantID != newID {
 			t.Fatalf("new token: %+v, %v", d, err)
 		}
-		ref, err := f.svc.Refresh(ctx, alice, "review")
-		if err != nil || f.claimsOf(ref.AccessToken).Grant != newID {
+		ref, err := f.svc.Refresh(ctx, alice, "review", f.pol())
+		if err != nil || f.claimsOf(ref.AccessToken).Grant != string(newID) {
 			t.Fatalf("refresh: %v", err)
 		}
 	})

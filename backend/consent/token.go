@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/store"
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -29,9 +30,9 @@ type delegationClaims struct {
 
 // Delegation is what a verified delegation token authorizes.
 type Delegation struct {
-	GrantID   string
+	GrantID   domain.GrantID
 	Scope     string
-	Brand     string
+	Brand     domain.BrandID
 	Agent     domain.Agent
 	ExpiresAt time.Time // the token's expiry
 }
@@ -47,15 +48,15 @@ func (s *Service) mint(g *store.Grant, now time.Time) (*Token, error) {
 	claims := delegationClaims{
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer:    s.PublicURL(),
-			Subject:   g.AgentSub,
+			Subject:   g.Agent.Subject,
 			Audience:  jwt.ClaimStrings{s.Audience(g.Brand)},
 			ID:        randomToken(16),
 			IssuedAt:  jwt.NewNumericDate(now),
 			ExpiresAt: jwt.NewNumericDate(exp), // truncated to the second: never after the grant
 		},
-		AgentIss: g.AgentIss,
+		AgentIss: g.Agent.Issuer,
 		Scope:    g.Scope,
-		Grant:    g.ID,
+		Grant:    string(g.ID),
 	}
 	jws, err := s.key.Sign(DelegationTokenType, claims)
 	if err != nil {
@@ -65,7 +66,8 @@ func (s *Service) mint(g *store.Grant, now time.Time) (*Token, error) {
 }
 
 // CheckDelegation decides whether token authorizes a turn of agent (the
-// caller's verified identity) on brandID. It verifies the token with the node
+// caller's verified identity) on brandID as p, the policy the caller serves, offers
+// it. It verifies the token with the node
 // key (EdDSA only, its typ, iss, aud, exp/iat with a small leeway), binds it to
 // the caller (sub and agent_iss must be the caller: a stolen token is useless,
 // G8), then re-reads its grant on every call, so a revocation stops every token
@@ -74,8 +76,8 @@ func (s *Service) mint(g *store.Grant, now time.Time) (*Token, error) {
 //
 // A refusal is a *DelegationError whose Reason the gateway reports; any other
 // error is the store failing, not the token.
-func (s *Service) CheckDelegation(ctx context.Context, token string, agent domain.Agent, brandID string) (*Delegation, error) {
-	d, err := s.checkDelegation(ctx, token, agent, brandID)
+func (s *Service) CheckDelegation(ctx context.Context, token string, agent domain.Agent, brandID domain.BrandID, p *policy.Policy) (*Delegation, error) {
+	d, err := s.checkDelegation(ctx, token, agent, brandID, p)
 	if de := (*DelegationError)(nil); errors.As(err, &de) {
 		s.log.Info("delegation refused", "reason", de.Reason, "detail", de.Detail, "agent_iss", agent.Issuer, "agent_sub", agent.Subject, "brand", brandID)
 	}
@@ -86,7 +88,7 @@ func refuse(reason, detail string) *DelegationError {
 	return &DelegationError{Reason: reason, Detail: detail}
 }
 
-func (s *Service) checkDelegation(ctx context.Context, token string, agent domain.Agent, brandID string) (*Delegation, error) {
+func (s *Service) checkDelegation(ctx context.Context, token string, agent domain.Agent, brandID domain.BrandID, p *policy.Policy) (*Delegation, error) {
 	if token == "" {
 		return nil, refuse(ReasonMissing, "no PACT-Delegation token")
 	}
@@ -111,19 +113,19 @@ func (s *Service) checkDelegation(ctx context.Context, token string, agent domai
 		}
 		return nil, refuse(ReasonInvalid, "the delegation token is not for this node")
 	}
-	b, ok := s.brand(brandID)
+	b, ok := p.Brand(brandID)
 	if !ok {
 		return nil, refuse(ReasonWrongBrand, "unknown brand")
 	}
 	now := s.now()
-	g, err := s.db.GrantByID(ctx, c.Grant)
+	g, err := s.db.GrantByID(ctx, domain.GrantID(c.Grant))
 	if errors.Is(err, store.ErrGrantNotFound) {
 		return nil, refuse(ReasonInvalid, "the delegation token names an unknown grant")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("check delegation: %w", err)
 	}
-	if g.AgentIss != agent.Issuer || g.AgentSub != agent.Subject || g.Brand != brandID {
+	if g.Agent != agent || g.Brand != brandID {
 		return nil, refuse(ReasonInvalid, "the delegation token does not match its grant")
 	}
 	if refusal := grantRefusal(g, now); refusal != nil {
@@ -161,9 +163,9 @@ func (s *Service) verifyToken(token string) (delegationClaims, error) {
 }
 
 // GrantStands re-checks a grant that a turn got past the gate with: it must still be live,
-// unrevoked and cover its brand as the policy offers it now. A turn that waited for its
+// unrevoked and cover its brand as p, the policy the node serves now, offers it. A turn that waited for its
 // workspace asks right before Codex starts (W13); a *DelegationError says why not.
-func (s *Service) GrantStands(ctx context.Context, grantID, brandID string) error {
+func (s *Service) GrantStands(ctx context.Context, grantID domain.GrantID, brandID domain.BrandID, p *policy.Policy) error {
 	g, err := s.db.GrantByID(ctx, grantID)
 	if errors.Is(err, store.ErrGrantNotFound) {
 		return refuse(ReasonInvalid, "the grant no longer exists")
@@ -174,7 +176,7 @@ func (s *Service) GrantStands(ctx context.Context, grantID, brandID string) erro
 	if refusal := grantRefusal(g, s.now()); refusal != nil {
 		return refusal
 	}
-	b, ok := s.brand(brandID)
+	b, ok := p.Brand(brandID)
 	if !ok {
 		return refuse(ReasonWrongBrand, "the brand is no longer offered")
 	}
@@ -212,7 +214,7 @@ func scopeSubset(child, parent string) bool {
 // covers reports whether grant g still covers brand b as the policy now has
 // it: a grant for read-only review of one folder must not silently become
 // read-write, or another folder, when policy.json changes.
-func covers(g *store.Grant, b BrandInfo) bool {
-	return g.Brand == b.ID && scopeSubset(b.ScopeID, g.Scope) &&
-		g.AccessMode == b.AccessMode && g.Workspace == b.Workspace && g.Capability == b.Capability
+func covers(g *store.Grant, b policy.Brand) bool {
+	return g.Brand == b.ID && scopeSubset(b.Scope.ID, g.Scope) &&
+		g.AccessMode == b.AccessMode && g.Workspace == b.WorkspaceDir && g.Capability == b.Capability
 }

@@ -41,13 +41,13 @@ func TestTokenClaims(t *testing.T) {
 	now := f.clock.Now()
 	if c.Issuer != publicURL || c.Subject != "alice" || c.AgentIss != alice.Issuer ||
 		len(c.Audience) != 1 || c.Audience[0] != publicURL+"/a2a/review/.well-known/agent-card.json" || c.Scope != "review:read_only" ||
-		c.Grant != gid || c.ID == "" || !c.IssuedAt.Equal(now) || !c.ExpiresAt.Equal(now.Add(time.Hour)) {
+		c.Grant != string(gid) || c.ID == "" || !c.IssuedAt.Equal(now) || !c.ExpiresAt.Equal(now.Add(time.Hour)) {
 		t.Errorf("claims = %+v", c)
 	}
 	if tok.TokenType != "Bearer" || tok.ExpiresIn != 3600 || tok.Scope != "review:read_only" {
 		t.Errorf("token = %+v", tok)
 	}
-	d, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review")
+	d, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review", f.pol())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestTokenClaims(t *testing.T) {
 func TestDelegationToken(t *testing.T) {
 	t.Run("missing token", func(t *testing.T) {
 		f := newFixture(t)
-		_, err := f.svc.CheckDelegation(ctx, "", alice, "review")
+		_, err := f.svc.CheckDelegation(ctx, "", alice, "review", f.pol())
 		wantReason(t, err, ReasonMissing)
 	})
 
@@ -88,7 +88,7 @@ func TestDelegationToken(t *testing.T) {
 			"other key": foreign, "other key, our kid": stolen, "grant JWS": gs[0].JWS, "garbage": "a.b.c",
 			"huge": strings.Repeat("A", 9000),
 		} {
-			_, err := f.svc.CheckDelegation(ctx, bad, alice, "review")
+			_, err := f.svc.CheckDelegation(ctx, bad, alice, "review", f.pol())
 			if de, ok := err.(*DelegationError); !ok || de.Reason != ReasonInvalid {
 				t.Errorf("%s: %v", name, err)
 			}
@@ -114,7 +114,7 @@ func TestDelegationToken(t *testing.T) {
 			"HS256 with public key": sign(jwt.SigningMethodHS256, []byte(f.key.Public())),
 			"ES256":                 sign(jwt.SigningMethodES256, ec),
 		} {
-			_, err := f.svc.CheckDelegation(ctx, bad, alice, "review")
+			_, err := f.svc.CheckDelegation(ctx, bad, alice, "review", f.pol())
 			if de, ok := err.(*DelegationError); !ok || de.Reason != ReasonInvalid {
 				t.Errorf("%s: %v", name, err)
 			}
@@ -125,26 +125,26 @@ func TestDelegationToken(t *testing.T) {
 		f := newFixture(t)
 		tok, _ := f.grant(alice, "review", Month)
 		f.clock.Advance(time.Hour + leeway - time.Second) // within the leeway
-		if _, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review"); err != nil {
+		if _, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review", f.pol()); err != nil {
 			t.Fatalf("within leeway: %v", err)
 		}
 		f.clock.Advance(2 * time.Second)
-		_, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review")
+		_, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review", f.pol())
 		wantReason(t, err, ReasonExpired)
 
-		fresh, _ := f.svc.Refresh(ctx, alice, "review")
+		fresh, _ := f.svc.Refresh(ctx, alice, "review", f.pol())
 		c := f.claimsOf(fresh.AccessToken)
 		future := c
 		future.IssuedAt = jwt.NewNumericDate(f.clock.Now().Add(5 * time.Minute))
-		_, err = f.svc.CheckDelegation(ctx, f.forge(future), alice, "review")
+		_, err = f.svc.CheckDelegation(ctx, f.forge(future), alice, "review", f.pol())
 		wantReason(t, err, ReasonInvalid)
 		nbf := c
 		nbf.NotBefore = jwt.NewNumericDate(f.clock.Now().Add(5 * time.Minute))
-		_, err = f.svc.CheckDelegation(ctx, f.forge(nbf), alice, "review")
+		_, err = f.svc.CheckDelegation(ctx, f.forge(nbf), alice, "review", f.pol())
 		wantReason(t, err, ReasonInvalid)
 		noExp := c
 		noExp.ExpiresAt = nil
-		_, err = f.svc.CheckDelegation(ctx, f.forge(noExp), alice, "review")
+		_, err = f.svc.CheckDelegation(ctx, f.forge(noExp), alice, "review", f.pol())
 		wantReason(t, err, ReasonInvalid)
 	})
 
@@ -154,20 +154,20 @@ func TestDelegationToken(t *testing.T) {
 		c := f.claimsOf(tok.AccessToken)
 		otherNode := c
 		otherNode.Audience = jwt.ClaimStrings{"https://other.example/a2a/review/.well-known/agent-card.json"}
-		_, err := f.svc.CheckDelegation(ctx, f.forge(otherNode), alice, "review")
+		_, err := f.svc.CheckDelegation(ctx, f.forge(otherNode), alice, "review", f.pol())
 		wantReason(t, err, ReasonInvalid)
 		otherIss := c
 		otherIss.Issuer = "https://other.example"
-		_, err = f.svc.CheckDelegation(ctx, f.forge(otherIss), alice, "review")
+		_, err = f.svc.CheckDelegation(ctx, f.forge(otherIss), alice, "review", f.pol())
 		wantReason(t, err, ReasonInvalid)
 		noAud := c
 		noAud.Audience = nil
-		_, err = f.svc.CheckDelegation(ctx, f.forge(noAud), alice, "review")
+		_, err = f.svc.CheckDelegation(ctx, f.forge(noAud), alice, "review", f.pol())
 		wantReason(t, err, ReasonInvalid)
 		// A genuine token for review presented on fix.
-		_, err = f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "fix")
+		_, err = f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "fix", f.pol())
 		wantReason(t, err, ReasonWrongBrand)
-		_, err = f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "gone")
+		_, err = f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "gone", f.pol())
 		wantReason(t, err, ReasonWrongBrand)
 	})
 
@@ -178,26 +178,26 @@ func TestDelegationToken(t *testing.T) {
 		for _, scope := range []string{"review:read_only fix:read_write", "fix:read_write", ""} {
 			wide := c
 			wide.Scope = scope
-			_, err := f.svc.CheckDelegation(ctx, f.forge(wide), alice, "review")
+			_, err := f.svc.CheckDelegation(ctx, f.forge(wide), alice, "review", f.pol())
 			wantReason(t, err, ReasonInvalid)
 		}
 		// The policy widens the brand: the grant no longer covers it, at issuance and at use.
 		b := reviewBrand()
-		b.AccessMode = "read_write"
+		b.AccessMode = domain.ReadWrite
 		f.setBrand(b)
-		_, err := f.svc.Refresh(ctx, alice, "review")
+		_, err := f.svc.Refresh(ctx, alice, "review", f.pol())
 		wantOAuth(t, err, CodeInvalidGrant, 400)
-		_, err = f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review")
+		_, err = f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review", f.pol())
 		wantReason(t, err, ReasonRevoked)
 		b = reviewBrand()
-		b.ScopeID = "review:all"
+		b.Scope.ID = "review:all"
 		f.setBrand(b)
-		_, err = f.svc.Refresh(ctx, alice, "review")
+		_, err = f.svc.Refresh(ctx, alice, "review", f.pol())
 		wantOAuth(t, err, CodeInvalidGrant, 400)
-		_, err = f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review")
+		_, err = f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review", f.pol())
 		wantReason(t, err, ReasonRevoked)
 		f.setBrand(reviewBrand())
-		if _, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review"); err != nil {
+		if _, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review", f.pol()); err != nil {
 			t.Fatalf("policy restored: %v", err)
 		}
 	})
@@ -207,19 +207,19 @@ func TestDelegationToken(t *testing.T) {
 		tok, _ := f.grant(alice, "review", Day)
 		// The node's own tokens are no identity: nothing is minted or started for them.
 		asIdentity := domain.Agent{Issuer: publicURL, Subject: "alice"}
-		_, err := f.svc.Refresh(ctx, asIdentity, "review")
+		_, err := f.svc.Refresh(ctx, asIdentity, "review", f.pol())
 		wantOAuth(t, err, CodeInvalidClient, 401)
-		_, err = f.svc.StartFlow(ctx, domain.Agent{Issuer: publicURL + "/", Subject: "alice"}, "review:read_only", "")
+		_, err = f.svc.StartFlow(ctx, domain.Agent{Issuer: publicURL + "/", Subject: "alice"}, "review:read_only", "", f.pol())
 		wantOAuth(t, err, CodeInvalidClient, 401)
 		// A token is not a scope either.
-		_, err = f.svc.StartFlow(ctx, alice, tok.AccessToken, "")
+		_, err = f.svc.StartFlow(ctx, alice, tok.AccessToken, "", f.pol())
 		wantOAuth(t, err, CodeInvalidScope, 400)
 		// Holding review gives nothing on fix.
-		_, err = f.svc.Refresh(ctx, alice, "fix")
+		_, err = f.svc.Refresh(ctx, alice, "fix", f.pol())
 		wantOAuth(t, err, CodeInvalidGrant, 400)
 		// Refreshed tokens never outlive their grant, and carry exactly its scope.
 		f.clock.Advance(23*time.Hour + 30*time.Minute)
-		fresh, err := f.svc.Refresh(ctx, alice, "review")
+		fresh, err := f.svc.Refresh(ctx, alice, "review", f.pol())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,22 +227,22 @@ func TestDelegationToken(t *testing.T) {
 			t.Errorf("refreshed token = %+v", fresh)
 		}
 		f.clock.Advance(30 * time.Minute)
-		_, err = f.svc.Refresh(ctx, alice, "review")
+		_, err = f.svc.Refresh(ctx, alice, "review", f.pol())
 		wantOAuth(t, err, CodeInvalidGrant, 400)
-		_, err = f.svc.CheckDelegation(ctx, fresh.AccessToken, alice, "review")
+		_, err = f.svc.CheckDelegation(ctx, fresh.AccessToken, alice, "review", f.pol())
 		wantReason(t, err, ReasonExpired)
 	})
 
 	t.Run("G7 grant revoked, token unexpired", func(t *testing.T) {
 		f := newFixture(t)
 		tok, gid := f.grant(alice, "review", Forever)
-		if _, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review"); err != nil {
+		if _, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review", f.pol()); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.svc.Revoke(ctx, gid); err != nil {
 			t.Fatal(err)
 		}
-		_, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review")
+		_, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review", f.pol())
 		wantReason(t, err, ReasonRevoked)
 	})
 
@@ -250,7 +250,7 @@ func TestDelegationToken(t *testing.T) {
 		f := newFixture(t)
 		tok, _ := f.grant(alice, "review", Month)
 		for _, thief := range []domain.Agent{bob, mallory} {
-			_, err := f.svc.CheckDelegation(ctx, tok.AccessToken, thief, "review")
+			_, err := f.svc.CheckDelegation(ctx, tok.AccessToken, thief, "review", f.pol())
 			wantReason(t, err, ReasonWrongAgent)
 		}
 		if gs, _ := f.svc.Grants(ctx); gs[0].Uses != 0 {
@@ -260,9 +260,9 @@ func TestDelegationToken(t *testing.T) {
 
 	t.Run("G10 delegation request with the pact scope", func(t *testing.T) {
 		f := newFixture(t)
-		_, err := f.svc.StartFlow(ctx, alice, "review:read_only pact", "review")
+		_, err := f.svc.StartFlow(ctx, alice, "review:read_only pact", "review", f.pol())
 		wantOAuth(t, err, CodeInvalidScope, 400)
-		_, err = f.svc.StartFlow(ctx, alice, "ｐａｃｔ", "")
+		_, err = f.svc.StartFlow(ctx, alice, "ｐａｃｔ", "", f.pol())
 		wantOAuth(t, err, CodeInvalidScope, 400)
 	})
 
@@ -271,7 +271,7 @@ func TestDelegationToken(t *testing.T) {
 		tok, _ := f.grant(alice, "review", Month)
 		for i := range 3 {
 			f.clock.Advance(10 * time.Minute)
-			if _, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review"); err != nil {
+			if _, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review", f.pol()); err != nil {
 				t.Fatalf("use %d: %v", i+1, err)
 			}
 		}
@@ -285,7 +285,7 @@ func TestDelegationToken(t *testing.T) {
 		f := newFixture(t)
 		tok, gid := f.grant(alice, "review", Month)
 		for range 2 { // the second check is answered from the remembered one
-			if _, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review"); err != nil {
+			if _, err := f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review", f.pol()); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -293,14 +293,14 @@ func TestDelegationToken(t *testing.T) {
 		if tok.AccessToken[sig] == 'A' {
 			other = "B"
 		}
-		_, err := f.svc.CheckDelegation(ctx, tok.AccessToken[:sig]+other+tok.AccessToken[sig+1:], alice, "review")
+		_, err := f.svc.CheckDelegation(ctx, tok.AccessToken[:sig]+other+tok.AccessToken[sig+1:], alice, "review", f.pol())
 		wantReason(t, err, ReasonInvalid)
-		_, err = f.svc.CheckDelegation(ctx, tok.AccessToken, bob, "review")
+		_, err = f.svc.CheckDelegation(ctx, tok.AccessToken, bob, "review", f.pol())
 		wantReason(t, err, ReasonWrongAgent)
 		if _, err := f.svc.Revoke(ctx, gid); err != nil {
 			t.Fatal(err)
 		}
-		_, err = f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review")
+		_, err = f.svc.CheckDelegation(ctx, tok.AccessToken, alice, "review", f.pol())
 		wantReason(t, err, ReasonRevoked)
 	})
 
@@ -315,7 +315,7 @@ func TestDelegationToken(t *testing.T) {
 		c.ExpiresAt = jwt.NewNumericDate(f.clock.Now().Add(48 * time.Hour))
 		long := f.forge(c)
 		f.clock.Advance(24 * time.Hour)
-		_, err := f.svc.CheckDelegation(ctx, long, alice, "review")
+		_, err := f.svc.CheckDelegation(ctx, long, alice, "review", f.pol())
 		wantReason(t, err, ReasonExpired)
 		if gs, _ := f.svc.Grants(ctx); gs[0].Status != GrantExpired {
 			t.Errorf("status = %s", gs[0].Status)

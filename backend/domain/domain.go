@@ -20,16 +20,35 @@ func (a Agent) Key() string {
 	return strconv.Itoa(len(a.Issuer)) + ":" + a.Issuer + "|" + a.Subject
 }
 
-// BrandID names a brand of policy.json; GrantID a grant the owner signed.
-type (
-	BrandID = string
-	GrantID = string
+// BrandID names a brand of policy.json (its id, the path segment of its card URL).
+type BrandID string
+
+// GrantID names a grant the owner signed (its jti, "g_…"): a type of its own, so that no other
+// string is taken for one.
+type GrantID string
+
+// AccessMode says what Codex may do in a brand's workspace: policy.json's accessMode, a grant's
+// and a receipt's access_mode (docs/confinement.md).
+type AccessMode string
+
+const (
+	// ReadOnly runs Codex with --sandbox read-only.
+	ReadOnly AccessMode = "read_only"
+	// ReadWrite runs Codex with --sandbox workspace-write.
+	ReadWrite AccessMode = "read_write"
 )
 
-// TurnStatus is how a turn ended, as its receipt says.
+// Valid reports whether m is one of the known access modes.
+func (m AccessMode) Valid() bool { return m == ReadOnly || m == ReadWrite }
+
+// TurnStatus is where a turn stands: running until its receipt, then how it ended, as the
+// receipt says.
 type TurnStatus string
 
 const (
+	// TurnRunning is a turn without a receipt yet (the turns table's status allows it; no
+	// receipt carries it).
+	TurnRunning   TurnStatus = "running"
 	TurnCompleted TurnStatus = "completed"
 	TurnFailed    TurnStatus = "failed"
 	TurnCanceled  TurnStatus = "canceled"
@@ -41,6 +60,15 @@ type Usage struct {
 	InputTokens       int64 `json:"input_tokens"`
 	CachedInputTokens int64 `json:"cached_input_tokens"`
 	OutputTokens      int64 `json:"output_tokens"`
+}
+
+// Outcome is how a turn ended.
+type Outcome struct {
+	Status   TurnStatus
+	Reason   string
+	Answer   string // Codex's answer; shown only when Status is completed
+	ThreadID string
+	Usage    Usage
 }
 
 // FlowStatus is where a device-flow consent request stands.

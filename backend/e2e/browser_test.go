@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -26,6 +27,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/aether/aether/backend/codex/codextest"
+	ownerpkg "github.com/aether/aether/backend/owner"
 	"github.com/aether/aether/backend/receipts"
 	"github.com/aether/aether/backend/version"
 )
@@ -413,7 +415,7 @@ func TestBrowserConsent(t *testing.T) {
 	}
 	st := browse[struct{ Text string }](t, o, "status", map[string]any{"shot": "status.png"})
 	for _, want := range []string{e.publicURL, "Code review", "Confinement: bubblewrap", "each turn sees only its brand's workspace",
-		"API key from CODEX_API_KEY: codex alone has it; the commands it runs do not"} {
+		"API key from CODEX_API_KEY: the node's model gateway holds it; each turn's Codex gets a one-time token"} {
 		if !strings.Contains(st.Text, want) {
 			t.Errorf("the status page does not show %q:\n%s", want, st.Text)
 		}
@@ -905,5 +907,45 @@ func TestModelKeyInBrowser(t *testing.T) {
 	}
 	if strings.Contains(log.String(), key) {
 		t.Error("X9 the key is in the node's log")
+	}
+}
+
+// TestModelGatewayInBrowser: the Status page's Model card shows where the model gateway
+// forwards, whether it has a key (never the key), and the model's last error in the owner's
+// words, here a server that is down, as the real codex's Check met it through the gateway.
+func TestModelGatewayInBrowser(t *testing.T) {
+	bin := os.Getenv("AETHER_REAL_CODEX")
+	if bin == "" {
+		t.Skip("no real codex: set AETHER_REAL_CODEX=$(scripts/install-codex.sh)")
+	}
+	root := browserRoot(t)
+	t.Parallel()
+	e := newEnv(t, withCodexPath(bin))
+	e.stop()
+	e.opts.UI = os.DirFS(filepath.Join(root, "frontend", "dist"))
+	e.opts.CodexHome = codextest.Home(t)
+	e.opts.CodexEnv = nil // no CODEX_API_KEY: a server named without a key gets none
+	e.start()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := ln.Addr().String()
+	ln.Close()
+	svc := e.n.Owner()
+	base := "http://" + down + "/v1"
+	if _, err := svc.SetModel(ownerpkg.ModelRequest{BaseURL: &base}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := svc.CheckModel(context.Background()); err != nil || c.OK {
+		t.Fatalf("check against a server that is down: %+v %v", c, err)
+	}
+	o := startOwner(t, e, root)
+	browse[map[string]any](t, o, "signin", map[string]any{"link": e.n.SignInURL()})
+	got := browse[struct{ Text string }](t, o, "status", map[string]any{"shot": "model-gateway-error.png"})
+	for _, want := range []string{"forwards to " + down, "key: none", "Last model error: the model server " + down + " cannot be reached"} {
+		if !strings.Contains(got.Text, want) {
+			t.Errorf("the Status page lacks %q:\n%s", want, got.Text)
+		}
 	}
 }

@@ -103,7 +103,7 @@ func (s *served) spawn() {
 	cmd := exec.Command(s.bin, "node", "serve", "--policy", s.e.policy, "--data-dir", s.e.dataDir, "--port", "0", "--admin-port", "0",
 		"--pact-listen", strings.TrimPrefix(s.e.publicURL, "http://"), "--codex", s.fake)
 	// The fake Codex keeps its sessions under CODEX_HOME: keep them in the test's folder.
-	cmd.Env = append(os.Environ(), "CODEX_HOME="+filepath.Join(filepath.Dir(s.e.dataDir), "codex-home"), s.codexMarker())
+	cmd.Env = append(os.Environ(), "CODEX_HOME="+filepath.Join(filepath.Dir(s.e.dataDir), "codex-home"), s.codexMarker(), "CODEX_API_KEY=kill9-test-key")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start aether: %v", err)
@@ -177,12 +177,12 @@ func (s *served) stop() {
 }
 
 // codexMarker is in the environment of every process of the node's turns (bwrap, codex and
-// what codex starts): the API key the node hands codex, unique to the test.
+// what the fake codex starts): the node's AETHER_TURN_TAG, unique to the test.
 func (s *served) codexMarker() string {
 	// The whole data dir path: test processes running side by side have dirs of the same
 	// base name (".../001"), and one must not count the other's codex as its own.
 	sum := sha256.Sum256([]byte(s.e.dataDir))
-	return "CODEX_API_KEY=kill9-" + hex.EncodeToString(sum[:8])
+	return "AETHER_TURN_TAG=kill9-" + hex.EncodeToString(sum[:8])
 }
 
 // waitCodex waits until the fake codex itself runs inside its turn's view (not just bwrap

@@ -220,8 +220,8 @@ func retiredKeyForgeries(t *testing.T, e *env, stolen, jwks string, set keys.His
 	}
 	l := receipts.NewLedger(db, old, e.publicURL, func() time.Time { return rot.At.Add(-time.Minute) })
 	for i := range 3 {
-		tr := receipts.Turn{ID: fmt.Sprintf("t_forged_%d", i), TaskID: first.Task, ContextID: first.Ctx, Brand: first.Brand,
-			BrandScope: first.Scope, GrantID: first.Grant, Agent: first.Agent, Status: domain.TurnCompleted,
+		tr := receipts.Turn{ID: fmt.Sprintf("t_forged_%d", i), TaskID: first.Task, ContextID: first.Ctx, Brand: domain.BrandID(first.Brand),
+			BrandScope: first.Scope, GrantID: domain.GrantID(first.Grant), Agent: first.Agent, Status: domain.TurnCompleted,
 			StartedAt: rot.At.Add(-2 * time.Minute)}
 		if err := l.Start(t.Context(), tr); err != nil {
 			t.Fatal(err)

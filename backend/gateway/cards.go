@@ -12,6 +12,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/aether/aether/backend/cardjson"
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/policy"
 )
 
@@ -33,12 +34,12 @@ type urls struct{ base string }
 
 func newURLs(publicURL string) urls { return urls{base: strings.TrimRight(publicURL, "/")} }
 
-func (u urls) brand(id string) string      { return u.base + "/a2a/" + id }
-func (u urls) card(id string) string       { return u.brand(id) + "/.well-known/agent-card.json" }
-func (u urls) deviceAuthorization() string { return u.base + "/pact/device_authorization" }
-func (u urls) token() string               { return u.base + "/pact/token" }
-func (u urls) metadata() string            { return u.base + "/.well-known/oauth-authorization-server" }
-func (u urls) jwks() string                { return u.base + "/.well-known/jwks.json" }
+func (u urls) brand(id domain.BrandID) string { return u.base + "/a2a/" + string(id) }
+func (u urls) card(id domain.BrandID) string  { return u.brand(id) + "/.well-known/agent-card.json" }
+func (u urls) deviceAuthorization() string    { return u.base + "/pact/device_authorization" }
+func (u urls) token() string                  { return u.base + "/pact/token" }
+func (u urls) metadata() string               { return u.base + "/.well-known/oauth-authorization-server" }
+func (u urls) jwks() string                   { return u.base + "/.well-known/jwks.json" }
 
 // buildCard makes a brand's agent card: no provider, JSON-RPC first then
 // HTTP+JSON, the two PACT security schemes, one skill, and a version that is a
@@ -81,7 +82,7 @@ func buildCard(u urls, b policy.Brand) *a2a.AgentCard {
 		},
 		SecurityRequirements: a2a.SecurityRequirementsOptions{{SchemeAgent: a2a.SecuritySchemeScopes{}}},
 		Skills: []a2a.AgentSkill{{
-			ID:          b.ID,
+			ID:          string(b.ID),
 			Name:        b.Name,
 			Description: b.Description,
 			Tags:        []string{b.Capability, string(b.AccessMode)},

@@ -26,7 +26,7 @@ const metaThread = "aether.codexThreadId"
 // statuses, its answer and receipt as artifacts, its end as the final status.
 type executor struct {
 	g     *Gateway
-	brand string
+	brand domain.BrandID
 	tasks taskstore.Store // the route's
 }
 
@@ -147,7 +147,7 @@ func (t *turnRun) finish(arts []*a2a.TaskArtifactUpdateEvent, final *a2a.TaskSta
 }
 
 // ending is what the agent gets of a finished turn: the answer, the receipt, the final status.
-func (t *turnRun) ending(out turn.Outcome, rec *receipts.Receipt) ([]*a2a.TaskArtifactUpdateEvent, *a2a.TaskStatusUpdateEvent) {
+func (t *turnRun) ending(out domain.Outcome, rec *receipts.Receipt) ([]*a2a.TaskArtifactUpdateEvent, *a2a.TaskStatusUpdateEvent) {
 	state := taskState(out.Status)
 	var arts []*a2a.TaskArtifactUpdateEvent
 	if state == a2a.TaskStateCompleted {
@@ -162,8 +162,8 @@ func (t *turnRun) ending(out turn.Outcome, rec *receipts.Receipt) ([]*a2a.TaskAr
 }
 
 // keeper is the task a plain send keeps in its receipt's commit, finished (turn.Request.Keep).
-func (t *turnRun) keeper(ctx context.Context) func(turn.Outcome) *receipts.NewTask {
-	return func(out turn.Outcome) *receipts.NewTask {
+func (t *turnRun) keeper(ctx context.Context) func(domain.Outcome) *receipts.NewTask {
+	return func(out domain.Outcome) *receipts.NewTask {
 		owner, err := ownerFromContext(ctx)
 		if err != nil {
 			return nil
@@ -192,7 +192,7 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) *turn.Finished {
 	rt := e.g.routes.Load() // the policy snapshot this turn runs on (P11)
 	br := rt.brands[e.brand]
 	if br == nil {
-		t.status(a2a.TaskStateFailed, "the brand "+quoteTrunc(e.brand)+" is no longer offered by this node")
+		t.status(a2a.TaskStateFailed, "the brand "+quoteTrunc(string(e.brand))+" is no longer offered by this node")
 		return nil
 	}
 	if err := e.g.witness(ctx, c.agent, ec.Message); err != nil {

@@ -44,7 +44,7 @@ func callFrom(ctx context.Context) call {
 type gate struct {
 	a2asrv.PassthroughCallInterceptor
 	g     *Gateway
-	brand string
+	brand domain.BrandID
 	urls  urls
 	tasks taskstore.Store // the route's
 	exec  *executor       // the route's: the gate runs a plain send's new task itself (answerPlain)
@@ -80,7 +80,7 @@ func (gt *gate) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2asrv.
 // TaskNotFound, so task ids are no existence oracle.
 func (gt *gate) ownTask(ctx context.Context, id identity.Identity, tid a2a.TaskID) (a2a.TaskState, error) {
 	owner, brand, state, err := gt.g.cfg.Tasks.TaskOwner(ctx, tid)
-	if err != nil || owner != id.Key() || brand != gt.brand {
+	if err != nil || owner != id.Key() || domain.BrandID(brand) != gt.brand {
 		return "", a2a.ErrTaskNotFound
 	}
 	return state, nil
@@ -134,7 +134,7 @@ func (gt *gate) beforeTurn(ctx context.Context, cc *a2asrv.CallContext, id ident
 	if token == "" {
 		derr = &consent.DelegationError{Reason: "missing", Detail: "no " + DelegationHeader + " header"}
 	} else {
-		d, derr = gt.g.cfg.Consent.CheckDelegation(ctx, token, id.Agent, gt.brand)
+		d, derr = gt.g.cfg.Consent.CheckDelegation(ctx, token, id.Agent, gt.brand, gt.g.Policy())
 	}
 	if derr != nil {
 		task, err := gt.authRequired(ctx, id, p.Message, existing, derr)

@@ -17,6 +17,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
 	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/identity"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/limit"
@@ -55,7 +56,8 @@ type Config struct {
 	Runner      Runner
 	Keys        keys.History // published at /.well-known/jwks.json, with each retired key's rotation (T13)
 	TurnTimeout time.Duration
-	OnReceipt   func(*receipts.Receipt) // told after each receipt is committed
+	OnReceipt   func(*receipts.Receipt)                       // told after each receipt is committed
+	Models      func(turn.ModelTurn) (*turn.ModelPass, error) // turn.Config.Models
 	Logger      *slog.Logger
 
 	// Signer signs the agent cards (A2A 1.0 §8.4); nil serves them unsigned.
@@ -78,7 +80,7 @@ type Gateway struct {
 	logs     *limit.Slots // log requests in progress per client address (log.go)
 
 	mu      sync.Mutex // serialises Reload
-	brands  map[string]*brandRoute
+	brands  map[domain.BrandID]*brandRoute
 	handler http.Handler
 }
 
@@ -87,10 +89,10 @@ func New(cfg Config, s policy.Snapshot) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	g := &Gateway{cfg: cfg, requests: newRequestSlots(), logs: limit.NewSlots(maxLogRequestsPerClient), brands: map[string]*brandRoute{}}
+	g := &Gateway{cfg: cfg, requests: newRequestSlots(), logs: limit.NewSlots(maxLogRequestsPerClient), brands: map[domain.BrandID]*brandRoute{}}
 	g.turns = turn.New(turn.Config{Ledger: cfg.Ledger, Runner: cfg.Runner, Consent: cfg.Consent,
-		Offered: func(brandID string) bool { return g.routes.Load().brands[brandID] != nil },
-		Timeout: cfg.TurnTimeout, OnReceipt: cfg.OnReceipt, Logger: cfg.Logger})
+		Served:  g.Policy,
+		Timeout: cfg.TurnTimeout, OnReceipt: cfg.OnReceipt, Models: cfg.Models, Logger: cfg.Logger})
 	if err := g.Reload(s); err != nil {
 		return nil, err
 	}
@@ -154,7 +156,7 @@ func (g *Gateway) unlessPaused(h http.Handler) http.Handler {
 func (g *Gateway) serveA2A(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.Path, "/a2a/")
 	id, sub, _ := strings.Cut(rest, "/")
-	br := g.routes.Load().brands[id]
+	br := g.routes.Load().brands[domain.BrandID(id)]
 	if br == nil {
 		b := bindingREST
 		if sub == "" {
@@ -189,7 +191,7 @@ func quoteTrunc(s string) string {
 type routes struct {
 	policy   *policy.Policy
 	hash     string
-	brands   map[string]*brandRoute
+	brands   map[domain.BrandID]*brandRoute
 	single   *brandRoute // set when exactly one brand is configured
 	jwks     http.Handler
 	metadata http.Handler

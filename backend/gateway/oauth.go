@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/identity"
 )
 
@@ -29,7 +30,7 @@ func (g *Gateway) deviceAuthorization(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	start, err := g.cfg.Consent.StartFlow(r.Context(), id.Agent, r.PostForm.Get("scope"), r.PostForm.Get("brand"))
+	start, err := g.cfg.Consent.StartFlow(r.Context(), id.Agent, r.PostForm.Get("scope"), domain.BrandID(r.PostForm.Get("brand")), g.Policy())
 	if err != nil {
 		writeOAuthError(w, err)
 		return
@@ -56,7 +57,7 @@ func (g *Gateway) token(w http.ResponseWriter, r *http.Request) {
 		}
 		tok, err = g.cfg.Consent.Poll(r.Context(), agent, code)
 	case grantRefreshGrant:
-		tok, err = g.cfg.Consent.Refresh(r.Context(), agent, r.PostForm.Get("brand"))
+		tok, err = g.cfg.Consent.Refresh(r.Context(), agent, domain.BrandID(r.PostForm.Get("brand")), g.Policy())
 	case "":
 		err = &consent.OAuthError{Code: "invalid_request", Description: "grant_type is required", Status: http.StatusBadRequest}
 	default:

@@ -11,6 +11,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/aether/aether/backend/cardjson"
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/policy"
 )
 
@@ -27,7 +28,7 @@ func (g *Gateway) Reload(s policy.Snapshot) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	u := newURLs(p.Pact.PublicURL)
-	next := &routes{policy: p, hash: s.Hash, brands: map[string]*brandRoute{}, proxies: p.Pact.Proxies()}
+	next := &routes{policy: p, hash: s.Hash, brands: map[domain.BrandID]*brandRoute{}, proxies: p.Pact.Proxies()}
 	for _, b := range p.Pact.Brands {
 		if old := g.brands[b.ID]; old != nil && reflect.DeepEqual(old.brand, b) && old.brandURL == u.brand(b.ID) {
 			next.brands[b.ID] = old
@@ -98,7 +99,7 @@ func (g *Gateway) newBrandRoute(u urls, b policy.Brand, modified time.Time) (*br
 		return nil, err
 	}
 	// One task store per route: the SDK, the gate and the executor share it.
-	tasks := g.cfg.Tasks.TaskStore(b.ID, ownerFromContext)
+	tasks := g.cfg.Tasks.TaskStore(string(b.ID), ownerFromContext)
 	exec := &executor{g: g, brand: b.ID, tasks: tasks}
 	gate := &gate{g: g, brand: b.ID, urls: u, tasks: tasks, exec: exec}
 	h := a2asrv.NewHandler(exec,

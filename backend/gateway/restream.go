@@ -7,6 +7,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/identity"
 )
 
@@ -52,7 +53,7 @@ func (g *Gateway) checkRESTStream(br *brandRoute, id identity.Identity, r *http.
 		return nil
 	}
 	owner, brand, state, err := g.cfg.Tasks.TaskOwner(r.Context(), tid)
-	if err != nil || owner != id.Key() || brand != br.brand.ID {
+	if err != nil || owner != id.Key() || domain.BrandID(brand) != br.brand.ID {
 		e := errRESTTaskNotFound.with("task not found")
 		return &e
 	}

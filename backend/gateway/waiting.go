@@ -115,7 +115,7 @@ func (gt *gate) authRequired(ctx context.Context, id identity.Identity, msg *a2a
 	if existing != nil {
 		prev = existing.Version
 	}
-	_, err = gt.g.cfg.Tasks.SaveWaiting(ctx, gt.brand, id.Key(), site.OfIssuer(id.Issuer), task, prev)
+	_, err = gt.g.cfg.Tasks.SaveWaiting(ctx, string(gt.brand), id.Key(), site.OfIssuer(id.Issuer), task, prev)
 	var capped interface{ RetryAfter() time.Duration }
 	if errors.As(err, &capped) {
 		gt.g.cfg.Logger.Info("waiting task refused", "brand", gt.brand, "agent_iss", id.Issuer, "err", err)

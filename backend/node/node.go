@@ -29,6 +29,7 @@ import (
 	"github.com/aether/aether/backend/identity"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/model"
+	"github.com/aether/aether/backend/modelgw"
 	"github.com/aether/aether/backend/owner"
 	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/reach"
@@ -107,12 +108,13 @@ type Node struct {
 	ledger  *receipts.Ledger
 	head    *receipts.HeadFile // receipts.head
 	runner  *codex.Runner
+	models  *modelgw.Gateway  // the model gateway every turn reaches its model through
 	setup   *codexsetup.Setup // Codex's health, Get Codex and the model settings (the Status page)
 	turns   gateway.Runner
 	owner   *owner.Service
 	admin   *admin.Server
-	// gw is nil until a policy first loads. Its routes are the served policy: consent reads the
-	// brands from there (consentBrands).
+	// gw is nil until a policy first loads. Its routes are the served policy, which the gateway
+	// passes to consent with every check.
 	gw atomic.Pointer[gateway.Gateway]
 	// ids checks identities for the served publicUrl and audience; funnel publishes the gateway.
 	ids    identity.Current
@@ -150,6 +152,9 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 		return nil, perr
 	}
 	n.newRunner()
+	if err = n.startModels(); err != nil {
+		return nil, err
+	}
 	// Listeners first: the consent URL and the node API address are only known once bound.
 	if err = n.bind(); err != nil {
 		return nil, err
@@ -206,9 +211,10 @@ func (n *Node) openDataDir() (err error) {
 func (n *Node) newRunner() {
 	o := n.opts
 	n.runner = &codex.Runner{Path: o.CodexPath, Home: o.CodexHome, StateDir: n.path(datadir.CodexDir),
-		ExtraArgs: o.CodexArgs, Env: append([]string{"CODEX_API_KEY"}, o.CodexEnv...), TestMounts: o.CodexTestMounts, Logger: n.log}
+		ExtraArgs: o.CodexArgs, Env: append([]string{"CODEX_API_KEY", turnTag}, o.CodexEnv...), TestMounts: o.CodexTestMounts, Logger: n.log}
 	n.setup = codexsetup.New(codexsetup.Config{Runner: n.runner, Models: &model.Store{Dir: n.dir.Path},
-		Getter: &codexget.Getter{Dir: n.path(datadir.CodexBinDir), Registry: o.CodexRegistry}, ProbeDir: n.path(datadir.CodexDir), Logger: n.log})
+		Getter: &codexget.Getter{Dir: n.path(datadir.CodexBinDir), Registry: o.CodexRegistry}, ProbeDir: n.path(datadir.CodexDir),
+		Probe: n.probeModel, Gateway: n.modelStatus, Logger: n.log})
 	n.turns = n.runner
 	if o.Runner != nil {
 		n.turns = o.Runner
@@ -253,12 +259,13 @@ func (n *Node) consentURL() string { return "https://" + n.addrs.Admin + "/pact/
 func (n *Node) newServices(ctx context.Context) error {
 	publicURL := n.addrs.PublicURL
 	n.consent = consent.New(n.db, n.key, consent.Config{
-		PublicURL: publicURL, ConsentURL: n.consentURL(), Brands: n.consentBrands, Logger: n.log,
+		PublicURL: publicURL, ConsentURL: n.consentURL(), Logger: n.log,
 	})
 	n.ledger = receipts.NewLedger(n.db, n.key, publicURL, time.Now)
 	n.owner = owner.New(owner.Config{
 		Consent: n.consent, Ledger: n.ledger, Keys: n.history, Node: ownerNode{n}, Policy: n.policy,
 		Listen: n.addrs.Gateway, PublicURL: publicURL, AdminURL: "https://" + n.addrs.Admin, Setup: n.setup,
+		TokensToday: n.models.Used,
 	})
 	n.funnel = n.newFunnel()
 	n.head = &receipts.HeadFile{Path: n.path(datadir.HeadFile)}
@@ -414,6 +421,9 @@ func (n *Node) close() error {
 	}
 	for _, ln := range n.lns {
 		ln.Close()
+	}
+	if n.models != nil {
+		n.models.Close()
 	}
 	if n.ledger != nil {
 		errs = append(errs, n.ledger.Close())

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/netip"
 
-	"github.com/aether/aether/backend/consent"
 	"github.com/aether/aether/backend/gateway"
 	"github.com/aether/aether/backend/policy"
 )
@@ -41,6 +40,7 @@ func (n *Node) startGateway(s policy.Snapshot) error {
 		Tasks:      n.db,
 		Ledger:     n.ledger,
 		Runner:     n.turns,
+		Models:     n.openModel,
 		Keys:       n.history,
 		OnReceipt:  n.owner.ReceiptAdded,
 		Logger:     n.log,
@@ -95,21 +95,4 @@ func (n *Node) serveGateway(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	gw.Handler().ServeHTTP(w, r)
-}
-
-// consentBrands is what consent knows of the brands: those the gateway serves.
-func (n *Node) consentBrands() []consent.BrandInfo {
-	gw := n.gw.Load()
-	if gw == nil {
-		return nil
-	}
-	p := gw.Policy()
-	out := make([]consent.BrandInfo, 0, len(p.Pact.Brands))
-	for _, b := range p.Pact.Brands {
-		out = append(out, consent.BrandInfo{
-			ID: b.ID, Name: b.Name, Capability: b.Capability, Workspace: b.WorkspaceDir,
-			AccessMode: string(b.AccessMode), ScopeID: b.Scope.ID, ScopeDescription: b.Scope.Description,
-		})
-	}
-	return out
 }

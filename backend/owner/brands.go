@@ -27,12 +27,12 @@ func (s *Service) PutBrand(ctx context.Context, id string, in Brand) ([]Brand, e
 	}
 	nb := policy.Brand{
 		ID: in.ID, Name: in.Name, Description: in.Description, Capability: in.Capability, Workspace: in.Workspace,
-		AccessMode: policy.AccessMode(in.AccessMode), Scope: policy.Scope{ID: in.Scope.ID, Description: in.Scope.Description},
+		AccessMode: in.AccessMode, Scope: policy.Scope{ID: in.Scope.ID, Description: in.Scope.Description},
 	}
-	idx := -1
-	return s.modify(&idx, func(p *policy.Policy) error {
+	return s.modify(func(p *policy.Policy) (int, error) {
+		idx := -1
 		for i, br := range p.Pact.Brands {
-			if br.ID == id {
+			if string(br.ID) == id {
 				idx = i
 				nb.Instructions = br.Instructions
 			}
@@ -43,46 +43,47 @@ func (s *Service) PutBrand(ctx context.Context, id string, in Brand) ([]Brand, e
 			p.Pact.Brands = append(p.Pact.Brands, nb)
 			idx = len(p.Pact.Brands) - 1
 		}
-		return nil
+		return idx, nil
 	})
 }
 
 // DeleteBrand removes brand id, saves policy.json and serves it. ErrNotFound. It returns all
 // brands.
 func (s *Service) DeleteBrand(ctx context.Context, id string) ([]Brand, error) {
-	return s.modify(nil, func(p *policy.Policy) error {
+	return s.modify(func(p *policy.Policy) (int, error) {
 		kept := p.Pact.Brands[:0]
 		found := false
 		for _, br := range p.Pact.Brands {
-			if br.ID == id {
+			if string(br.ID) == id {
 				found = true
 				continue
 			}
 			kept = append(kept, br)
 		}
 		if !found {
-			return fmt.Errorf("%w: no brand %q", ErrNotFound, id)
+			return -1, fmt.Errorf("%w: no brand %q", ErrNotFound, id)
 		}
 		p.Pact.Brands = kept
-		return nil
+		return -1, nil
 	})
 }
 
 // modify edits the last good policy with edit, then saves policy.json atomically (keeping the
 // sections it does not manage) and serves it at once: one policy.File.Modify, so no hand edit
 // or other save comes in between. Never over a file that does not load: that is ErrInvalid.
-// *idx, when given, is the brand edit set, whose problems become per-field messages.
-func (s *Service) modify(idx *int, edit func(p *policy.Policy) error) ([]Brand, error) {
-	saved, err := s.cfg.Policy.Modify(edit)
+// edit answers the index of the brand it set (-1 for none), whose problems become per-field
+// messages.
+func (s *Service) modify(edit func(p *policy.Policy) (brand int, err error)) ([]Brand, error) {
+	idx := -1
+	saved, err := s.cfg.Policy.Modify(func(p *policy.Policy) (err error) {
+		idx, err = edit(p)
+		return err
+	})
 	switch {
 	case errors.Is(err, policy.ErrNotLoaded):
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	case err != nil:
-		i := -1
-		if idx != nil {
-			i = *idx
-		}
-		return nil, fieldErrors(err, i)
+		return nil, fieldErrors(err, idx)
 	}
 	return s.brandDTOs(saved.Policy), nil
 }

@@ -18,7 +18,7 @@ func (s *Service) Pending(ctx context.Context) ([]ConsentRequest, error) {
 	}
 	out := make([]ConsentRequest, 0, len(reqs))
 	for _, r := range reqs {
-		out = append(out, requestDTO(r))
+		out = append(out, s.requestDTO(r))
 	}
 	return out, nil
 }
@@ -51,7 +51,7 @@ func (s *Service) Decide(ctx context.Context, id string, req DecisionRequest) (D
 		return DecisionResult{}, err
 	}
 	dur, _ := durationOf(req.Duration)
-	d, err := s.cfg.Consent.Decide(ctx, id, req.UserCode, req.Decision == DecisionAllow, dur)
+	d, err := s.cfg.Consent.Decide(ctx, id, req.UserCode, req.Decision == DecisionAllow, dur, s.served())
 	if err != nil {
 		return DecisionResult{}, consentErr(err)
 	}
@@ -136,7 +136,7 @@ func (s *Service) Grants(ctx context.Context) ([]Grant, error) {
 
 // Revoke revokes grant id; revoking a revoked grant returns it unchanged. ErrNotFound.
 func (s *Service) Revoke(ctx context.Context, id string) (Grant, error) {
-	g, err := s.cfg.Consent.Revoke(ctx, id)
+	g, err := s.cfg.Consent.Revoke(ctx, domain.GrantID(id))
 	if err != nil {
 		return Grant{}, consentErr(err)
 	}

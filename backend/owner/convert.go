@@ -10,6 +10,7 @@ import (
 	"golang.org/x/net/idna"
 
 	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/receipts"
 	"github.com/aether/aether/backend/site"
@@ -40,45 +41,57 @@ func issuerOrigin(iss string) string {
 	return u.Scheme + "://" + host
 }
 
-func (s *Service) brandName(id string) string {
+func (s *Service) brandName(id domain.BrandID) string {
 	if br, ok := s.served().Brand(id); ok {
 		return br.Name
 	}
-	return id
+	return string(id)
 }
 
-func (s *Service) scopeDesc(brand, scope string) string {
+func (s *Service) scopeDesc(brand domain.BrandID, scope string) string {
 	if br, ok := s.served().Brand(brand); ok && br.Scope.ID == scope {
 		return br.Scope.Description
 	}
 	return ""
 }
 
-func requestDTO(r consent.Request) ConsentRequest {
-	name := r.BrandName
-	if name == "" {
-		name = r.Brand
+// requestDTO names the request's brand and describes its scope as the served policy has the
+// brand now (its id alone when the brand is gone).
+func (s *Service) requestDTO(r consent.Request) ConsentRequest {
+	name, desc := string(r.Brand), ""
+	if br, ok := s.served().Brand(r.Brand); ok {
+		desc = br.Scope.Description
+		if br.Name != "" {
+			name = br.Name
+		}
 	}
 	return ConsentRequest{
 		ID: r.ID, UserCode: r.UserCode, Agent: agentDTO(r.Agent.Issuer, r.Agent.Subject),
-		Brand: BrandRef{ID: r.Brand, Name: name}, Scope: Scope{ID: r.Scope, Description: r.ScopeDescription},
+		Brand: BrandRef{ID: r.Brand, Name: name}, Scope: Scope{ID: r.Scope, Description: desc},
 		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
 	}
 }
 
 func (s *Service) grantDTO(g consent.GrantView) Grant {
-	return Grant{
+	out := Grant{
 		ID: g.ID, Agent: agentDTO(g.Agent.Issuer, g.Agent.Subject), Brand: BrandRef{ID: g.Brand, Name: s.brandName(g.Brand)},
 		Scope: Scope{ID: g.Scope, Description: s.scopeDesc(g.Brand, g.Scope)}, AccessMode: g.AccessMode,
 		IssuedAt: g.IssuedAt, ExpiresAt: g.ExpiresAt, LastUsedAt: g.LastUsedAt, Uses: g.Uses, Status: g.Status, RevokedAt: g.RevokedAt,
 	}
+	if br, ok := s.served().Brand(g.Brand); ok {
+		out.TokensPerDay = br.TokensPerDay
+	}
+	if s.cfg.TokensToday != nil {
+		out.TokensToday = s.cfg.TokensToday(string(g.ID))
+	}
+	return out
 }
 
 func receiptDTO(r *receipts.Receipt) ReceiptSummary {
 	c := r.Claims
 	s := ReceiptSummary{
 		ID: r.ID, Seq: r.Seq, TaskID: c.Task, Brand: c.Brand, Scope: c.Scope, GrantID: c.Grant,
-		Agent: agentDTO(c.Agent.Issuer, c.Agent.Subject), Status: string(c.Status), ExitCode: c.Exit, AnswerHash: c.Ans,
+		Agent: agentDTO(c.Agent.Issuer, c.Agent.Subject), Status: c.Status, ExitCode: c.Exit, AnswerHash: c.Ans,
 	}
 	s.StartedAt, _ = time.Parse(time.RFC3339Nano, c.Started)
 	s.EndedAt, _ = time.Parse(time.RFC3339Nano, c.Ended)
@@ -88,8 +101,8 @@ func receiptDTO(r *receipts.Receipt) ReceiptSummary {
 func brandDTO(br policy.Brand, publicURL string) Brand {
 	return Brand{
 		ID: br.ID, Name: br.Name, Description: br.Description, Capability: br.Capability, Workspace: br.Workspace,
-		AccessMode: string(br.AccessMode), Scope: Scope{ID: br.Scope.ID, Description: br.Scope.Description},
-		CardURL: strings.TrimRight(publicURL, "/") + "/a2a/" + br.ID + "/.well-known/agent-card.json",
+		AccessMode: br.AccessMode, Scope: Scope{ID: br.Scope.ID, Description: br.Scope.Description},
+		CardURL: strings.TrimRight(publicURL, "/") + "/a2a/" + string(br.ID) + "/.well-known/agent-card.json",
 	}
 }
 

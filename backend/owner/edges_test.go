@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/aether/aether/backend/work"
 	"io"
 	"net/http"
 	"os"
@@ -29,12 +30,15 @@ var tsAnswers = map[string]any{
 	"Agent": owner.Agent{}, "Scope": owner.Scope{}, "Brand": owner.Brand{}, "CodeLookup": owner.CodeLookup{},
 	"ConsentRequest": owner.ConsentRequest{}, "Grant": owner.Grant{}, "ReceiptSummary": owner.ReceiptSummary{},
 	"Problem": owner.Problem{}, "PolicyError": owner.PolicyError{}, "Status": owner.Status{}, "SetupStep": owner.SetupStep{},
-	"CodexDownload": owner.CodexDownload{}, "ModelCheck": owner.ModelCheck{}, "ModelStatus": owner.ModelStatus{},
+	"CodexDownload": owner.CodexDownload{}, "ModelCheck": owner.ModelCheck{}, "ModelStatus": owner.ModelStatus{}, "ModelGateway": owner.ModelGateway{},
 	"Reachability": owner.Reachability{}, "ReceiptDetail": owner.ReceiptDetail{}, "BrandsAnswer": owner.BrandsView{},
 	"FieldError": owner.FieldError{}, "ErrorBody": owner.ErrorBody{}, "DecisionAnswer": owner.DecisionResult{},
 	"ConsentList": owner.ConsentList{}, "GrantList": owner.GrantList{}, "GrantAnswer": owner.GrantAnswer{},
 	"BrandList": owner.BrandList{}, "ReceiptPage": owner.ReceiptPage{}, "DenyIssuerResult": owner.DenyIssuerResult{},
 	"ConsentEvent": owner.ConsentEvent{}, "ReceiptLog": owner.ReceiptLog{}, "AgentWitnesses": owner.AgentWitnesses{},
+	// A receipt's signed claim `work` (docs/wire.md); its names are the claims'.
+	"ReceiptWork": work.Work{}, "ReceiptWorkCommand": work.Command{}, "ReceiptWorkFile": work.File{}, "ReceiptWorkPatch": work.Patch{},
+	"ReceiptCommandList": work.List[work.Command]{}, "ReceiptFileList": work.List[work.File]{}, "ReceiptPatchList": work.List[work.Patch]{},
 }
 
 // tsBodies pairs each request body interface of api.ts with owner's type.

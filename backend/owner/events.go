@@ -22,7 +22,7 @@ func (s *Service) Forward(ctx context.Context) {
 		}
 		ce := ConsentEvent{Pending: pending}
 		if ev.Request != nil {
-			r := requestDTO(*ev.Request)
+			r := s.requestDTO(*ev.Request)
 			ce.Request = &r
 		}
 		switch ev.Kind {

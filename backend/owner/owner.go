@@ -39,6 +39,8 @@ type Config struct {
 	Listen, PublicURL, AdminURL string
 	// Setup gets Codex and keeps its model settings; nil where the node has none.
 	Setup CodexSetup
+	// TokensToday is a grant's model tokens today, as the model gateway counted them; nil = none.
+	TokensToday func(grantID string) int64
 }
 
 // Service carries out the owner's actions. It is safe for concurrent use.

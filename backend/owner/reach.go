@@ -65,11 +65,11 @@ func (s *Service) ReachabilityChanged() {
 // SetFunnel turns publishing with Tailscale Funnel on or off: pact.funnel in policy.json,
 // saved and served like a brand edit. The publicUrl does not change here (UseFunnelURL).
 func (s *Service) SetFunnel(ctx context.Context, on bool) (Reachability, error) {
-	edit := func(p *policy.Policy) error {
+	edit := func(p *policy.Policy) (int, error) {
 		p.Pact.Funnel = on
-		return nil
+		return -1, nil
 	}
-	if _, err := s.modify(nil, edit); err != nil {
+	if _, err := s.modify(edit); err != nil {
 		return Reachability{}, err
 	}
 	return s.Reachability(), nil
@@ -84,11 +84,11 @@ func (s *Service) UseFunnelURL(ctx context.Context) (Reachability, error) {
 	if r.State != ReachStatePublished || r.URL == "" {
 		return Reachability{}, fmt.Errorf("%w: the gateway is not published with Tailscale Funnel yet", ErrInvalid)
 	}
-	edit := func(p *policy.Policy) error {
+	edit := func(p *policy.Policy) (int, error) {
 		p.Pact.PublicURL, p.Pact.Audience = r.URL, r.URL
-		return nil
+		return -1, nil
 	}
-	if _, err := s.modify(nil, edit); err != nil {
+	if _, err := s.modify(edit); err != nil {
 		return Reachability{}, err
 	}
 	s.ReachabilityChanged() // now in use: the tray and the window follow

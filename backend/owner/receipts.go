@@ -14,7 +14,7 @@ import (
 )
 
 func storeFilter(f ReceiptFilter) (store.ReceiptFilter, error) {
-	sf := store.ReceiptFilter{Agent: f.Agent, Brand: f.Brand, Status: domain.TurnStatus(f.Status), From: f.From, To: f.To, Limit: f.Limit}
+	sf := store.ReceiptFilter{Agent: f.Agent, Brand: domain.BrandID(f.Brand), Status: domain.TurnStatus(f.Status), From: f.From, To: f.To, Limit: f.Limit}
 	if f.Cursor != "" {
 		c, err := strconv.ParseInt(f.Cursor, 10, 64)
 		if err != nil || c < 0 {

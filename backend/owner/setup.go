@@ -53,6 +53,16 @@ type ModelStatus struct {
 	Model     string      `json:"model"`
 	CodexPath string      `json:"codexPath"` // a Codex the owner named; "" = none
 	Check     *ModelCheck `json:"check"`     // the last Check of these settings, null before one
+	// Gateway is the node's model gateway as it forwards now (docs/model-gateway.md).
+	Gateway *ModelGateway `json:"gateway"`
+}
+
+// ModelGateway is what the Status page shows of the model gateway: never the key.
+type ModelGateway struct {
+	Upstream    string     `json:"upstream"`              // the server it forwards to
+	KeyPresent  bool       `json:"keyPresent"`            // it has a key to forward with, from any source
+	LastError   string     `json:"lastError,omitempty"`   // the model's last failure, in the owner's words
+	LastErrorAt *time.Time `json:"lastErrorAt,omitempty"` // when
 }
 
 // ModelRequest is PUT /api/model: each field given changes that one; Key replaces the key.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"time"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 // The JSON shapes below are exactly those of docs/admin-api.md (and frontend/src/api.ts): every
@@ -18,21 +20,21 @@ type Scope struct {
 
 // BrandRef names a brand inside a consent request or grant.
 type BrandRef struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
+	ID   domain.BrandID `json:"id"`
+	Name string         `json:"name"`
 }
 
 // Brand is one brand of policy.json. CardURL is computed by the service; it is accepted (and
 // ignored) in a PUT body because the UI sends back what it got.
 type Brand struct {
-	ID          string `json:"id"`
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	Capability  string `json:"capability"`
-	Workspace   string `json:"workspace"`
-	AccessMode  string `json:"accessMode"` // "read_only" or "read_write"
-	Scope       Scope  `json:"scope"`
-	CardURL     string `json:"cardUrl"`
+	ID          domain.BrandID    `json:"id"`
+	Name        string            `json:"name"`
+	Description string            `json:"description"`
+	Capability  string            `json:"capability"`
+	Workspace   string            `json:"workspace"`
+	AccessMode  domain.AccessMode `json:"accessMode"`
+	Scope       Scope             `json:"scope"`
+	CardURL     string            `json:"cardUrl"`
 }
 
 // Agent is an agent identity; IssuerOrigin is the issuer's origin with a punycode host. The
@@ -71,33 +73,37 @@ type ConsentRequest struct {
 
 // Grant is a signed grant; nil times are JSON null.
 type Grant struct {
-	ID         string     `json:"id"`
-	Agent      Agent      `json:"agent"`
-	Brand      BrandRef   `json:"brand"`
-	Scope      Scope      `json:"scope"`
-	AccessMode string     `json:"accessMode"`
-	IssuedAt   time.Time  `json:"issuedAt"`
-	ExpiresAt  *time.Time `json:"expiresAt"`
-	LastUsedAt *time.Time `json:"lastUsedAt"`
-	Uses       int64      `json:"uses"`
-	Status     string     `json:"status"` // "active", "revoked" or "expired"
-	RevokedAt  *time.Time `json:"revokedAt"`
+	ID         domain.GrantID    `json:"id"`
+	Agent      Agent             `json:"agent"`
+	Brand      BrandRef          `json:"brand"`
+	Scope      Scope             `json:"scope"`
+	AccessMode domain.AccessMode `json:"accessMode"`
+	IssuedAt   time.Time         `json:"issuedAt"`
+	ExpiresAt  *time.Time        `json:"expiresAt"`
+	LastUsedAt *time.Time        `json:"lastUsedAt"`
+	Uses       int64             `json:"uses"`
+	Status     string            `json:"status"` // "active", "revoked" or "expired"
+	RevokedAt  *time.Time        `json:"revokedAt"`
+	// TokensToday is the model tokens the grant's turns used today (UTC), as the model gateway
+	// counted them; TokensPerDay its brand's budget, 0 = no limit (docs/model-gateway.md).
+	TokensToday  int64 `json:"tokensToday"`
+	TokensPerDay int64 `json:"tokensPerDay"`
 }
 
 // ReceiptSummary is the listing view of one receipt.
 type ReceiptSummary struct {
-	ID         string    `json:"id"`
-	Seq        int64     `json:"seq"`
-	TaskID     string    `json:"taskId"`
-	Brand      string    `json:"brand"`
-	Scope      string    `json:"scope"`
-	GrantID    string    `json:"grantId"`
-	Agent      Agent     `json:"agent"`
-	Status     string    `json:"status"` // "completed", "failed", "canceled", …
-	ExitCode   int       `json:"exitCode"`
-	StartedAt  time.Time `json:"startedAt"`
-	EndedAt    time.Time `json:"endedAt"`
-	AnswerHash string    `json:"answerHash"`
+	ID         string            `json:"id"`
+	Seq        int64             `json:"seq"`
+	TaskID     string            `json:"taskId"`
+	Brand      string            `json:"brand"`
+	Scope      string            `json:"scope"`
+	GrantID    string            `json:"grantId"`
+	Agent      Agent             `json:"agent"`
+	Status     domain.TurnStatus `json:"status"`
+	ExitCode   int               `json:"exitCode"`
+	StartedAt  time.Time         `json:"startedAt"`
+	EndedAt    time.Time         `json:"endedAt"`
+	AnswerHash string            `json:"answerHash"`
 }
 
 // ReceiptDetail is one receipt with its signed claims and the verification result.

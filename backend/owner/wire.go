@@ -92,7 +92,7 @@ func (r FunnelRequest) Validate() error {
 
 // CheckID is the rule of PUT /api/brands/{id}: the body is the brand in the address.
 func (b Brand) CheckID(id string) error {
-	if b.ID != id {
+	if string(b.ID) != id {
 		return &FieldErrors{Fields: []FieldError{{Field: "id", Message: fmt.Sprintf("must be %q, the brand in the address", id)}}}
 	}
 	return nil

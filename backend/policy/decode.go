@@ -6,12 +6,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 var (
 	topFields   = []string{"pact", "scopes"}
 	pactFields  = []string{"publicUrl", "audience", "allowInsecureLocalIssuers", "trustedProxies", "taskRetentionDays", "funnel", "brands"}
-	brandFields = []string{"id", "name", "description", "capability", "instructions", "workspace", "accessMode", "scope"}
+	brandFields = []string{"id", "name", "description", "capability", "instructions", "workspace", "accessMode", "scope", "modelName", "tokensPerDay"}
 	scopeFields = []string{"id", "description"}
 )
 
@@ -156,6 +158,16 @@ func (d *decoder) days(path string, n *node) int {
 	return v
 }
 
+// tokens reads a budget of model tokens a day: 0 (no limit) or more.
+func (d *decoder) tokens(path string, n *node) int64 {
+	v, err := strconv.ParseInt(n.str, 10, 64)
+	if n.kind != kindNumber || err != nil || v < 0 {
+		d.report(path, "must be 0 (no limit) or a whole number of tokens a day, found "+n.describe())
+		return 0
+	}
+	return v
+}
+
 func (d *decoder) boolean(path string, n *node) bool {
 	if n == nil {
 		return false
@@ -210,13 +222,17 @@ func (d *decoder) brand(path string, n *node) Brand {
 		return Brand{}
 	}
 	b := Brand{
-		ID:           d.str(path+".id", f["id"]),
+		ID:           domain.BrandID(d.str(path+".id", f["id"])),
 		Name:         d.str(path+".name", f["name"]),
 		Description:  d.str(path+".description", f["description"]),
 		Capability:   d.str(path+".capability", f["capability"]),
 		Instructions: d.str(path+".instructions", f["instructions"]),
 		Workspace:    d.str(path+".workspace", f["workspace"]),
-		AccessMode:   AccessMode(d.str(path+".accessMode", f["accessMode"])),
+		AccessMode:   domain.AccessMode(d.str(path+".accessMode", f["accessMode"])),
+		Model:        d.str(path+".modelName", f["modelName"]),
+	}
+	if v := f["tokensPerDay"]; v != nil {
+		b.TokensPerDay = d.tokens(path+".tokensPerDay", v)
 	}
 	if v := f["scope"]; v != nil {
 		b.Scope = d.scope(path+".scope", v)

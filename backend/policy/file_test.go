@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 // follower records what a File told its subscriber.
@@ -170,7 +172,7 @@ func TestFileModify(t *testing.T) {
 		wg.Go(func() {
 			_, err := f.Modify(func(p *Policy) error {
 				b := p.Pact.Brands[0]
-				b.ID, b.Scope.ID = fmt.Sprintf("b%d", i), fmt.Sprintf("b%d:read_only", i)
+				b.ID, b.Scope.ID = domain.BrandID(fmt.Sprintf("b%d", i)), fmt.Sprintf("b%d:read_only", i)
 				p.Pact.Brands = append(p.Pact.Brands, b)
 				return nil
 			})

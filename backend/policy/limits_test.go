@@ -5,10 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 // brandJSON is a valid brand with its own id and scope.
-func brandJSON(id, ws string, mode AccessMode) string {
+func brandJSON(id, ws string, mode domain.AccessMode) string {
 	q, _ := jsonString(ws)
 	return fmt.Sprintf(`{"id": %q, "name": "Brand %s", "description": "A brand.", "capability": "review",
   "workspace": %s, "accessMode": %q, "scope": {"id": "%s:%s", "description": "Brand %s"}}`, id, id, q, mode, id, mode, id)
@@ -26,7 +28,7 @@ func TestWorkspaceLimits(t *testing.T) {
 	t.Setenv("USERPROFILE", home)
 	mkdirs(t, root, "workspace/sub", "workspace/.aether/node", "other", "other2", "data/inner", "data/codex", "data2", "people/al/proj")
 	data := filepath.Join(root, "data")
-	const ro, rw = ReadOnly, ReadWrite
+	const ro, rw = domain.ReadOnly, domain.ReadWrite
 	ws := func(i int) string { return fmt.Sprintf("pact.brands[%d].workspace", i) }
 
 	tests := []struct {
@@ -134,7 +136,7 @@ func TestWorkspaceLimits(t *testing.T) {
 		}
 		edit := p.Clone()
 		edit.Pact.Brands = append(edit.Pact.Brands, Brand{ID: "fix", Name: "Fix", Description: "Fixes.", Capability: "review",
-			Workspace: "data/inner", AccessMode: ReadWrite, Scope: Scope{ID: "fix:read_write", Description: "Fix code"}})
+			Workspace: "data/inner", AccessMode: domain.ReadWrite, Scope: Scope{ID: "fix:read_write", Description: "Fix code"}})
 		wantProblems(t, Save(path, edit), Problem{ws(1), "lies inside the data dir " + at("data")})
 		wantProblems(t, Validate(edit, root), Problem{ws(1), "lies inside the data dir"})
 		edit.Pact.Brands[1].Workspace = "workspace"

@@ -78,6 +78,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 // PactScope is the scope the node adds whenever a policy has a pact section.
@@ -86,20 +88,7 @@ const PactScope = "pact"
 // MaxSize caps the size of policy.json.
 const MaxSize = 1 << 20
 
-// AccessMode says what Codex may do in a brand's workspace.
-type AccessMode string
-
-const (
-	// ReadOnly runs Codex with --sandbox read-only.
-	ReadOnly AccessMode = "read_only"
-	// ReadWrite runs Codex with --sandbox workspace-write.
-	ReadWrite AccessMode = "read_write"
-)
-
-var accessModes = []string{string(ReadOnly), string(ReadWrite)}
-
-// Valid reports whether m is one of the known access modes.
-func (m AccessMode) Valid() bool { return m == ReadOnly || m == ReadWrite }
+var accessModes = []string{string(domain.ReadOnly), string(domain.ReadWrite)}
 
 // Policy is a loaded policy.json. See the package documentation for the rules it obeys and
 // for why it must be treated as read-only.
@@ -171,15 +160,21 @@ func parseProxy(s string) (netip.Prefix, error) {
 
 // Brand is one capability the owner offers to personal agents.
 type Brand struct {
-	ID          string `json:"id"`
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	Capability  string `json:"capability"`
+	ID          domain.BrandID `json:"id"`
+	Name        string         `json:"name"`
+	Description string         `json:"description"`
+	Capability  string         `json:"capability"`
 	// Instructions is the text of an owner-defined capability; empty for built-in ones.
-	Instructions string     `json:"instructions,omitempty"`
-	Workspace    string     `json:"workspace"`
-	AccessMode   AccessMode `json:"accessMode"`
-	Scope        Scope      `json:"scope"`
+	Instructions string            `json:"instructions,omitempty"`
+	Workspace    string            `json:"workspace"`
+	AccessMode   domain.AccessMode `json:"accessMode"`
+	Scope        Scope             `json:"scope"`
+	// Model (modelName) names the model the brand's turns ask the node's one upstream for; "" = the
+	// owner's (docs/model-gateway.md).
+	Model string `json:"modelName,omitempty"`
+	// TokensPerDay is each grant's budget of model tokens (input + output) a UTC day;
+	// 0 = no limit.
+	TokensPerDay int64 `json:"tokensPerDay,omitempty"`
 
 	// WorkspaceDir is Workspace resolved: absolute, symlinks evaluated. Set by Load and Parse.
 	WorkspaceDir string `json:"-"`
@@ -211,7 +206,7 @@ func Starter(listen string) *Policy {
 }
 
 // Brand returns a copy of the brand with the given id.
-func (p *Policy) Brand(id string) (Brand, bool) {
+func (p *Policy) Brand(id domain.BrandID) (Brand, bool) {
 	if p == nil || p.Pact == nil {
 		return Brand{}, false
 	}
@@ -265,7 +260,7 @@ func pathKey(p string) string {
 // RecheckWorkspace resolves the brand's workspace again and fails if it is no longer valid or
 // now resolves elsewhere than at load (a folder swapped for a symlink since, P7). Call it at the
 // start of a turn; it returns the folder to run in.
-func (p *Policy) RecheckWorkspace(brandID string) (string, error) {
+func (p *Policy) RecheckWorkspace(brandID domain.BrandID) (string, error) {
 	b, ok := p.Brand(brandID)
 	if !ok {
 		return "", fmt.Errorf("recheck workspace: no brand %q", brandID)
@@ -274,7 +269,7 @@ func (p *Policy) RecheckWorkspace(brandID string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("recheck workspace of brand %s: %w", brandID, err)
 	}
-	dir, msg := resolveWorkspace(b.Workspace, base, homeDir(), b.AccessMode == ReadWrite, resolveBounds(p.limits, p.file))
+	dir, msg := resolveWorkspace(b.Workspace, base, homeDir(), b.AccessMode == domain.ReadWrite, resolveBounds(p.limits, p.file))
 	if msg != "" {
 		return "", fmt.Errorf("recheck workspace of brand %s: %s", brandID, msg)
 	}

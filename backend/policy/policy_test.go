@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -93,7 +94,7 @@ func TestParseValid(t *testing.T) {
 			Audience:  "https://aether.example.com",
 			Brands: []Brand{{
 				ID: "review", Name: "Code review", Description: "Reviews code in my workspace.",
-				Capability: "review", Workspace: "workspace", AccessMode: ReadOnly,
+				Capability: "review", Workspace: "workspace", AccessMode: domain.ReadOnly,
 				Scope:        Scope{ID: "review:read_only", Description: "Review code (read only)"},
 				WorkspaceDir: filepath.Join(realDir, "workspace"),
 			}},
@@ -123,7 +124,7 @@ func TestExamplePolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, ok := p.Brand("review")
-	if !ok || b.AccessMode != ReadOnly || b.Scope.ID != "review:read_only" || b.Capability != "review" {
+	if !ok || b.AccessMode != domain.ReadOnly || b.Scope.ID != "review:read_only" || b.Capability != "review" {
 		t.Fatalf("example brand = %+v", b)
 	}
 	if _, err := os.Stat(filepath.Join(b.WorkspaceDir, "README.md")); err != nil {
@@ -198,6 +199,10 @@ func TestProblems(t *testing.T) {
 			[]Problem{{"pact.brands[0].read_onyl", `unknown field "read_onyl"; the fields here are id, name, description, capability, instructions, workspace, accessMode, scope`}}},
 		{"P4 misspelt field suggests the right one", doc(brandWith(`"accessMode"`, `"acessMode"`)),
 			[]Problem{{"pact.brands[0].acessMode", `unknown field "acessMode"; did you mean "accessMode"?`}}},
+		{"negative tokensPerDay", doc(brandWith(`"accessMode"`, `"tokensPerDay": -5, "accessMode"`)),
+			[]Problem{{"pact.brands[0].tokensPerDay", `must be 0 (no limit) or a whole number of tokens a day`}}},
+		{"X8 a modelName that would smuggle a Codex setting", doc(brandWith(`"accessMode"`, `"modelName": "gpt\",sandbox_mode=\"danger-full-access", "accessMode"`)),
+			[]Problem{{"pact.brands[0].modelName", `must be a model name of at most 200 printable ASCII characters`}}},
 		{"P4 mode suggests accessMode", doc(brandWith(`"accessMode"`, `"mode"`)),
 			[]Problem{{"pact.brands[0].mode", `did you mean "accessMode"?`}}},
 		{"P4 wrong case alone", doc(brandWith(`"accessMode"`, `"AccessMode"`)),

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 const (
@@ -91,7 +93,7 @@ func (c *checker) pact(path string, pc *Pact) {
 	if d := pc.TaskRetentionDays; d < 0 || d > MaxTaskRetentionDays {
 		c.add(path+".taskRetentionDays", fmt.Sprintf("must be a whole number of days from 1 to %d, found %d", MaxTaskRetentionDays, d))
 	}
-	ids := map[string]int{}
+	ids := map[domain.BrandID]int{}
 	c.dirs = make([]string, len(pc.Brands))
 	for i, b := range pc.Brands {
 		bp := indexPath(path+".brands", i)
@@ -117,7 +119,7 @@ func (c *checker) overlaps(path string, brands []Brand) {
 			continue
 		}
 		for j, b := range brands {
-			if j == i || c.dirs[j] == "" || (a.AccessMode != ReadWrite && b.AccessMode != ReadWrite) {
+			if j == i || c.dirs[j] == "" || (a.AccessMode != domain.ReadWrite && b.AccessMode != domain.ReadWrite) {
 				continue
 			}
 			how := overlapping(c.dirs[i], c.dirs[j])
@@ -126,7 +128,7 @@ func (c *checker) overlaps(path string, brands []Brand) {
 			}
 			other := fmt.Sprintf("%s (%q, %s)", indexPath(path, j), b.ID, c.dirs[j])
 			var msg string
-			if a.AccessMode == ReadWrite {
+			if a.AccessMode == domain.ReadWrite {
 				msg = fmt.Sprintf("this read_write workspace %s %s the workspace of %s, so its turns could change that brand's files; give each read_write brand a folder of its own, apart from every other brand's workspace", c.dirs[i], how, other)
 			} else {
 				msg = fmt.Sprintf("this workspace %s %s the read_write workspace of %s, whose turns could change this brand's files; give the read_write brand a folder of its own, apart from every other brand's workspace", c.dirs[i], how, other)
@@ -141,7 +143,7 @@ func (c *checker) overlaps(path string, brands []Brand) {
 func (c *checker) brand(path string, b Brand) string {
 	if b.ID == "" {
 		c.add(path+".id", `is required: a short lowercase name such as "review"; it becomes the URL path /a2a/<id>`)
-	} else if msg := idProblem(b.ID, "it becomes the URL path /a2a/<id>"); msg != "" {
+	} else if msg := idProblem(string(b.ID), "it becomes the URL path /a2a/<id>"); msg != "" {
 		c.add(path+".id", msg)
 	}
 	c.text(path+".name", b.Name, maxNameLen, false, `the name agents see, e.g. "Code review"`)
@@ -158,15 +160,28 @@ func (c *checker) brand(path string, b Brand) string {
 		c.add(path+".accessMode", msg)
 	}
 	c.scope(path+".scope", b.Scope, true)
+	c.model(path, b)
 	if c.baseErr != nil {
 		c.add(path+".workspace", fmt.Sprintf("cannot be checked: %v", c.baseErr))
 		return ""
 	}
-	dir, msg := resolveWorkspace(b.Workspace, c.base, c.home, b.AccessMode == ReadWrite, c.bounds)
+	dir, msg := resolveWorkspace(b.Workspace, c.base, c.home, b.AccessMode == domain.ReadWrite, c.bounds)
 	if msg != "" {
 		c.add(path+".workspace", msg)
 	}
 	return dir
+}
+
+// model checks the brand's model name (it becomes a TOML string in a `-c` option to Codex)
+// and its budget.
+func (c *checker) model(path string, b Brand) {
+	if len(b.Model) > 200 || strings.HasPrefix(b.Model, "-") ||
+		strings.ContainsFunc(b.Model, func(r rune) bool { return r <= ' ' || r > '~' || r == '"' || r == '\\' || r == '\'' }) {
+		c.add(path+".modelName", "must be a model name of at most 200 printable ASCII characters without spaces, quotes or backslashes, e.g. \"gpt-5\"")
+	}
+	if b.TokensPerDay < 0 {
+		c.add(path+".tokensPerDay", "must be 0 (no limit) or a number of tokens a day")
+	}
 }
 
 func (c *checker) capability(path string, b Brand) {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 // portableProblem says why ws, as written, cannot name a workspace (P6, P8), or returns "".
@@ -193,11 +195,11 @@ func exposureProblem(real string, writable bool, home string, bd bounds) string 
 	return ""
 }
 
-func modeOf(writable bool) AccessMode {
+func modeOf(writable bool) domain.AccessMode {
 	if writable {
-		return ReadWrite
+		return domain.ReadWrite
 	}
-	return ReadOnly
+	return domain.ReadOnly
 }
 
 // could is what a turn could do to a file in its workspace.

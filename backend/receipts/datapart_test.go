@@ -13,7 +13,7 @@ import (
 func TestDataPart(t *testing.T) {
 	c := Claims{RID: "r_1", Seq: 3, Task: "task-1", Brand: "acme", Scope: "acme.read", PactScope: "pact",
 		Agent: domain.Agent{Issuer: "https://agent.example", Subject: "alice"}, Status: domain.TurnCompleted,
-		Usage: Usage{InputTokens: 100, CachedInputTokens: 20, OutputTokens: 7}, GrantRevoked: true}
+		Usage: domain.Usage{InputTokens: 100, CachedInputTokens: 20, OutputTokens: 7}, GrantRevoked: true}
 	c.Issuer, c.ID = testIssuer, "r_1"
 	jws := signedBy(t, testKey(1), c)
 	got, err := DataPart(jws)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/jcs"
 	"github.com/aether/aether/backend/store"
 )
@@ -143,8 +144,8 @@ func readLine(n int, b []byte) (store.Receipt, error) {
 		}
 	}
 	return store.Receipt{Proof: proof, Seq: l.Seq, ID: l.ID, TurnID: signed.Turn, PrevHash: l.Prev, Hash: l.Hash,
-		TaskID: signed.Task, ContextID: signed.Ctx, Brand: signed.Brand, Scope: signed.Scope, GrantID: signed.Grant,
-		AgentIss: signed.Agent.Issuer, AgentSub: signed.Agent.Subject, Status: signed.Status, Reason: signed.Reason,
+		TaskID: signed.Task, ContextID: signed.Ctx, Brand: domain.BrandID(signed.Brand), Scope: signed.Scope, GrantID: domain.GrantID(signed.Grant),
+		Agent: signed.Agent, Status: signed.Status, Reason: signed.Reason,
 		ExitCode: signed.Exit, StartedAt: started, EndedAt: ended, JWS: l.JWS}, nil
 }
 

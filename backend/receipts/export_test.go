@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/store"
 )
 
@@ -107,7 +108,7 @@ func TestExport(t *testing.T) {
 	// forked its chain would make.
 	fork := func() string {
 		tr := testTurn(900)
-		_, recs, err := e.l.sign([]Turn{tr}, store.Checkpoint{Seq: 9, Hash: rows[8].Hash}, func(string) (bool, error) { return false, nil })
+		_, recs, err := e.l.sign([]Turn{tr}, store.Checkpoint{Seq: 9, Hash: rows[8].Hash}, func(domain.GrantID) (bool, error) { return false, nil })
 		if err != nil {
 			t.Fatal(err)
 		}

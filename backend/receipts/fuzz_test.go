@@ -37,7 +37,7 @@ func fuzzChain(n int) []store.Receipt {
 		rid := fmt.Sprintf("r_%024d", i+1)
 		started, ended := tr.StartedAt.UTC().Truncate(time.Millisecond), tr.EndedAt.UTC().Truncate(time.Millisecond)
 		c := Claims{RID: rid, Seq: int64(i + 1), Prev: prev, Turn: tr.ID, Task: tr.TaskID, Ctx: tr.ContextID,
-			Brand: tr.Brand, Scope: tr.BrandScope, PactScope: store.PactScope, Grant: tr.GrantID, Agent: tr.Agent,
+			Brand: string(tr.Brand), Scope: tr.BrandScope, PactScope: store.PactScope, Grant: string(tr.GrantID), Agent: tr.Agent,
 			Req: tr.RequestHash, Ans: tr.AnswerHash, Policy: tr.PolicyHash, Status: tr.Status, Reason: tr.Reason,
 			Exit: tr.ExitCode, Started: formatTime(started), Ended: formatTime(ended), Usage: tr.Usage, Kid: key.ID()}
 		c.Issuer, c.ID, c.IssuedAt = testIssuer, rid, jwt.NewNumericDate(ended)
@@ -48,7 +48,7 @@ func fuzzChain(n int) []store.Receipt {
 		hash := HashBytes([]byte(jws))
 		rows = append(rows, store.Receipt{Seq: c.Seq, ID: rid, TurnID: tr.ID, PrevHash: prev, Hash: hash, TaskID: tr.TaskID,
 			ContextID: tr.ContextID, Brand: tr.Brand, Scope: tr.BrandScope, GrantID: tr.GrantID,
-			AgentIss: tr.Agent.Issuer, AgentSub: tr.Agent.Subject, Status: tr.Status, Reason: tr.Reason,
+			Agent: tr.Agent, Status: tr.Status, Reason: tr.Reason,
 			ExitCode: tr.ExitCode, StartedAt: started, EndedAt: ended, JWS: jws})
 		prev = hash
 	}
@@ -217,7 +217,7 @@ func receiptDiff(a, b store.Receipt) string {
 		{"seq", a.Seq, b.Seq}, {"id", a.ID, b.ID}, {"turn_id", a.TurnID, b.TurnID}, {"prev_hash", a.PrevHash, b.PrevHash},
 		{"hash", a.Hash, b.Hash}, {"task_id", a.TaskID, b.TaskID}, {"context_id", a.ContextID, b.ContextID},
 		{"brand", a.Brand, b.Brand}, {"scope", a.Scope, b.Scope}, {"grant_id", a.GrantID, b.GrantID},
-		{"agent_iss", a.AgentIss, b.AgentIss}, {"agent_sub", a.AgentSub, b.AgentSub}, {"status", a.Status, b.Status},
+		{"agent_iss", a.Agent.Issuer, b.Agent.Issuer}, {"agent_sub", a.Agent.Subject, b.Agent.Subject}, {"status", a.Status, b.Status},
 		{"reason", a.Reason, b.Reason}, {"exit_code", a.ExitCode, b.ExitCode},
 		{"started_at", a.StartedAt.UnixNano(), b.StartedAt.UnixNano()}, {"ended_at", a.EndedAt.UnixNano(), b.EndedAt.UnixNano()},
 		{"jws", a.JWS, b.JWS},

@@ -39,7 +39,7 @@ func testTurn(i int) Turn {
 		PolicyHash: "policy-1", RequestHash: HashBytes([]byte(fmt.Sprint("request", i))),
 		AnswerHash: HashBytes([]byte(fmt.Sprint("answer", i))), Status: domain.TurnCompleted,
 		StartedAt: t0.Add(time.Duration(i) * time.Second), EndedAt: t0.Add(time.Duration(i)*time.Second + 1500*time.Millisecond),
-		Usage: Usage{InputTokens: 100, CachedInputTokens: 20, OutputTokens: 7}}
+		Usage: domain.Usage{InputTokens: 100, CachedInputTokens: 20, OutputTokens: 7}}
 }
 
 // rawDB opens the file with plain database/sql: no triggers dropped, no

@@ -80,7 +80,7 @@ func (l *Ledger) Start(ctx context.Context, t Turn) error {
 		return fmt.Errorf("start turn %s: %w", t.ID, err)
 	}
 	return l.db.StartTurn(ctx, store.Turn{ID: t.ID, TaskID: t.TaskID, ContextID: t.ContextID, Brand: t.Brand,
-		BrandScope: t.BrandScope, GrantID: t.GrantID, AgentIss: t.Agent.Issuer, AgentSub: t.Agent.Subject,
+		BrandScope: t.BrandScope, GrantID: t.GrantID, Agent: t.Agent,
 		PolicyHash: t.PolicyHash, StartedAt: t.StartedAt})
 }
 
@@ -128,7 +128,7 @@ type NewTask struct {
 // durable, so that the caller can make its answer while the commit is made: nothing of the
 // receipt or the task may leave the node before the Pending commit's Durable has returned nil
 // (T8). Close waits for that commit.
-func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand, owner string, build func(*Receipt) (*a2a.Task, error)) (*Receipt, *store.Pending, error) {
+func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand domain.BrandID, owner string, build func(*Receipt) (*a2a.Task, error)) (*Receipt, *store.Pending, error) {
 	if t.EndedAt.IsZero() {
 		t.EndedAt = l.now()
 	}
@@ -209,7 +209,7 @@ func (l *Ledger) Recover(ctx context.Context) (int, error) {
 	turns := make([]Turn, len(open))
 	for i, o := range open {
 		turns[i] = Turn{ID: o.ID, TaskID: o.TaskID, ContextID: o.ContextID, Brand: o.Brand, BrandScope: o.BrandScope,
-			GrantID: o.GrantID, Agent: domain.Agent{Issuer: o.AgentIss, Subject: o.AgentSub}, PolicyHash: o.PolicyHash,
+			GrantID: o.GrantID, Agent: o.Agent, PolicyHash: o.PolicyHash,
 			Status: domain.TurnFailed, Reason: interrupted(o), ExitCode: -1,
 			StartedAt: o.StartedAt, EndedAt: later(now, o.StartedAt)}
 	}
@@ -298,8 +298,8 @@ func (l *Ledger) Source(ctx context.Context, f store.ReceiptFilter) Source {
 func checkTurnStart(t Turn) error {
 	var missing []string
 	for _, f := range []struct{ name, v string }{
-		{"id", t.ID}, {"task id", t.TaskID}, {"context id", t.ContextID}, {"brand", t.Brand},
-		{"brand scope", t.BrandScope}, {"grant id", t.GrantID}, {"agent issuer", t.Agent.Issuer},
+		{"id", t.ID}, {"task id", t.TaskID}, {"context id", t.ContextID}, {"brand", string(t.Brand)},
+		{"brand scope", t.BrandScope}, {"grant id", string(t.GrantID)}, {"agent issuer", t.Agent.Issuer},
 		{"agent subject", t.Agent.Subject},
 	} {
 		if f.v == "" {
@@ -334,7 +334,7 @@ func checkTurnEnd(t Turn) error {
 // *recs for the caller, each with its log proof once the store has put it in the log (before
 // AppendReceipts returns, and before AppendReceiptsCreatingTask calls its task).
 func (l *Ledger) signer(turns []Turn, recs *[]*Receipt) store.Signer {
-	return func(tail store.Checkpoint, revoked func(string) (bool, error)) (rows []store.Receipt, err error) {
+	return func(tail store.Checkpoint, revoked func(domain.GrantID) (bool, error)) (rows []store.Receipt, err error) {
 		rows, *recs, err = l.sign(turns, tail, revoked)
 		for i, r := range *recs {
 			r.logged = &rows[i]
@@ -347,7 +347,7 @@ func (l *Ledger) signer(turns []Turn, recs *[]*Receipt) store.Signer {
 // from tail. The store calls it inside the write that commits them, and a turn
 // whose grant is revoked by then says so (V2: it ran, or began, under a grant
 // the owner has since withdrawn).
-func (l *Ledger) sign(turns []Turn, tail store.Checkpoint, revoked func(grantID string) (bool, error)) ([]store.Receipt, []*Receipt, error) {
+func (l *Ledger) sign(turns []Turn, tail store.Checkpoint, revoked func(grantID domain.GrantID) (bool, error)) ([]store.Receipt, []*Receipt, error) {
 	rows := make([]store.Receipt, len(turns))
 	recs := make([]*Receipt, len(turns))
 	prev, seq := tail.Hash, tail.Seq
@@ -368,10 +368,10 @@ func (l *Ledger) sign(turns []Turn, tail store.Checkpoint, revoked func(grantID 
 		}
 		started, ended := t.StartedAt.UTC().Truncate(time.Millisecond), t.EndedAt.UTC().Truncate(time.Millisecond)
 		c := Claims{RID: rid, Seq: seq, Prev: prev, Turn: t.ID, Task: t.TaskID, Ctx: t.ContextID,
-			Brand: t.Brand, Scope: t.BrandScope, PactScope: store.PactScope, Grant: t.GrantID, Agent: t.Agent,
+			Brand: string(t.Brand), Scope: t.BrandScope, PactScope: store.PactScope, Grant: string(t.GrantID), Agent: t.Agent,
 			Req: t.RequestHash, Ans: t.AnswerHash, Policy: t.PolicyHash, Status: t.Status, Reason: t.Reason,
 			Exit: t.ExitCode, Started: formatTime(started), Ended: formatTime(ended), Usage: t.Usage,
-			Violation: t.Violation, GrantRevoked: t.GrantRevokedDuringTurn, Kid: l.key.ID()}
+			Violation: t.Violation, GrantRevoked: t.GrantRevokedDuringTurn, Kid: l.key.ID(), V: Version, Work: t.Work}
 		c.Issuer, c.ID = *l.issuer.Load(), rid
 		c.IssuedAt = jwt.NewNumericDate(now)
 		jws, err := l.key.Sign(Typ, c)
@@ -381,7 +381,7 @@ func (l *Ledger) sign(turns []Turn, tail store.Checkpoint, revoked func(grantID 
 		hash := HashBytes([]byte(jws))
 		rows[i] = store.Receipt{Seq: seq, ID: rid, TurnID: t.ID, PrevHash: prev, Hash: hash, TaskID: t.TaskID,
 			ContextID: t.ContextID, Brand: t.Brand, Scope: t.BrandScope, GrantID: t.GrantID,
-			AgentIss: t.Agent.Issuer, AgentSub: t.Agent.Subject, Status: t.Status, Reason: t.Reason,
+			Agent: t.Agent, Status: t.Status, Reason: t.Reason,
 			ExitCode: t.ExitCode, StartedAt: started, EndedAt: ended, JWS: jws}
 		recs[i] = &Receipt{Seq: seq, ID: rid, Hash: hash, PrevHash: prev, JWS: jws, Claims: c}
 		prev = hash

@@ -265,7 +265,7 @@ func TestKeyRotation(t *testing.T) {
 	forger := func(now time.Time) *Ledger { return NewLedger(e.db, old, testIssuer, func() time.Time { return now }) }
 	t.Run("T13 a receipt of the retired key dated after its rotation", func(t *testing.T) {
 		_, recs, err := forger(rotatedAt.Add(time.Hour)).sign([]Turn{testTurn(900)}, store.Checkpoint{Seq: 2, Hash: rows[1].Hash},
-			func(string) (bool, error) { return false, nil })
+			func(domain.GrantID) (bool, error) { return false, nil })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -32,6 +32,7 @@ import (
 
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/store"
+	"github.com/aether/aether/backend/work"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -50,18 +51,15 @@ const ReasonUnrecorded = "the node could not commit this turn's receipt: "
 // timeLayout is RFC 3339 with milliseconds; receipts carry UTC times.
 const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 
-// Usage is what the coding agent reported using, as a receipt signs it.
-type Usage = domain.Usage
-
 // Turn is one delegated turn as the turn service knows it. Start takes it before any
 // work runs; Append takes it again, with the end fields set, when it ends.
 type Turn struct {
 	ID          string
 	TaskID      string
 	ContextID   string
-	Brand       string
+	Brand       domain.BrandID
 	BrandScope  string
-	GrantID     string
+	GrantID     domain.GrantID
 	Agent       domain.Agent
 	PolicyHash  string
 	RequestHash string // HashJSON of the request message
@@ -71,12 +69,18 @@ type Turn struct {
 	ExitCode    int
 	StartedAt   time.Time
 	EndedAt     time.Time // zero: now
-	Usage       Usage
+	Usage       domain.Usage
 	Violation   bool // the agent changed the workspace against its access mode
 	// GrantRevokedDuringTurn: the owner revoked the turn's grant before its receipt was
 	// committed. The ledger reads it in that commit; a caller may only set it.
 	GrantRevokedDuringTurn bool
+	// Work is what the turn did (nil: Codex did not start), signed as the claim work.
+	Work *work.Work
 }
+
+// Version is the receipt format the ledger signs: 2 adds v and work (docs/wire.md, "What the
+// turn did"). A receipt without v is version 1 and verifies as it always did.
+const Version = 2
 
 // Claims is the signed content of a receipt. The JSON names are part of the
 // wire contract.
@@ -100,10 +104,13 @@ type Claims struct {
 	Exit         int               `json:"exit"`
 	Started      string            `json:"started"`
 	Ended        string            `json:"ended"`
-	Usage        Usage             `json:"usage"`
+	Usage        domain.Usage      `json:"usage"`
 	Violation    bool              `json:"violation"`
 	GrantRevoked bool              `json:"grant_revoked"`
 	Kid          string            `json:"kid"`
+	// V is the format's version: 0 (absent) for version 1, else Version.
+	V    int        `json:"v,omitempty"`
+	Work *work.Work `json:"work,omitempty"`
 	// iss (the node's publicUrl), iat, and jti (= rid).
 	jwt.RegisteredClaims
 }

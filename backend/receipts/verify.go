@@ -100,6 +100,9 @@ func VerifyOne(jws string, hist keys.History) (*Claims, error) {
 	default:
 		return nil, fmt.Errorf("status %q", c.Status)
 	}
+	if err := checkVersion(&c); err != nil {
+		return nil, err
+	}
 	if _, err := parseTime(c.Started); err != nil {
 		return nil, fmt.Errorf("started: %w", err)
 	}
@@ -412,11 +415,11 @@ func differ(r store.Receipt, c *Claims) (col, stored, signed string) {
 		{"prev_hash", r.PrevHash, c.Prev},
 		{"task_id", r.TaskID, c.Task},
 		{"context_id", r.ContextID, c.Ctx},
-		{"brand", r.Brand, c.Brand},
+		{"brand", string(r.Brand), c.Brand},
 		{"scope", r.Scope, c.Scope},
-		{"grant_id", r.GrantID, c.Grant},
-		{"agent_iss", r.AgentIss, c.Agent.Issuer},
-		{"agent_sub", r.AgentSub, c.Agent.Subject},
+		{"grant_id", string(r.GrantID), c.Grant},
+		{"agent_iss", r.Agent.Issuer, c.Agent.Issuer},
+		{"agent_sub", r.Agent.Subject, c.Agent.Subject},
 		{"status", string(r.Status), string(c.Status)},
 		{"reason", r.Reason, c.Reason},
 		{"exit_code", strconv.Itoa(r.ExitCode), strconv.Itoa(c.Exit)},
@@ -428,4 +431,25 @@ func differ(r store.Receipt, c *Claims) (col, stored, signed string) {
 		}
 	}
 	return "", "", ""
+}
+
+// checkVersion checks c against the format its v names: version 1 has no work; version 2's
+// work, when there, is bounded and escaped as the node writes it (docs/wire.md, "What the turn
+// did"). Any other version is refused rather than half read.
+func checkVersion(c *Claims) error {
+	switch c.V {
+	case 0:
+		if c.Work != nil {
+			return errors.New("work in a version 1 receipt (no v)")
+		}
+	case Version:
+		if c.Work != nil {
+			if err := c.Work.Check(); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("receipt format version %d: this verifier knows 1 and %d", c.V, Version)
+	}
+	return nil
 }

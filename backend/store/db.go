@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/glebarez/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -38,8 +39,8 @@ type DB struct {
 	wake       chan struct{}
 	stopped    chan struct{}
 	closed     bool
-	uses       map[string]grantUse // counted by RecordUseSoon since the last write of them
-	usesQueued bool                // that write is in queue
+	uses       map[domain.GrantID]grantUse // counted by RecordUseSoon since the last write of them
+	usesQueued bool                        // that write is in queue
 	// tail is the receipt chain's tail as the committer's last commit left it (nil: read it
 	// from the file); only the committer touches it (chain).
 	tail   *Checkpoint

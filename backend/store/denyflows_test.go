@@ -15,13 +15,13 @@ func TestDenyFlows(t *testing.T) {
 	ctx := context.Background()
 	evil := func(id, code, sub string) DeviceFlow {
 		f := testFlow(id, code, sub)
-		f.AgentIss = "https://id.evil.example"
+		f.Agent.Issuer = "https://id.evil.example"
 		return f
 	}
 	flowMust(t, db.CreateFlow(ctx, evil("f1", "BBBBBBBB", "alice"), testFlowLimits))
 	flowMust(t, db.CreateFlow(ctx, evil("f2", "CCCCCCCC", "bob"), testFlowLimits))
 	flowMust(t, db.CreateFlow(ctx, testFlow("f3", "DDDDDDDD", "carol"), testFlowLimits))
-	fromEvil := func(f DeviceFlow) bool { return f.AgentIss == "https://id.evil.example" }
+	fromEvil := func(f DeviceFlow) bool { return f.Agent.Issuer == "https://id.evil.example" }
 
 	// Past their expiry nothing is denied: expired flows are the sweep's.
 	if got, err := db.DenyFlows(ctx, flowT0.Add(11*time.Minute), fromEvil); err != nil || len(got) != 0 {

@@ -35,16 +35,15 @@ type DeviceFlow struct {
 	ID             string
 	DeviceCodeHash string // SHA-256 of the device code; the code itself is never stored
 	UserCode       string // normalised: 8 letters, no dash
-	AgentIss       string
-	AgentSub       string
-	Brand          string
+	Agent          domain.Agent
+	Brand          domain.BrandID
 	Scope          string
 	Status         domain.FlowStatus
 	Interval       time.Duration // whole seconds
 	LastPollAt     *time.Time
 	FailedGuesses  int
-	Duration       string // the lifetime the owner chose for the grant
-	GrantID        string // set once approved
+	Duration       string         // the lifetime the owner chose for the grant
+	GrantID        domain.GrantID // set once approved
 	CreatedAt      time.Time
 	ExpiresAt      time.Time
 	DecidedAt      *time.Time
@@ -106,13 +105,13 @@ type flowRow struct {
 func (r *flowRow) record() DeviceFlow {
 	f := DeviceFlow{
 		ID: r.ID, DeviceCodeHash: r.DeviceCodeHash, UserCode: r.UserCode,
-		AgentIss: r.AgentIss, AgentSub: r.AgentSub, Brand: r.Brand, Scope: r.Scope,
+		Agent: domain.Agent{Issuer: r.AgentIss, Subject: r.AgentSub}, Brand: domain.BrandID(r.Brand), Scope: r.Scope,
 		Status: r.Status, Interval: time.Duration(r.IntervalS) * time.Second,
 		LastPollAt: fromMSPtr(r.LastPollAt), FailedGuesses: r.FailedGuesses, Duration: r.Duration,
 		CreatedAt: fromMS(r.CreatedAt), ExpiresAt: fromMS(r.ExpiresAt), DecidedAt: fromMSPtr(r.DecidedAt),
 	}
 	if r.GrantID != nil {
-		f.GrantID = *r.GrantID
+		f.GrantID = domain.GrantID(*r.GrantID)
 	}
 	return f
 }
@@ -138,7 +137,7 @@ func (db *DB) CreateFlow(ctx context.Context, f DeviceFlow, lim FlowLimits) erro
 		var agent pendingCount
 		if err := tx.Raw(`SELECT count(*) AS n, coalesce(min(expires_at), 0) AS first FROM device_flows
 			WHERE agent_iss = ? AND agent_sub = ? AND status = 'pending' AND expires_at > ?`,
-			f.AgentIss, f.AgentSub, now).Scan(&agent).Error; err != nil {
+			f.Agent.Issuer, f.Agent.Subject, now).Scan(&agent).Error; err != nil {
 			return err
 		}
 		if agent.N >= int64(lim.PerAgent) {
@@ -155,7 +154,7 @@ func (db *DB) CreateFlow(ctx context.Context, f DeviceFlow, lim FlowLimits) erro
 			return err
 		}
 		var siteN, total pendingCount
-		mine := lim.Site(f.AgentIss)
+		mine := lim.Site(f.Agent.Issuer)
 		for _, g := range byIssuer {
 			c := pendingCount{g.N, g.First}
 			total.add(c)
@@ -170,7 +169,7 @@ func (db *DB) CreateFlow(ctx context.Context, f DeviceFlow, lim FlowLimits) erro
 			return &FlowCapError{ErrFlowCap, lim.Total, fromMS(total.First)}
 		}
 		err := tx.Exec(`INSERT INTO device_flows (`+flowColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, NULL, 0, '', NULL, ?, ?, NULL)`,
-			f.ID, f.DeviceCodeHash, f.UserCode, f.AgentIss, f.AgentSub, f.Brand, f.Scope,
+			f.ID, f.DeviceCodeHash, f.UserCode, f.Agent.Issuer, f.Agent.Subject, f.Brand, f.Scope,
 			int64(f.Interval/time.Second), now, ms(f.ExpiresAt)).Error
 		if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: device_flows.user_code") {
 			return ErrUserCodeTaken
@@ -241,7 +240,8 @@ func (db *DB) updateFlow(ctx context.Context, where string, arg string, fn FlowU
 		}
 		var grantID *string
 		if f.GrantID != "" {
-			grantID = &f.GrantID
+			s := string(f.GrantID)
+			grantID = &s
 		}
 		// Conditional on the status read: exactly one decision or redemption (C6, D9).
 		upd := tx.Exec(`UPDATE device_flows SET status = ?, interval_s = ?, last_poll_at = ?, failed_guesses = ?,

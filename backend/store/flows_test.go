@@ -17,14 +17,14 @@ var flowT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 func testFlow(id, userCode, sub string) DeviceFlow {
 	return DeviceFlow{
 		ID: id, DeviceCodeHash: "hash-" + id, UserCode: userCode,
-		AgentIss: "https://id.example", AgentSub: sub, Brand: "review", Scope: "review:read_only",
+		Agent: domain.Agent{Issuer: "https://id.example", Subject: sub}, Brand: "review", Scope: "review:read_only",
 		Interval: 5 * time.Second, CreatedAt: flowT0, ExpiresAt: flowT0.Add(10 * time.Minute),
 	}
 }
 
 func testGrant(id, sub string) *Grant {
 	return &Grant{
-		ID: id, AgentIss: "https://id.example", AgentSub: sub, Brand: "review", Capability: "review",
+		ID: domain.GrantID(id), Agent: domain.Agent{Issuer: "https://id.example", Subject: sub}, Brand: "review", Capability: "review",
 		Workspace: "/ws", AccessMode: "read_only", Scope: "review:read_only", IssuedAt: flowT0, JWS: "jws-" + id,
 	}
 }
@@ -61,12 +61,12 @@ func TestCreateFlowSiteCap(t *testing.T) {
 		codes := []string{"BBBBBBBB", "CCCCCCCC", "DDDDDDDD", "FFFFFFFF", "GGGGGGGG"}
 		for i, iss := range []string{"https://a.evil.example", "https://b.evil.example", "https://c.evil.example"} {
 			f := testFlow(fmt.Sprint("e", i), codes[i], "sub")
-			f.AgentIss = iss
+			f.Agent.Issuer = iss
 			f.CreatedAt, f.ExpiresAt = flowT0.Add(time.Duration(i)*time.Second), flowT0.Add(10*time.Minute+time.Duration(i)*time.Second)
 			flowMust(t, db.CreateFlow(ctx, f, lim))
 		}
 		more := testFlow("e3", codes[3], "other")
-		more.AgentIss = "https://d.evil.example"
+		more.Agent.Issuer = "https://d.evil.example"
 		more.CreatedAt = flowT0.Add(5 * time.Second)
 		err := db.CreateFlow(ctx, more, lim)
 		var capErr *FlowCapError

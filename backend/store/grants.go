@@ -20,13 +20,12 @@ var ErrGrantNotFound = errors.New("grant not found")
 
 // Grant is what the owner allowed one agent on one brand, with its signed form.
 type Grant struct {
-	ID           string
-	AgentIss     string
-	AgentSub     string
-	Brand        string
+	ID           domain.GrantID
+	Agent        domain.Agent
+	Brand        domain.BrandID
 	Capability   string
 	Workspace    string
-	AccessMode   string
+	AccessMode   domain.AccessMode
 	Scope        string
 	IssuedAt     time.Time
 	ExpiresAt    *time.Time // nil: until revoked
@@ -62,8 +61,8 @@ type grantRow struct {
 
 func (r *grantRow) record() Grant {
 	g := Grant{
-		ID: r.ID, AgentIss: r.AgentIss, AgentSub: r.AgentSub, Brand: r.Brand,
-		Capability: r.Capability, Workspace: r.Workspace, AccessMode: r.AccessMode, Scope: r.Scope,
+		ID: domain.GrantID(r.ID), Agent: domain.Agent{Issuer: r.AgentIss, Subject: r.AgentSub}, Brand: domain.BrandID(r.Brand),
+		Capability: r.Capability, Workspace: r.Workspace, AccessMode: domain.AccessMode(r.AccessMode), Scope: r.Scope,
 		IssuedAt: fromMS(r.IssuedAt), ExpiresAt: fromMSPtr(r.ExpiresAt), RevokedAt: fromMSPtr(r.RevokedAt),
 		JWS: r.JWS, LastUsedAt: fromMSPtr(r.LastUsedAt), Uses: r.Uses,
 	}
@@ -82,7 +81,7 @@ func insertGrant(tx *gorm.DB, g *Grant) error {
 		flowID = &g.DeviceFlowID
 	}
 	err := tx.Exec(`INSERT INTO grants (`+grantColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, NULL, 0)`,
-		g.ID, g.AgentIss, g.AgentSub, g.Brand, g.Capability, g.Workspace, g.AccessMode, g.Scope,
+		g.ID, g.Agent.Issuer, g.Agent.Subject, g.Brand, g.Capability, g.Workspace, g.AccessMode, g.Scope,
 		ms(g.IssuedAt), msPtr(g.ExpiresAt), g.JWS, flowID).Error
 	if err != nil {
 		return fmt.Errorf("insert grant %s: %w", g.ID, err)
@@ -91,7 +90,7 @@ func insertGrant(tx *gorm.DB, g *Grant) error {
 }
 
 // grantByID reads one grant.
-func grantByID(tx *gorm.DB, id string) (*Grant, error) {
+func grantByID(tx *gorm.DB, id domain.GrantID) (*Grant, error) {
 	r, err := grantRowByID(tx, id)
 	if err != nil {
 		return nil, err
@@ -101,7 +100,7 @@ func grantByID(tx *gorm.DB, id string) (*Grant, error) {
 }
 
 // grantRowByID scans the grant's row by hand: gorm's reflection cost a third of the read.
-func grantRowByID(tx *gorm.DB, id string) (grantRow, error) {
+func grantRowByID(tx *gorm.DB, id domain.GrantID) (grantRow, error) {
 	var r grantRow
 	err := tx.Raw(`SELECT `+grantColumns+` FROM grants WHERE id = ?`, id).Row().Scan(&r.ID, &r.AgentIss, &r.AgentSub, &r.Brand,
 		&r.Capability, &r.Workspace, &r.AccessMode, &r.Scope, &r.IssuedAt, &r.ExpiresAt, &r.RevokedAt, &r.JWS, &r.DeviceFlowID,
@@ -115,7 +114,7 @@ func grantRowByID(tx *gorm.DB, id string) (grantRow, error) {
 // GrantByID reads one grant as the store has it now: every call's delegation check asks for
 // its grant, so the grant is remembered (grantMemory) until the next write that may change
 // grants has committed.
-func (db *DB) GrantByID(ctx context.Context, id string) (*Grant, error) {
+func (db *DB) GrantByID(ctx context.Context, id domain.GrantID) (*Grant, error) {
 	r, gen, ok := db.grants.recall(id)
 	if !ok {
 		var err error
@@ -144,7 +143,7 @@ func (db *DB) GrantByID(ctx context.Context, id string) (*Grant, error) {
 type grantMemory struct {
 	mu   sync.Mutex
 	gen  uint64 // times forgotten: a row read before a forget is not kept after it
-	rows map[string]grantRow
+	rows map[domain.GrantID]grantRow
 }
 
 // maxGrantMemory bounds the memory; only grants that exist are kept, so this is the owner's
@@ -152,7 +151,7 @@ type grantMemory struct {
 const maxGrantMemory = 4096
 
 // recall returns the remembered row of id, or the generation a row read now is kept under.
-func (m *grantMemory) recall(id string) (r grantRow, gen uint64, ok bool) {
+func (m *grantMemory) recall(id domain.GrantID) (r grantRow, gen uint64, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok = m.rows[id]
@@ -167,9 +166,9 @@ func (m *grantMemory) keep(gen uint64, r grantRow) {
 		return
 	}
 	if m.rows == nil || len(m.rows) >= maxGrantMemory {
-		m.rows = map[string]grantRow{}
+		m.rows = map[domain.GrantID]grantRow{}
 	}
-	m.rows[r.ID] = r
+	m.rows[domain.GrantID(r.ID)] = r
 }
 
 // forget drops every remembered grant.
@@ -225,7 +224,7 @@ func grantWrites(tx *gorm.DB) (n int64, err error) {
 
 // grantRevoked reports whether the grant has been revoked, for a receipt signed in tx; a
 // grant that is gone no longer stands either.
-func grantRevoked(tx *gorm.DB, id string) (bool, error) {
+func grantRevoked(tx *gorm.DB, id domain.GrantID) (bool, error) {
 	var revoked bool
 	switch err := queryRow(tx, "SELECT revoked_at IS NOT NULL FROM grants WHERE id = ?", id).Scan(&revoked); {
 	case errors.Is(err, sql.ErrNoRows):
@@ -253,7 +252,7 @@ func (db *DB) ListGrants(ctx context.Context) ([]Grant, error) {
 // revoked nor expired at now, inside a write transaction: a revocation commits
 // either before (ErrGrantNotFound) or after fn has run, never in between (V4).
 // fn must not use the DB and should be quick; signing is fine.
-func (db *DB) WithLiveGrant(ctx context.Context, agentIss, agentSub, brand string, now time.Time, fn func(g *Grant) error) error {
+func (db *DB) WithLiveGrant(ctx context.Context, agentIss, agentSub string, brand domain.BrandID, now time.Time, fn func(g *Grant) error) error {
 	err := db.write(ctx, func(tx *gorm.DB) error {
 		var row grantRow
 		res := tx.Raw(`SELECT `+grantColumns+` FROM grants
@@ -278,14 +277,14 @@ func (db *DB) WithLiveGrant(ctx context.Context, agentIss, agentSub, brand strin
 // write of its own: usage counts are statistics, and neither a turn nor the writer should
 // pay a statement for each. The counts, summed per grant, are written by one write useDelay
 // after the first, or sooner by Flush or Close; a crash can lose the last second of counts.
-func (db *DB) RecordUseSoon(id string, now time.Time) {
+func (db *DB) RecordUseSoon(id domain.GrantID, now time.Time) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.closed {
 		return
 	}
 	if db.uses == nil {
-		db.uses = map[string]grantUse{}
+		db.uses = map[domain.GrantID]grantUse{}
 		time.AfterFunc(useDelay, func() {
 			db.mu.Lock()
 			defer db.mu.Unlock()
@@ -346,7 +345,7 @@ func (db *DB) writeUses(tx *gorm.DB, _ *chain) error {
 // revoked is false (and nothing else changes) when the grant was already revoked.
 // Token issuance checks the grant in its own write transaction, so no token
 // is minted from a grant after its revocation commits (V4).
-func (db *DB) RevokeGrant(ctx context.Context, id string, now time.Time) (g *Grant, revoked bool, denied []DeviceFlow, err error) {
+func (db *DB) RevokeGrant(ctx context.Context, id domain.GrantID, now time.Time) (g *Grant, revoked bool, denied []DeviceFlow, err error) {
 	err = db.write(ctx, func(tx *gorm.DB) error {
 		res := tx.Exec(`UPDATE grants SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, ms(now), id)
 		if res.Error != nil {
@@ -362,7 +361,7 @@ func (db *DB) RevokeGrant(ctx context.Context, id string, now time.Time) (g *Gra
 		}
 		var rows []flowRow
 		if err := tx.Raw(`SELECT `+flowColumns+` FROM device_flows WHERE agent_iss = ? AND agent_sub = ? AND brand = ? AND status = 'pending'
-			ORDER BY created_at, id`, g.AgentIss, g.AgentSub, g.Brand).Scan(&rows).Error; err != nil {
+			ORDER BY created_at, id`, g.Agent.Issuer, g.Agent.Subject, g.Brand).Scan(&rows).Error; err != nil {
 			return err
 		}
 		for i := range rows {

@@ -35,7 +35,7 @@ func TestRecordUseCountsLiveGrantsOnly(t *testing.T) {
 	g.ExpiresAt = &exp
 	approveFlow(t, db, testFlow("f1", "BBBBBBBB", "alice"), g)
 
-	use := func(id string, at time.Time) *Grant {
+	use := func(id domain.GrantID, at time.Time) *Grant {
 		t.Helper()
 		db.RecordUseSoon(id, at)
 		flowMust(t, db.Flush(ctx))
@@ -152,7 +152,7 @@ func TestWithLiveGrantPicksNewest(t *testing.T) {
 	g2.IssuedAt = flowT0.Add(time.Minute)
 	approveFlow(t, db, testFlow("f2", "CCCCCCCC", "alice"), g2)
 
-	var got string
+	var got domain.GrantID
 	flowMust(t, db.WithLiveGrant(ctx, "https://id.example", "alice", "review", flowT0.Add(time.Hour), func(g *Grant) error {
 		got = g.ID
 		return nil
@@ -183,7 +183,7 @@ func TestSignerSeesRevocation(t *testing.T) {
 		t.Helper()
 		var read error
 		stop := errors.New("read, nothing to append")
-		err := db.AppendReceipts(ctx, func(_ Checkpoint, revoked func(string) (bool, error)) ([]Receipt, error) {
+		err := db.AppendReceipts(ctx, func(_ Checkpoint, revoked func(domain.GrantID) (bool, error)) ([]Receipt, error) {
 			var err1, err2 error
 			g1, err1 = revoked("g1")
 			gone, err2 = revoked("nope")
@@ -251,8 +251,8 @@ func TestGrantMemory(t *testing.T) {
 	t.Run("G13 reads racing a revoke: none begun after it returned sees the grant live", func(t *testing.T) {
 		db, _ := openTemp(t)
 		for i := range 30 {
-			id := fmt.Sprintf("g%d", i)
-			approveFlow(t, db, testFlow(fmt.Sprintf("f%d", i), "BBBBBBBB", "alice"), testGrant(id, "alice"))
+			id := domain.GrantID(fmt.Sprintf("g%d", i))
+			approveFlow(t, db, testFlow(fmt.Sprintf("f%d", i), "BBBBBBBB", "alice"), testGrant(string(id), "alice"))
 			var returned, stop atomic.Bool
 			var stale atomic.Int64
 			var readers sync.WaitGroup
@@ -296,7 +296,7 @@ func TestGrantMemory(t *testing.T) {
 			t.Fatalf("uses = %d: the grant was read again, not remembered", n)
 		}
 		turn := Turn{ID: "t1", TaskID: "task-1", ContextID: "ctx-1", Brand: "review", BrandScope: "review:read_only",
-			GrantID: "g1", AgentIss: "https://id.example", AgentSub: "alice", PolicyHash: "p1", StartedAt: flowT0}
+			GrantID: "g1", Agent: domain.Agent{Issuer: "https://id.example", Subject: "alice"}, PolicyHash: "p1", StartedAt: flowT0}
 		if err := db.StartTurn(ctx, turn); err != nil {
 			t.Fatal(err)
 		}

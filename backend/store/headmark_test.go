@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/aether/aether/backend/domain"
 	"gorm.io/gorm"
 )
 
@@ -18,7 +19,7 @@ func TestHeadMark(t *testing.T) {
 	// chained is a signer for turn tr that continues the chain from its tail; *seq is the seq
 	// it signed.
 	chained := func(tr Turn, seq *int64) Signer {
-		return func(tail Checkpoint, _ func(string) (bool, error)) ([]Receipt, error) {
+		return func(tail Checkpoint, _ func(domain.GrantID) (bool, error)) ([]Receipt, error) {
 			*seq = tail.Seq + 1
 			return []Receipt{rcReceipt(tr, *seq, rcPrev(*seq))}, nil
 		}

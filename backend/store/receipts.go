@@ -51,11 +51,10 @@ type Receipt struct {
 	Hash      string // SHA-256 of the JWS, lowercase hex
 	TaskID    string
 	ContextID string
-	Brand     string
+	Brand     domain.BrandID
 	Scope     string // the brand's scope
-	GrantID   string
-	AgentIss  string
-	AgentSub  string
+	GrantID   domain.GrantID
+	Agent     domain.Agent
 	Status    domain.TurnStatus
 	Reason    string
 	ExitCode  int
@@ -76,7 +75,7 @@ func scanReceipts(rows *sql.Rows, out []Receipt) ([]Receipt, error) {
 		var r Receipt
 		var started, ended int64
 		if err := rows.Scan(&r.Seq, &r.ID, &r.TurnID, &r.PrevHash, &r.Hash, &r.TaskID, &r.ContextID, &r.Brand,
-			&r.Scope, &r.GrantID, &r.AgentIss, &r.AgentSub, &r.Status, &r.Reason, &r.ExitCode,
+			&r.Scope, &r.GrantID, &r.Agent.Issuer, &r.Agent.Subject, &r.Status, &r.Reason, &r.ExitCode,
 			&started, &ended, &r.JWS); err != nil {
 			return out, err
 		}
@@ -144,7 +143,7 @@ func (db *DB) ReceiptHead(ctx context.Context) (Checkpoint, error) {
 // genesis value, the signer's business, when tail.Seq is 0). revoked says
 // whether the owner has revoked a grant, as of this very write: a revocation
 // committed before the receipt is in it (docs/threats.md V2).
-type Signer func(tail Checkpoint, revoked func(grantID string) (bool, error)) ([]Receipt, error)
+type Signer func(tail Checkpoint, revoked func(grantID domain.GrantID) (bool, error)) ([]Receipt, error)
 
 // AppendReceipts is the one write path of the receipt chain. In one write of
 // the group commit it reads the chain's tail, calls sign with it, inserts the
@@ -199,7 +198,7 @@ func appendReceipts(tx *gorm.DB, ch *chain, sign Signer) (Head, error) {
 		}
 		ch.start, ch.tail, ch.read, ch.checked = tail, tail, true, true
 	}
-	batch, err := sign(ch.tail, func(id string) (bool, error) { return grantRevoked(tx, id) })
+	batch, err := sign(ch.tail, func(id domain.GrantID) (bool, error) { return grantRevoked(tx, id) })
 	if err != nil {
 		return Head{}, err
 	}
@@ -267,8 +266,8 @@ func endTurn(tx *gorm.DB, r Receipt) error {
 	n, err := exec(tx, `UPDATE turns SET status = ?, reason = ?, ended_at = ?
 		WHERE id = ? AND status = ? AND task_id = ? AND context_id = ? AND brand = ? AND brand_scope = ?
 		AND grant_id = ? AND agent_iss = ? AND agent_sub = ? AND started_at = ?`,
-		r.Status, r.Reason, ms(r.EndedAt), r.TurnID, TurnRunning, r.TaskID, r.ContextID, r.Brand, r.Scope,
-		r.GrantID, r.AgentIss, r.AgentSub, ms(r.StartedAt))
+		r.Status, r.Reason, ms(r.EndedAt), r.TurnID, domain.TurnRunning, r.TaskID, r.ContextID, r.Brand, r.Scope,
+		r.GrantID, r.Agent.Issuer, r.Agent.Subject, ms(r.StartedAt))
 	if err != nil {
 		return fmt.Errorf("end turn %s: %w", r.TurnID, err)
 	}
@@ -284,14 +283,14 @@ func endTurn(tx *gorm.DB, r Receipt) error {
 		return &TurnError{TurnID: r.TurnID, Err: ErrTurnNotFound}
 	}
 	t := rows[0]
-	if domain.TurnStatus(t.Status) != TurnRunning {
+	if domain.TurnStatus(t.Status) != domain.TurnRunning {
 		return &TurnError{TurnID: r.TurnID, Err: fmt.Errorf("%w (status %s)", ErrTurnNotRunning, t.Status)}
 	}
 	var diff []string
 	for _, c := range []struct{ name, got, want string }{
-		{"task_id", r.TaskID, t.TaskID}, {"context_id", r.ContextID, t.ContextID}, {"brand", r.Brand, t.Brand},
-		{"scope", r.Scope, t.BrandScope}, {"grant_id", r.GrantID, t.GrantID}, {"agent_iss", r.AgentIss, t.AgentIss},
-		{"agent_sub", r.AgentSub, t.AgentSub},
+		{"task_id", r.TaskID, t.TaskID}, {"context_id", r.ContextID, t.ContextID}, {"brand", string(r.Brand), t.Brand},
+		{"scope", r.Scope, t.BrandScope}, {"grant_id", string(r.GrantID), t.GrantID}, {"agent_iss", r.Agent.Issuer, t.AgentIss},
+		{"agent_sub", r.Agent.Subject, t.AgentSub},
 	} {
 		if c.got != c.want {
 			diff = append(diff, c.name)
@@ -315,7 +314,7 @@ func insertReceipts(tx *gorm.DB, rows []Receipt) error {
 		args := make([]any, 0, n*18)
 		for _, r := range rows[:n] {
 			args = append(args, r.Seq, r.ID, r.TurnID, r.PrevHash, r.Hash, r.TaskID, r.ContextID, r.Brand, r.Scope,
-				r.GrantID, r.AgentIss, r.AgentSub, r.Status, r.Reason, r.ExitCode, ms(r.StartedAt), ms(r.EndedAt), r.JWS)
+				r.GrantID, r.Agent.Issuer, r.Agent.Subject, r.Status, r.Reason, r.ExitCode, ms(r.StartedAt), ms(r.EndedAt), r.JWS)
 		}
 		q := `INSERT INTO receipts (` + receiptColumns + `) VALUES ` +
 			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?), ", n), ", ")
@@ -403,7 +402,7 @@ func (db *DB) AllReceipts(ctx context.Context) iter.Seq2[Receipt, error] {
 // ReceiptFilter selects receipts for the receipts page and for exports.
 type ReceiptFilter struct {
 	Agent  string            // ASCII case-insensitive substring of the agent's issuer or subject
-	Brand  string            // exact brand id
+	Brand  domain.BrandID    // exact brand id
 	Status domain.TurnStatus // exact status
 	From   time.Time         // ended at or after (zero: unbounded)
 	To     time.Time         // ended before (zero: unbounded)

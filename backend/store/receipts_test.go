@@ -22,13 +22,13 @@ import (
 func rcReceipt(tr Turn, seq int64, prev string) Receipt {
 	return Receipt{Seq: seq, ID: fmt.Sprintf("r_%d", seq), TurnID: tr.ID, PrevHash: prev, Hash: fmt.Sprintf("h%d", seq),
 		TaskID: tr.TaskID, ContextID: tr.ContextID, Brand: tr.Brand, Scope: tr.BrandScope, GrantID: tr.GrantID,
-		AgentIss: tr.AgentIss, AgentSub: tr.AgentSub, Status: domain.TurnCompleted, ExitCode: 0,
+		Agent: domain.Agent{Issuer: tr.Agent.Issuer, Subject: tr.Agent.Subject}, Status: domain.TurnCompleted, ExitCode: 0,
 		StartedAt: tr.StartedAt, EndedAt: tr.StartedAt.Add(time.Second), JWS: "jws"}
 }
 
 // signed is a signer that ignores the tail and returns rows as they are.
 func signed(rows []Receipt) Signer {
-	return func(Checkpoint, func(string) (bool, error)) ([]Receipt, error) { return rows, nil }
+	return func(Checkpoint, func(domain.GrantID) (bool, error)) ([]Receipt, error) { return rows, nil }
 }
 
 func rcPrev(seq int64) string {
@@ -47,7 +47,7 @@ func rcSeed(t *testing.T, db *DB, turns []Turn, batch int) {
 		for _, tr := range turns {
 			if err := tx.Exec(`INSERT INTO turns (id, task_id, context_id, brand, scope, brand_scope, grant_id,
 				agent_iss, agent_sub, policy_hash, status, started_at) VALUES (?, ?, ?, ?, 'pact', ?, ?, ?, ?, ?, 'running', ?)`,
-				tr.ID, tr.TaskID, tr.ContextID, tr.Brand, tr.BrandScope, tr.GrantID, tr.AgentIss, tr.AgentSub,
+				tr.ID, tr.TaskID, tr.ContextID, tr.Brand, tr.BrandScope, tr.GrantID, tr.Agent.Issuer, tr.Agent.Subject,
 				tr.PolicyHash, ms(tr.StartedAt)).Error; err != nil {
 				return err
 			}
@@ -199,7 +199,7 @@ func TestAppendReceiptsRefusesWholeBatch(t *testing.T) {
 			if h, _ := db.ReceiptHead(ctx); h.Seq != 2 {
 				t.Errorf("head moved to %d", h.Seq)
 			}
-			if tr, _ := db.GetTurn(ctx, "turn-3"); tr.Status != TurnRunning {
+			if tr, _ := db.GetTurn(ctx, "turn-3"); tr.Status != domain.TurnRunning {
 				t.Errorf("turn-3 ended by a refused batch")
 			}
 		})
@@ -234,7 +234,7 @@ func TestAppendReceiptsSignsOnTail(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range errs {
 		wg.Go(func() {
-			errs[i] = db.AppendReceipts(ctx, func(tail Checkpoint, _ func(string) (bool, error)) ([]Receipt, error) {
+			errs[i] = db.AppendReceipts(ctx, func(tail Checkpoint, _ func(domain.GrantID) (bool, error)) ([]Receipt, error) {
 				tr := rcTurn(1000 + i) // never started
 				switch {
 				case i < len(turns):
@@ -305,7 +305,7 @@ func TestReceiptHighWater(t *testing.T) {
 	// The next receipt, signed on whatever tail the store hands over, as the ledger does,
 	// for the next turn still running.
 	running := 5
-	next := func(tail Checkpoint, _ func(string) (bool, error)) ([]Receipt, error) {
+	next := func(tail Checkpoint, _ func(domain.GrantID) (bool, error)) ([]Receipt, error) {
 		return []Receipt{rcReceipt(turns[running], tail.Seq+1, tail.Hash)}, nil
 	}
 	t.Run("T4 mark rewritten while the store is open", func(t *testing.T) {
@@ -358,12 +358,12 @@ func rcListFixture(t *testing.T) (*DB, []Receipt) {
 	var turns []Turn
 	for i := 1; i <= 600; i++ {
 		tr := rcTurn(i)
-		tr.AgentIss = fmt.Sprintf("https://Agent-%d.example", i%40)
-		tr.AgentSub = []string{"alice", "bob", "carol"}[i%3]
+		tr.Agent.Issuer = fmt.Sprintf("https://Agent-%d.example", i%40)
+		tr.Agent.Subject = []string{"alice", "bob", "carol"}[i%3]
 		if i%40 == 7 {
-			tr.AgentSub = "Zed"
+			tr.Agent.Subject = "Zed"
 		}
-		tr.Brand = []string{"acme", "globex", "initech"}[i%5%3]
+		tr.Brand = []domain.BrandID{"acme", "globex", "initech"}[i%5%3]
 		tr.Status = []domain.TurnStatus{domain.TurnCompleted, domain.TurnFailed, domain.TurnCanceled}[i%7%3]
 		tr.StartedAt = rcT0.Add(time.Duration(i) * time.Minute)
 		end := tr.StartedAt.Add(30 * time.Second)
@@ -389,7 +389,7 @@ func TestListReceipts(t *testing.T) {
 	ctx := context.Background()
 	match := func(f ReceiptFilter, r Receipt) bool {
 		needle := strings.ToLower(f.Agent)
-		return (f.Agent == "" || strings.Contains(strings.ToLower(r.AgentIss), needle) || strings.Contains(strings.ToLower(r.AgentSub), needle)) &&
+		return (f.Agent == "" || strings.Contains(strings.ToLower(r.Agent.Issuer), needle) || strings.Contains(strings.ToLower(r.Agent.Subject), needle)) &&
 			(f.Brand == "" || r.Brand == f.Brand) && (f.Status == "" || r.Status == f.Status) &&
 			(f.From.IsZero() || !r.EndedAt.Before(f.From)) && (f.To.IsZero() || r.EndedAt.Before(f.To))
 	}
@@ -513,7 +513,7 @@ func TestAppendReceiptsCreatingTask(t *testing.T) {
 			if i%3 == 0 {
 				id = taken.ID // a task id that is stored already: the receipt must not land either
 			}
-			durable, err := db.AppendReceiptsCreatingTask(ctx, func(tail Checkpoint, _ func(string) (bool, error)) ([]Receipt, error) {
+			durable, err := db.AppendReceiptsCreatingTask(ctx, func(tail Checkpoint, _ func(domain.GrantID) (bool, error)) ([]Receipt, error) {
 				seq := tail.Seq + 1
 				return []Receipt{rcReceipt(tr, seq, rcPrev(seq))}, nil
 			}, "review", "alice", func() (*a2a.Task, error) {
@@ -536,7 +536,7 @@ func TestAppendReceiptsCreatingTask(t *testing.T) {
 		}
 		switch {
 		case i%3 == 0:
-			if !errors.Is(err, taskstore.ErrTaskAlreadyExists) || open.Status != TurnRunning {
+			if !errors.Is(err, taskstore.ErrTaskAlreadyExists) || open.Status != domain.TurnRunning {
 				t.Errorf("%d: %v, turn %s; want ErrTaskAlreadyExists and no receipt", i, err, open.Status)
 			}
 		case err != nil || gerr != nil || st.Version != 1 || open.Status != domain.TurnCompleted:
@@ -658,7 +658,7 @@ func TestAppendReceiptsCreatingTaskAhead(t *testing.T) {
 			t.Fatalf("durable = %v, want ErrHighWater", err)
 		}
 		unseen(t, db, turns[1])
-		if open, err := db.GetTurn(ctx, turns[1].ID); err != nil || open.Status != TurnRunning {
+		if open, err := db.GetTurn(ctx, turns[1].ID); err != nil || open.Status != domain.TurnRunning {
 			t.Errorf("turn after the failed commit: %+v, %v", open, err)
 		}
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
+	"github.com/aether/aether/backend/domain"
 	"gorm.io/gorm"
 )
 
@@ -113,7 +114,7 @@ func insertTask(tx *gorm.DB, now time.Time, owner, brand string, task *a2a.Task,
 // It returns once the receipts and the task are written in the commit under way, before that
 // commit is durable (writeOpts.ahead): the caller makes its answer meanwhile, and shows nothing
 // of it until Pending.Durable has returned nil.
-func (db *DB) AppendReceiptsCreatingTask(ctx context.Context, sign Signer, brand, owner string, task func() (*a2a.Task, error)) (*Pending, error) {
+func (db *DB) AppendReceiptsCreatingTask(ctx context.Context, sign Signer, brand domain.BrandID, owner string, task func() (*a2a.Task, error)) (*Pending, error) {
 	pending, err := db.submit(ctx, writeOpts{ahead: true, what: "append receipts"}, func(tx *gorm.DB, ch *chain) error {
 		tail, err := appendReceipts(tx, ch, sign)
 		if err != nil {
@@ -127,7 +128,7 @@ func (db *DB) AppendReceiptsCreatingTask(ctx context.Context, sign Signer, brand
 		if err != nil {
 			return err
 		}
-		if err := insertTask(tx, db.Now(), owner, brand, t, data); err != nil {
+		if err := insertTask(tx, db.Now(), owner, string(brand), t, data); err != nil {
 			return fmt.Errorf("create task %s: %w", t.ID, err)
 		}
 		ch.advance(tail)
@@ -328,7 +329,7 @@ func (db *DB) FailInterrupted(ctx context.Context, reason string) (int, error) {
 // RejectAuthRequired ends owner's tasks on brand that wait in
 // TASK_STATE_AUTH_REQUIRED (the owner denied, or the device code expired): each
 // becomes TASK_STATE_REJECTED with reason as the status message.
-func (db *DB) RejectAuthRequired(ctx context.Context, owner, brand, reason string) ([]a2a.TaskID, error) {
+func (db *DB) RejectAuthRequired(ctx context.Context, owner string, brand domain.BrandID, reason string) ([]a2a.TaskID, error) {
 	var ids []a2a.TaskID
 	err := db.write(ctx, func(tx *gorm.DB) error {
 		var err error

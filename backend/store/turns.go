@@ -14,10 +14,6 @@ import (
 	"github.com/aether/aether/backend/domain"
 )
 
-// TurnRunning is the state of a turn without a receipt yet (the CHECK constraint of
-// turns.status allows it and the three domain.TurnStatus end states a receipt carries).
-const TurnRunning domain.TurnStatus = "running"
-
 // PactScope is the scope every turn runs in (turns.scope).
 const PactScope = "pact"
 
@@ -39,11 +35,10 @@ type Turn struct {
 	ID         string
 	TaskID     string
 	ContextID  string
-	Brand      string
+	Brand      domain.BrandID
 	BrandScope string // the brand's scope; the turn itself always runs in PactScope
-	GrantID    string
-	AgentIss   string
-	AgentSub   string
+	GrantID    domain.GrantID
+	Agent      domain.Agent
 	PolicyHash string
 	Status     domain.TurnStatus
 	Reason     string
@@ -68,8 +63,8 @@ type turnRow struct {
 }
 
 func (r turnRow) record() Turn {
-	return Turn{ID: r.ID, TaskID: r.TaskID, ContextID: r.ContextID, Brand: r.Brand, BrandScope: r.BrandScope,
-		GrantID: r.GrantID, AgentIss: r.AgentIss, AgentSub: r.AgentSub, PolicyHash: r.PolicyHash,
+	return Turn{ID: r.ID, TaskID: r.TaskID, ContextID: r.ContextID, Brand: domain.BrandID(r.Brand), BrandScope: r.BrandScope,
+		GrantID: domain.GrantID(r.GrantID), Agent: domain.Agent{Issuer: r.AgentIss, Subject: r.AgentSub}, PolicyHash: r.PolicyHash,
 		Status: domain.TurnStatus(r.Status), Reason: r.Reason, StartedAt: fromMS(r.StartedAt), EndedAt: fromMSPtr(r.EndedAt)}
 }
 
@@ -84,7 +79,7 @@ func (db *DB) StartTurn(ctx context.Context, t Turn) error {
 			grant_id, agent_iss, agent_sub, policy_hash, status, reason, started_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?)`,
 			t.ID, t.TaskID, t.ContextID, t.Brand, PactScope, t.BrandScope,
-			t.GrantID, t.AgentIss, t.AgentSub, t.PolicyHash, TurnRunning, ms(t.StartedAt))
+			t.GrantID, t.Agent.Issuer, t.Agent.Subject, t.PolicyHash, domain.TurnRunning, ms(t.StartedAt))
 		return err
 	})
 	switch {
@@ -103,7 +98,7 @@ func (db *DB) StartTurn(ctx context.Context, t Turn) error {
 func (db *DB) OpenTurns(ctx context.Context) ([]Turn, error) {
 	var rows []turnRow
 	if err := db.read(ctx).Raw(`SELECT `+turnColumns+` FROM turns WHERE status = ? ORDER BY started_at, id`,
-		TurnRunning).Scan(&rows).Error; err != nil {
+		domain.TurnRunning).Scan(&rows).Error; err != nil {
 		return nil, fmt.Errorf("list open turns: %w", err)
 	}
 	out := make([]Turn, len(rows))
@@ -133,7 +128,7 @@ func (db *DB) GetTurn(ctx context.Context, id string) (*Turn, error) {
 // for a new one, as when the disk filled up.
 func (db *DB) NoteUnrecorded(ctx context.Context, turnID, why string) error {
 	err := db.write(ctx, func(tx *gorm.DB) error {
-		_, err := exec(tx, `UPDATE turns SET reason = ? WHERE id = ? AND status = ?`, why, turnID, TurnRunning)
+		_, err := exec(tx, `UPDATE turns SET reason = ? WHERE id = ? AND status = ?`, why, turnID, domain.TurnRunning)
 		return err
 	})
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 // rcGrant inserts a grant row for turns to reference.
@@ -22,7 +24,7 @@ var rcT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func rcTurn(i int) Turn {
 	return Turn{ID: fmt.Sprintf("turn-%d", i), TaskID: fmt.Sprintf("task-%d", i), ContextID: "ctx-1", Brand: "acme",
-		BrandScope: "acme.read", GrantID: "g1", AgentIss: "https://agent.example", AgentSub: "alice",
+		BrandScope: "acme.read", GrantID: "g1", Agent: domain.Agent{Issuer: "https://agent.example", Subject: "alice"},
 		PolicyHash: "p1", StartedAt: rcT0.Add(time.Duration(i) * time.Second)}
 }
 
@@ -52,7 +54,7 @@ func TestStartTurn(t *testing.T) {
 	}
 	got := open[1]
 	want := rcTurn(2)
-	want.Status = TurnRunning
+	want.Status = domain.TurnRunning
 	if got.EndedAt != nil || !got.StartedAt.Equal(want.StartedAt) {
 		t.Errorf("times: %+v", got)
 	}

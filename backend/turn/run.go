@@ -51,6 +51,7 @@ func (s *Service) run(ctx context.Context, r *running, req Request, w Watcher) (
 	end.Status, end.Reason, end.ExitCode, end.EndedAt = out.Status, out.Reason, res.ExitCode, time.Now().UTC()
 	end.Usage = out.Usage
 	end.Violation = res.Status == codex.StatusViolation
+	end.Work = res.Work
 	return s.receipt(ctx, r, req, end, out)
 }
 
@@ -73,7 +74,7 @@ func (s *Service) unwatched(ctx context.Context, base receipts.Turn, recorded fu
 // reads the grant in the receipt's commit and marks the receipt (V2). A plain send's task
 // goes into that commit (Request.Keep), and the turn returns as soon as it is written there,
 // before the commit is durable; the answer is made meanwhile and waits for Durable.
-func (s *Service) receipt(ctx context.Context, r *running, req Request, end receipts.Turn, out Outcome) (*Finished, error) {
+func (s *Service) receipt(ctx context.Context, r *running, req Request, end receipts.Turn, out domain.Outcome) (*Finished, error) {
 	ctx = context.WithoutCancel(ctx)
 	fin := &Finished{Outcome: out, ByAgent: errors.Is(context.Cause(r.ctx), errCanceledByAgent)}
 	if req.Keep != nil && !fin.ByAgent {
@@ -100,11 +101,11 @@ func (s *Service) receipt(ctx context.Context, r *running, req Request, end rece
 // turn's record) and the grant's standing both hold.
 func (s *Service) codex(r *running, req Request, turn receipts.Turn, recorded func() error, w Watcher) codex.Result {
 	creq := codex.Request{
-		AccessMode: string(req.Brand.AccessMode),
+		AccessMode: req.Brand.AccessMode,
 		Prompt:     codex.BuildPrompt(req.Brand.InstructionText(), req.Texts),
 		ThreadID:   req.ThreadID,
 		// Codex's sessions are kept per agent and brand: a thread resumes only for them.
-		Conversation: turn.Agent.Issuer + "\x00" + turn.Agent.Subject + "\x00" + req.Brand.ID,
+		Conversation: turn.Agent.Issuer + "\x00" + turn.Agent.Subject + "\x00" + string(req.Brand.ID),
 		Admit: func(ctx context.Context) error {
 			if err := recorded(); err != nil {
 				return fmt.Errorf("record turn: %w", err)
@@ -116,9 +117,14 @@ func (s *Service) codex(r *running, req Request, turn receipts.Turn, recorded fu
 	}
 	progress := make(chan string, 16)
 	resc := make(chan codex.Result, 1)
-	timeout, cancelTimeout := context.WithTimeout(r.ctx, s.cfg.Timeout)
+	deadline := time.Now().Add(s.cfg.Timeout)
+	timeout, cancelTimeout := context.WithDeadline(r.ctx, deadline)
 	defer cancelTimeout()
-	go func() { resc <- s.runCodex(timeout, req, creq, progress) }()
+	pass, err := s.openModel(req, turn, deadline)
+	if err != nil {
+		return codex.Result{Status: codex.StatusFailed, Reason: err.Error(), ExitCode: -1}
+	}
+	go func() { resc <- s.runModelTurn(timeout, req, creq, pass, progress) }()
 	for {
 		select {
 		case text := <-progress:
@@ -130,6 +136,22 @@ func (s *Service) codex(r *running, req Request, turn receipts.Turn, recorded fu
 			return res
 		}
 	}
+}
+
+// runModelTurn runs Codex with the turn's pass to the model gateway, if any: the gateway
+// ending the pass ends the turn, and the turn's end kills the pass's token.
+func (s *Service) runModelTurn(ctx context.Context, req Request, creq codex.Request, pass *ModelPass, progress chan<- string) codex.Result {
+	if pass == nil {
+		return s.runCodex(ctx, req, creq, progress)
+	}
+	creq.Provider = &pass.Provider
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := watchModel(pass, cancel)
+	res := s.runCodex(ctx, req, creq, progress)
+	stop()
+	closeModel(pass, &res)
+	return res
 }
 
 // runCodex resolves the workspace again at turn start — it must still be the folder the
@@ -157,11 +179,12 @@ func (s *Service) runCodex(ctx context.Context, req Request, creq codex.Request,
 
 // admit runs once a turn holds its workspace, right before Codex starts: the grant must
 // still stand and the brand still be offered, however long the turn waited (W13).
-func (s *Service) admit(ctx context.Context, grantID, brandID string) error {
-	if !s.cfg.Offered(brandID) {
-		return errors.New("the brand " + quoteTrunc(brandID) + " is no longer offered by this node")
+func (s *Service) admit(ctx context.Context, grantID domain.GrantID, brandID domain.BrandID) error {
+	served := s.cfg.Served()
+	if _, ok := served.Brand(brandID); !ok {
+		return errors.New("the brand " + quoteTrunc(string(brandID)) + " is no longer offered by this node")
 	}
-	err := s.cfg.Consent.GrantStands(ctx, grantID, brandID)
+	err := s.cfg.Consent.GrantStands(ctx, grantID, brandID, served)
 	var de *consent.DelegationError
 	if errors.As(err, &de) && de.Reason == consent.ReasonRevoked {
 		return errRevokedWhileQueued
@@ -170,8 +193,8 @@ func (s *Service) admit(ctx context.Context, grantID, brandID string) error {
 }
 
 // outcome is how the turn ended, from why its context ended and what Codex returned.
-func outcome(runCtx context.Context, res codex.Result) Outcome {
-	out := Outcome{Status: domain.TurnFailed, Answer: res.Answer, ThreadID: res.ThreadID,
+func outcome(runCtx context.Context, res codex.Result) domain.Outcome {
+	out := domain.Outcome{Status: domain.TurnFailed, Answer: res.Answer, ThreadID: res.ThreadID,
 		Usage: domain.Usage{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens, OutputTokens: res.Usage.OutputTokens}}
 	cause := context.Cause(runCtx)
 	switch {

@@ -30,11 +30,14 @@ type Config struct {
 	Ledger  *receipts.Ledger
 	Runner  Runner
 	Consent *consent.Service
-	// Offered reports whether the node still offers a brand (its current policy).
-	Offered   func(brandID string) bool
+	// Served is the policy the node serves now: a turn's brand must still be offered there.
+	Served    func() *policy.Policy
 	Timeout   time.Duration
 	OnReceipt func(*receipts.Receipt) // told after each receipt is durable
-	Logger    *slog.Logger
+	// Models, if set, opens each turn's pass to the node's model gateway: Codex gets a
+	// one-time token, and the receipt the gateway's count of tokens (docs/model-gateway.md).
+	Models func(ModelTurn) (*ModelPass, error)
+	Logger *slog.Logger
 }
 
 // MaxPerGrant caps the turns of one grant that run or wait for a workspace at once: no agent
@@ -75,7 +78,7 @@ type Request struct {
 	Disconnect <-chan struct{}
 	// Keep, when set, gives the task to store, finished, in the receipt's own commit (a plain
 	// send's new task, docs/wire.md "Plain send"); nil from it stores none there.
-	Keep func(Outcome) *receipts.NewTask
+	Keep func(domain.Outcome) *receipts.NewTask
 }
 
 // Watcher follows a turn while it runs; false from either means nobody can see the turn.
@@ -84,19 +87,10 @@ type Watcher interface {
 	Working(text string) bool // a status on the way
 }
 
-// Outcome is how a turn ended.
-type Outcome struct {
-	Status   domain.TurnStatus
-	Reason   string
-	Answer   string // Codex's answer; shown only when Status is completed
-	ThreadID string
-	Usage    domain.Usage
-}
-
 // Finished is a turn's end: its outcome and receipt. Nothing of them may be shown before
 // Durable has returned nil (docs/threats.md T8).
 type Finished struct {
-	Outcome
+	domain.Outcome
 	Receipt *receipts.Receipt
 	Kept    bool                         // Request.Keep's task went into the receipt's commit
 	ByAgent bool                         // Cancel ended it at the agent's request: the cancel shows the receipt
@@ -150,12 +144,12 @@ func (s *Service) Run(ctx context.Context, req Request, w Watcher) (*Finished, e
 		// The gateway lets no turn through without a delegation; refuse loudly if one gets here.
 		return nil, &Refusal{"no delegation on this turn"}
 	}
-	if !s.grants.Take(req.Grant) {
+	if !s.grants.Take(string(req.Grant)) {
 		return nil, &Refusal{fmt.Sprintf("too many turns of this grant are running or waiting (at most %d at once); retry when one has finished", MaxPerGrant)}
 	}
 	r := s.add(ctx, req.TaskID)
 	if r == nil {
-		s.grants.Release(req.Grant)
+		s.grants.Release(string(req.Grant))
 		return nil, ErrRunning
 	}
 	fin, err := s.run(ctx, r, req, w)
@@ -184,7 +178,7 @@ func (s *Service) end(r *running, req Request, fin *Finished, durErr error) {
 	s.mu.Unlock()
 	close(r.done)
 	r.cancel(nil)
-	s.grants.Release(req.Grant)
+	s.grants.Release(string(req.Grant))
 }
 
 // add registers a turn on the task, detached from the request: a client that goes away does

@@ -132,6 +132,8 @@ function makeGrant(agent, brand, issuedAgoDays, durDays, status, uses, lastUsedA
     uses,
     status,
     revokedAt: status === "revoked" ? iso(now() - 86400_000) : null,
+    tokensToday: status === "active" ? 1200 * uses : 0,
+    tokensPerDay: brand.tokensPerDay ?? 0,
   };
 }
 if (!EMPTY) {
@@ -146,6 +148,36 @@ if (!EMPTY) {
 const b64u = (s) => Buffer.from(s).toString("base64url");
 let receipts = [];
 let prevHash = "0".repeat(64);
+const sha = (s) => crypto.createHash("sha256").update(s).digest("hex");
+/** mockWork is a receipt's work claim (docs/wire.md, "What the turn did"), as the node escapes and bounds it. */
+function mockWork(seq) {
+  const line = (c) => "/bin/bash -lc '" + c + "'";
+  const cmds = ["rg -n TODO src", "go test ./...", "printf done > notes/review.md"];
+  if (seq % 5 === 0) cmds.push("echo '\\x1b[2J' # a terminal escape, shown escaped");
+  // A turn past the bound: the first 32 commands, the count and the digest of all 40.
+  const count = seq % 7 === 0 ? 40 : cmds.length;
+  while (count > cmds.length && cmds.length < 32) cmds.push("sed -n " + cmds.length + "p src/main.go");
+  return {
+    codex: "0.169.0",
+    model: seq % 2 ? "gpt-5.1-codex" : "",
+    upstream: "",
+    sandbox: seq % 4 ? "workspace-write" : "read-only",
+    confinement: "bubblewrap 0.11.0",
+    before: "sha256:" + sha("before" + seq),
+    after: "sha256:" + sha((seq % 4 ? "after" : "before") + seq),
+    commands: {
+      count,
+      ...(count > cmds.length ? { digest: sha("all" + seq) } : {}),
+      items: cmds.map((c, i) => ({ line: line(c), line_sha256: sha(line(c)), status: i === 1 && seq % 11 === 0 ? "failed" : "completed", exit: i === 1 && seq % 11 === 0 ? 1 : 0, ms: 40 + i * 900, output_sha256: sha("out" + i) })),
+    },
+    files:
+      seq % 4
+        ? { count: 1, items: [{ path: "notes/review.md", kind: "added", size: 4, sha256: sha("done") }] }
+        : { count: 0 },
+    patches: { count: 0 },
+  };
+}
+
 function makeReceipt(seq, startedMs) {
   const g = grants[seq % grants.length] ?? grants[0];
   const status = seq % 11 === 0 ? "failed" : seq % 17 === 0 ? "canceled" : "completed";
@@ -171,6 +203,7 @@ function makeReceipt(seq, startedMs) {
     policy_hash: crypto.createHash("sha256").update("policy").digest("hex"),
     iat: Math.floor(endedMs / 1000),
   };
+  if (seq % 3 !== 0) Object.assign(claims, { v: 2, work: mockWork(seq) });
   const jws = b64u(JSON.stringify({ alg: "EdDSA", kid: "node-2025-01", typ: "pact-receipt+jwt" })) + "." + b64u(JSON.stringify(claims)) + "." + crypto.randomBytes(64).toString("base64url");
   prevHash = crypto.createHash("sha256").update(jws).digest("hex");
   return {
@@ -307,7 +340,7 @@ function statusBody() {
     pending: pending.length,
     policy: { path: "/home/owner/.config/aether/policy.json", error: policyError() },
     lastReceipts: receipts.slice(-5).reverse().map((r) => r.summary),
-    model: { keySet: false, baseUrl: "", model: "", codexPath: "", check: null },
+    model: { keySet: false, baseUrl: "", model: "", codexPath: "", check: null, gateway: { upstream: "https://api.openai.com/v1", keyPresent: false } },
     download: { version: "0.169.0", package: "@openai/codex@0.169.0-linux-x64", state: "installed", done: 0, total: 0, path: "/home/owner/.cache/codex/bin/codex", error: "" },
     setup: [
       { id: "codex", done: true, text: "Codex 0.169.0 is ready", link: "#codex" },

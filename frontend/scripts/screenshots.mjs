@@ -111,7 +111,22 @@ await run([], async (page, base) => {
   await page.locator("tr", { hasText: "#118" }).click();
   await page.getByText("Valid signature").waitFor();
   expect(new URL(page.url()).searchParams.get("id") === "r_000118", "row click sets ?id=");
+  // What ran: the commands and files the receipt's work claim signs.
+  await page.getByRole("heading", { name: "What ran" }).waitFor();
+  expect((await page.getByRole("table", { name: "Commands" }).locator("tbody tr").count()) === 3, "three commands listed");
+  const file = page.getByRole("table", { name: "Files changed" }).locator("tbody tr");
+  expect((await file.count()) === 1 && (await file.innerText()).includes("notes/review.md") && (await file.innerText()).includes("added"), "one file added");
+  await page.getByRole("table", { name: "Commands" }).scrollIntoViewIfNeeded();
   await shot(page, "11-receipt-detail-ok", false);
+  await page.goto("/receipts?id=r_000115");
+  await page.getByText("Valid signature").waitFor();
+  expect(await page.getByRole("table", { name: "Commands" }).getByText("\\x1b[2J", { exact: false }).isVisible(), "an escape is shown escaped");
+  await page.goto("/receipts?id=r_000119");
+  await page.getByText("…and 8 more commands").waitFor();
+  await page.goto("/receipts?id=r_000116");
+  await page.getByText("No file changed.").waitFor();
+  await page.goto("/receipts?id=r_000117");
+  await page.getByText("before receipts recorded what ran").waitFor();
   await page.getByLabel("Status").selectOption("failed");
   await page.waitForURL(/status=failed/);
   await page.waitForTimeout(300);

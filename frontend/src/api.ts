@@ -61,6 +61,10 @@ export interface Grant {
   uses: number;
   status: GrantStatus;
   revokedAt: string | null;
+  /** Model tokens the grant's turns used today (UTC), as the node's model gateway counted them. */
+  tokensToday: number;
+  /** The brand's budget a day; 0 = no limit. */
+  tokensPerDay: number;
 }
 
 export type ReceiptStatus = "completed" | "failed" | "canceled";
@@ -147,6 +151,15 @@ export interface ModelStatus {
   model: string;
   codexPath: string;
   check: ModelCheck | null;
+  gateway: ModelGateway | null;
+}
+
+/** The node's model gateway: where it forwards, whether it has a key (never the key), its last error. */
+export interface ModelGateway {
+  upstream: string;
+  keyPresent: boolean;
+  lastError?: string;
+  lastErrorAt?: string;
 }
 
 export interface ModelRequest {
@@ -168,9 +181,66 @@ export interface Reachability {
   inUse: boolean;
 }
 
+export interface ReceiptWorkCommand {
+  line: string;
+  line_sha256: string;
+  status: string;
+  exit?: number;
+  ms?: number;
+  output_sha256?: string;
+}
+
+export interface ReceiptWorkFile {
+  path: string;
+  kind: string;
+  type?: string;
+  size?: number;
+  sha256?: string;
+}
+
+export interface ReceiptWorkPatch {
+  path: string;
+  kind: string;
+  status: string;
+}
+
+/** A bounded list of a receipt's work: its first items, the count of all, and when cut a digest of all. */
+export interface ReceiptCommandList {
+  count: number;
+  digest?: string;
+  items?: ReceiptWorkCommand[];
+}
+
+export interface ReceiptFileList {
+  count: number;
+  digest?: string;
+  items?: ReceiptWorkFile[];
+}
+
+export interface ReceiptPatchList {
+  count: number;
+  digest?: string;
+  items?: ReceiptWorkPatch[];
+}
+
+/** The signed claim `work` of a version 2 receipt (docs/wire.md, "What the turn did"); its names are the claims'. */
+export interface ReceiptWork {
+  codex: string;
+  model: string;
+  upstream: string;
+  sandbox: string;
+  confinement: string;
+  before?: string;
+  after?: string;
+  partial?: boolean;
+  commands: ReceiptCommandList;
+  files: ReceiptFileList;
+  patches: ReceiptPatchList;
+}
+
 export interface ReceiptDetail {
   receipt: ReceiptSummary;
-  claims: Record<string, unknown>;
+  claims: Record<string, unknown> & { v?: number; work?: ReceiptWork };
   jws: string;
   verify: { ok: boolean; error: string };
 }

@@ -4,6 +4,7 @@ import { on } from "../events";
 import { navigate, type PageDef } from "../router";
 import { pageHeader, loading, receiptStatusBadge, receiptAgentCell } from "./common";
 import { receiptLogCard } from "./receiptlog";
+import { whatRan } from "./whatran";
 
 const PAGE_SIZE = 50;
 const FILTER_KEYS = ["agent", "brand", "status", "from", "to"] as const;
@@ -314,6 +315,7 @@ export const receiptsPage: PageDef = {
           kv("Receipt id", h("code", { class: "break" }, clean(r.id))),
           kv("Answer hash", h("code", { class: "break" }, clean(r.answerHash))),
         ),
+        ...whatRan(d.claims),
         h("h3", { class: "detail-sub" }, "Signed claims"),
         claims.length
           ? h(

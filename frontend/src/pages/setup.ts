@@ -4,7 +4,7 @@
 // reload of the page's data never wipes what the owner is typing. The key is sent once and
 // never shown back: the node answers only whether one is set (docs/admin-api.md).
 
-import { api, ApiError, errorMessage, type Status, type SetupStep, type CodexDownload, type ModelCheck } from "../api";
+import { api, ApiError, errorMessage, type Status, type SetupStep, type CodexDownload, type ModelCheck, type ModelGateway } from "../api";
 import { h, replace, badge, clean, fmtTime } from "../dom";
 
 export interface SetupSection {
@@ -204,6 +204,19 @@ function checkView(c: ModelCheck | null | undefined): HTMLElement | null {
     : h("div", { class: "check-bad", role: "alert" }, badge("Check failed", "bad"), h("p", { class: "error-text" }, clean(c.error)));
 }
 
+/** The model gateway's line: where turns' model calls go, whether it has a key, its last error. */
+function gatewayView(g: ModelGateway | null | undefined): HTMLElement | null {
+  if (!g) return null;
+  return h(
+    "div",
+    null,
+    h("p", { class: "hint" }, "Turns reach the model through Aether's gateway, which forwards to ", h("span", { class: "mono" }, clean(g.upstream)), " · key: ", g.keyPresent ? "present" : "none"),
+    g.lastError
+      ? h("p", { class: "error-text", role: "alert" }, "Last model error: " + clean(g.lastError), g.lastErrorAt ? h("span", { class: "muted small" }, " · " + fmtTime(g.lastErrorAt, true)) : "")
+      : null,
+  );
+}
+
 function modelCard(reload: () => void) {
   const state = h("span", null);
   const summary = h("p", { class: "hint" });
@@ -220,7 +233,7 @@ function modelCard(reload: () => void) {
     h(
       "p",
       { class: "field-hint" },
-      "A dedicated, limited key. Aether keeps it in its data folder, readable by you only, and never shows it again. Codex alone gets it; the commands it runs never do. It comes before CODEX_API_KEY and codex login.",
+      "A dedicated, limited key. Aether keeps it in its data folder, readable by you only, and never shows it again. Aether's model gateway alone holds it: each turn's Codex gets a one-time token instead. It comes before CODEX_API_KEY and codex login.",
     ),
     keyError,
   );
@@ -237,6 +250,7 @@ function modelCard(reload: () => void) {
     h("div", { class: "form-actions" }, upBtn),
     upError,
   );
+  const gateway = h("div", { class: "model-gateway", id: "model-gateway" });
   const checkBtn = h("button", { type: "button", class: "btn", id: "check-model" }, "Check");
   const checkOut = h("div", { class: "check-out", "aria-live": "polite" });
   const el = h(
@@ -248,6 +262,7 @@ function modelCard(reload: () => void) {
     h("details", { class: "more" }, h("summary", null, "Use another server"), upForm),
     checkOut,
     summary,
+    gateway,
   );
   const fail = (where: HTMLElement, e: unknown) => {
     where.hidden = false;
@@ -329,6 +344,7 @@ function modelCard(reload: () => void) {
         filled = true;
       }
       if (!checkBtn.disabled) replace(checkOut, checkView(check));
+      replace(gateway, gatewayView(m?.gateway));
     },
   };
 }

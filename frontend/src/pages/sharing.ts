@@ -35,6 +35,7 @@ export const sharingPage: PageDef = {
         h("td", null, g.expiresAt ? timeCell(g.expiresAt, "—", true) : h("span", { class: "muted" }, "Until revoked")),
         h("td", null, timeCell(g.lastUsedAt, "Never", true)),
         h("td", { class: "num" }, String(g.uses ?? 0)),
+        h("td", { class: "num cell-tokens" }, tokensView(g)),
         h("td", null, grantStatusBadge(g.status), g.status === "revoked" && g.revokedAt ? h("span", { class: "sub", title: fmtTime(g.revokedAt, true) }, relTime(g.revokedAt)) : null),
         actions,
       );
@@ -73,7 +74,9 @@ export const sharingPage: PageDef = {
               h(
                 "tr",
                 null,
-                ["Agent", "Brand and scope", "Issued", "Expires", "Last used", "Uses", "Status"].map((t) => h("th", { scope: "col", class: t === "Uses" ? "num" : "" }, t)),
+                ["Agent", "Brand and scope", "Issued", "Expires", "Last used", "Uses", "Model tokens today", "Status"].map((t) =>
+                  h("th", { scope: "col", class: t === "Uses" || t === "Model tokens today" ? "num" : "" }, t),
+                ),
                 h("th", { scope: "col" }, h("span", { class: "sr-only" }, "Actions")),
               ),
             ),
@@ -142,3 +145,12 @@ export const sharingPage: PageDef = {
     };
   },
 };
+
+/** A grant's model tokens today against its brand's budget a day. */
+function tokensView(g: Grant): HTMLElement {
+  const used = g.tokensToday ?? 0;
+  if (!g.tokensPerDay) return h("span", { title: "No limit a day" }, used.toLocaleString("en-US"), h("span", { class: "sub" }, " · no limit"));
+  const over = used >= g.tokensPerDay;
+  return h("span", { class: over ? "tokens-over" : "", title: over ? "Budget used up for today: new turns are refused" : "" },
+    used.toLocaleString("en-US") + " of " + g.tokensPerDay.toLocaleString("en-US"));
+}

@@ -1,0 +1,55 @@
+package codex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Provider is the node's model gateway for one turn (backend/modelgw, docs/model-gateway.md):
+// Codex's base_url and the turn's one-time token, given to Codex in place of any key.
+type Provider struct {
+	BaseURL string // the gateway's, on loopback, ending in /v1
+	Token   string // dead once the turn ends
+	Model   string // "" = Codex's default
+}
+
+// ErrNoProvider: the runner requires the model gateway, and the turn came without its pass.
+var ErrNoProvider = errors.New("the turn has no pass to the node's model gateway")
+
+// Credential is how codex would reach its model without the gateway, and the key: what the
+// gateway forwards with. The key is never given to codex when turns carry a Provider.
+func (r *Runner) Credential() (Credential, string) { return r.credential() }
+
+// route is how a turn reaches its model: the `-c` options and the value of CODEX_API_KEY.
+// With a Provider that is the gateway and the turn's token, and the owner's key stays out of
+// the view; else the credential and the window's server. reason is set when it fails.
+func (r *Runner) route(req Request) (key string, args []string, reason string, err error) {
+	if req.Provider != nil {
+		args, err = upstreamArgs(Upstream{BaseURL: req.Provider.BaseURL, Key: req.Provider.Token, Model: req.Provider.Model})
+		if err != nil {
+			return "", nil, "the model gateway's settings are refused: " + err.Error(), err
+		}
+		return req.Provider.Token, args, "", nil
+	}
+	if r.RequireProvider {
+		return "", nil, ErrNoProvider.Error(), ErrNoProvider
+	}
+	cred, key := r.credential()
+	if cred.Problem != "" {
+		return "", nil, cred.Problem, fmt.Errorf("%w: %s", ErrCredential, cred.Problem)
+	}
+	up, err := r.upstream()
+	if err != nil {
+		return "", nil, "cannot read the model settings: " + err.Error(), err
+	}
+	if args, err = upstreamArgs(up); err != nil {
+		return "", nil, "the model settings are refused: " + err.Error(), err
+	}
+	return key, args, "", nil
+}
+
+// ProbeVia is Probe through the node's model gateway.
+func (r *Runner) ProbeVia(ctx context.Context, dir string, p *Provider) (Result, error) {
+	return r.probe(ctx, dir, p)
+}

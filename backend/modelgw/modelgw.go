@@ -1,0 +1,300 @@
+// Package modelgw is the node's model gateway: a loopback server that speaks the Responses API
+// to the Codex of each turn, and forwards it to the owner's model with the owner's credential.
+// A turn's Codex holds a one-time token bound to that turn, never the key (docs/model-gateway.md).
+package modelgw
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// OpenAIBaseURL is the upstream when the owner names no server.
+const OpenAIBaseURL = "https://api.openai.com/v1"
+
+// DefaultMaxBody caps a request body Codex sends (its whole conversation, every turn).
+const DefaultMaxBody = 32 << 20
+
+// ProviderName is the name the gateway gets among Codex's model providers.
+const ProviderName = "aether"
+
+// Upstream is the model server the gateway forwards to: one per node.
+type Upstream struct {
+	BaseURL string // e.g. https://api.openai.com/v1; "" = OpenAIBaseURL
+	Key     string // the owner's credential; "" = the server is asked without one
+	Model   string // the owner's model; "" = Codex's default
+	// Problem, when set, stops turns before Codex starts: why the owner's credential cannot
+	// be used (e.g. a ChatGPT sign-in), in the owner's words.
+	Problem string
+}
+
+// Binding is what a token is minted for; the gateway forwards for it alone.
+type Binding struct {
+	Turn, Grant, Brand string
+	Agent              string // the agent's key (domain.Agent.Key)
+	Model              string // the brand's model; "" = the owner's
+	// Budget is the grant's tokens per day; 0 = no limit.
+	Budget int64
+}
+
+// Usage is what the upstream reported using, summed over a turn's requests.
+type Usage struct {
+	InputTokens       int64
+	CachedInputTokens int64
+	OutputTokens      int64
+}
+
+// Total is the tokens a budget counts.
+func (u Usage) Total() int64 { return u.InputTokens + u.OutputTokens }
+
+// Config is the gateway's.
+type Config struct {
+	// Upstream is asked at every Open: the owner's settings as they are now.
+	Upstream func() (Upstream, error)
+	// Client reaches the upstream; default a client with no overall timeout (streams are long).
+	Client  *http.Client
+	MaxBody int64 // default DefaultMaxBody
+	Now     func() time.Time
+	Logger  *slog.Logger
+}
+
+var (
+	// ErrBudget: the grant has used its tokens for today.
+	ErrBudget = errors.New("budget_exhausted")
+	// ErrUpstream: the model server failed the turn (down, refused the key, no such model…).
+	ErrUpstream = errors.New("model_unavailable")
+	errClosed   = errors.New("the turn has ended")
+)
+
+// Gateway serves turns' Codex on loopback.
+type Gateway struct {
+	cfg     Config
+	ln      net.Listener
+	srv     *http.Server
+	mu      sync.Mutex
+	passes  map[[32]byte]*Pass
+	used    map[string]int64 // grant + "\x00" + UTC day → tokens
+	lastErr string
+	lastAt  time.Time
+}
+
+// Start listens on 127.0.0.1 (a free port) and serves until Close.
+func Start(cfg Config) (*Gateway, error) {
+	if cfg.Upstream == nil {
+		return nil, errors.New("modelgw: no upstream")
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Transport: &http.Transport{Proxy: nil, ForceAttemptHTTP2: true,
+			MaxIdleConnsPerHost: 8, IdleConnTimeout: 90 * time.Second, ResponseHeaderTimeout: 5 * time.Minute,
+			TLSHandshakeTimeout: 10 * time.Second, DisableCompression: true}}
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("modelgw: listen on loopback: %w", err)
+	}
+	g := &Gateway{cfg: cfg, ln: ln, passes: map[[32]byte]*Pass{}, used: map[string]int64{}}
+	g.srv = &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	go g.srv.Serve(ln)
+	return g, nil
+}
+
+// BaseURL is the provider's base_url Codex is given.
+func (g *Gateway) BaseURL() string { return "http://" + g.ln.Addr().String() + "/v1" }
+
+// Close stops serving and ends every pass.
+func (g *Gateway) Close() error {
+	g.mu.Lock()
+	for _, p := range g.passes {
+		p.end(errClosed)
+	}
+	g.mu.Unlock()
+	return g.srv.Close()
+}
+
+// Status is what the Status page shows of the model; never the key.
+type Status struct {
+	Upstream    string    // the server's address
+	KeyPresent  bool      // the owner's credential is set
+	LastError   string    // the last upstream failure, in the owner's words
+	LastErrorAt time.Time // when
+}
+
+// Status reads the upstream as set now and the last failure seen.
+func (g *Gateway) Status() Status {
+	up, err := g.cfg.Upstream()
+	st := Status{Upstream: hostOf(baseOf(up)), KeyPresent: up.Key != ""}
+	g.mu.Lock()
+	st.LastError, st.LastErrorAt = g.lastErr, g.lastAt
+	g.mu.Unlock()
+	if err != nil {
+		st.LastError = "cannot read the model settings: " + err.Error()
+	}
+	return st
+}
+
+// Pass is one turn's way to the model: Codex gets its token; the key stays here.
+type Pass struct {
+	Token   string // Codex's env_key value
+	BaseURL string // Codex's provider base_url
+	Model   string // the model Codex asks for; "" = Codex's default
+
+	g        *Gateway
+	hash     [32]byte
+	bind     Binding
+	up       Upstream
+	deadline time.Time
+	ended    chan struct{}
+	usage    Usage
+	why      error // set once, when ended
+}
+
+// Open mints a turn's token, dead after deadline or Close. It refuses a grant whose budget is
+// used up for today (ErrBudget) and an upstream whose credential cannot be used (ErrUpstream).
+func (g *Gateway) Open(b Binding, deadline time.Time) (*Pass, error) {
+	up, err := g.cfg.Upstream()
+	if err != nil {
+		return nil, fmt.Errorf("%w: cannot read the model settings: %v", ErrUpstream, err)
+	}
+	if up.Problem != "" {
+		return nil, fmt.Errorf("%w: %s", ErrUpstream, up.Problem)
+	}
+	if _, err := url.Parse(baseOf(up)); err != nil {
+		return nil, fmt.Errorf("%w: the model server's address %q: %v", ErrUpstream, up.BaseURL, err)
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return nil, err
+	}
+	token := "aether-turn-" + base64.RawURLEncoding.EncodeToString(raw[:])
+	p := &Pass{Token: token, BaseURL: g.BaseURL(), Model: up.Model, g: g, hash: sha256.Sum256([]byte(token)),
+		bind: b, up: up, deadline: deadline, ended: make(chan struct{})}
+	if b.Model != "" {
+		p.Model = b.Model
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if used := g.used[g.dayKey(b.Grant)]; b.Budget > 0 && used >= b.Budget {
+		return nil, fmt.Errorf("%w: this grant has used %d of its %d tokens for today", ErrBudget, used, b.Budget)
+	}
+	g.passes[p.hash] = p
+	return p, nil
+}
+
+// Ended is closed when the gateway ends the turn's pass itself: the grant's budget crossed,
+// or the upstream failed it. Err says why.
+func (p *Pass) Ended() <-chan struct{} { return p.ended }
+
+// Err is why the gateway ended the pass; nil while it stands or after a plain Close.
+func (p *Pass) Err() error {
+	p.g.mu.Lock()
+	defer p.g.mu.Unlock()
+	if errors.Is(p.why, errClosed) {
+		return nil
+	}
+	return p.why
+}
+
+// Close kills the token (a replay gets 401) and returns what the upstream reported using.
+func (p *Pass) Close() Usage {
+	p.g.mu.Lock()
+	defer p.g.mu.Unlock()
+	p.end(errClosed)
+	return p.usage
+}
+
+// end removes the pass from the gateway; g.mu must be held. The first reason stands; one the
+// gateway gave itself is logged with what the pass was bound to (never its token).
+func (p *Pass) end(why error) {
+	if p.why != nil {
+		return
+	}
+	p.why = why
+	delete(p.g.passes, p.hash)
+	close(p.ended)
+	if !errors.Is(why, errClosed) {
+		p.g.cfg.Logger.Warn("model gateway ended a turn's pass", "turn", p.bind.Turn, "grant", p.bind.Grant,
+			"brand", p.bind.Brand, "agent", p.bind.Agent, "reason", why.Error())
+	}
+}
+
+// Used is the tokens a grant has used today, as this gateway counted them.
+func (g *Gateway) Used(grant string) int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.used[g.dayKey(grant)]
+}
+
+func (g *Gateway) dayKey(grant string) string {
+	return grant + "\x00" + g.cfg.Now().UTC().Format(time.DateOnly)
+}
+
+// lookup finds the live pass of a bearer token.
+func (g *Gateway) lookup(token string) *Pass {
+	h := sha256.Sum256([]byte(token))
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p := g.passes[h]
+	if p == nil {
+		return nil
+	}
+	if !g.cfg.Now().Before(p.deadline) {
+		p.end(errors.New("the turn's deadline passed"))
+		return nil
+	}
+	return p
+}
+
+// count adds one response's usage to its pass and grant, and ends the pass when the grant's
+// budget is crossed (the turn is ended by its owner, backend/turn).
+func (g *Gateway) count(p *Pass, u Usage) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p.usage.InputTokens += u.InputTokens
+	p.usage.CachedInputTokens += u.CachedInputTokens
+	p.usage.OutputTokens += u.OutputTokens
+	key := g.dayKey(p.bind.Grant)
+	g.used[key] += u.Total()
+	if p.bind.Budget > 0 && g.used[key] >= p.bind.Budget {
+		p.end(fmt.Errorf("%w: this grant's %d tokens for today ran out during the turn (%d used)", ErrBudget, p.bind.Budget, g.used[key]))
+	}
+}
+
+// fail records an upstream failure for the Status page and ends the turn's pass with it.
+func (g *Gateway) fail(p *Pass, reason string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.lastErr, g.lastAt = reason, g.cfg.Now()
+	p.end(fmt.Errorf("%w: %s", ErrUpstream, reason))
+}
+
+func baseOf(up Upstream) string {
+	if up.BaseURL == "" {
+		return OpenAIBaseURL
+	}
+	return strings.TrimRight(up.BaseURL, "/")
+}
+
+func hostOf(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return raw
+}

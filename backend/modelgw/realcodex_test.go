@@ -1,0 +1,193 @@
+package modelgw
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aether/aether/backend/codex"
+	"github.com/aether/aether/backend/codex/codextest"
+	"github.com/aether/aether/backend/codex/mockmodel"
+	"github.com/aether/aether/backend/domain"
+)
+
+func realCodex(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("AETHER_REAL_CODEX"); p != "" {
+		return p
+	}
+	p, err := exec.LookPath("codex")
+	if err != nil {
+		t.Skip("no real codex: set AETHER_REAL_CODEX=$(scripts/install-codex.sh) or put codex on PATH")
+	}
+	return p
+}
+
+func ownerKey() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "sk-owner-" + hex.EncodeToString(b[:])
+}
+
+// upstream is the mock model behind a recorder that, on each request, reads every process's
+// environment and command line on the machine, as anyone of the owner's user could while
+// Codex waits for its model: what it finds there of the owner's key, the view held.
+type upstream struct {
+	mock  *mockmodel.Server
+	srv   *httptest.Server
+	key   string
+	mu    sync.Mutex
+	found []string // /proc/<pid>/{environ,cmdline} that held the key
+	token []string // … that held a turn's token
+	live  string   // the token being looked for
+}
+
+func newUpstream(t *testing.T, key string, steps ...mockmodel.Step) *upstream {
+	u := &upstream{mock: mockmodel.New(steps...), key: key}
+	target, _ := url.Parse(u.mock.BaseURL())
+	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(&url.URL{Scheme: target.Scheme, Host: target.Host})
+	}, FlushInterval: -1}
+	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.scanProcesses()
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { u.srv.Close(); u.mock.Close() })
+	return u
+}
+
+func (u *upstream) baseURL() string { return u.srv.URL + "/v1" }
+
+func (u *upstream) scanProcesses() {
+	files, _ := filepath.Glob("/proc/[0-9]*/environ")
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, f := range append(files, cmdlines...) {
+		if strings.HasPrefix(f, "/proc/"+strconv.Itoa(os.Getpid())+"/") {
+			continue // the node itself holds the key, in memory and not in its environment
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if bytes.Contains(b, []byte(u.key)) {
+			u.found = append(u.found, f)
+		}
+		if u.live != "" && bytes.Contains(b, []byte(u.live)) {
+			u.token = append(u.token, f)
+		}
+	}
+}
+
+// turnRunner is the node's runner: the real codex, a turn only through the gateway.
+func turnRunner(t *testing.T, home string) *codex.Runner {
+	r := &codex.Runner{Path: realCodex(t), Home: home, StateDir: filepath.Join(codextest.Home(t), "state"),
+		Timeout: 2 * time.Minute, RequireProvider: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	t.Cleanup(r.Wait)
+	return r
+}
+
+func startGateway(t *testing.T, up Upstream) *Gateway {
+	g, err := Start(Config{Upstream: func() (Upstream, error) { return up, nil },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+// TestRealCodexThroughGateway: the real codex → the gateway → the mock model. The turn
+// completes, streaming; the owner's key reaches the model server as the bearer token and
+// nowhere in the turn: not in any process's environment or command line while it runs, not
+// in anything Codex or its commands read (every /proc/*/environ, CODEX_HOME, the view's
+// files), which the model would have been sent.
+func TestRealCodexThroughGateway(t *testing.T) {
+	key := ownerKey()
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "a.txt"), []byte("workspace text\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	home := codextest.Home(t)
+	// The owner's own codex sign-in holds the key as well: no turn reads it.
+	if err := os.WriteFile(filepath.Join(home, "auth.json"), []byte(`{"auth_mode":"apikey","OPENAI_API_KEY":"`+key+`"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hunt := `cat /proc/*/environ | tr '\0' '\n'; env; ls -la $CODEX_HOME; cat $CODEX_HOME/* 2>&1; ` +
+		`grep -raoE 'sk-owner-[0-9a-f]+' /run /tmp /etc $HOME $CODEX_HOME . 2>/dev/null | head; echo HUNT-DONE`
+	up := newUpstream(t, key, mockmodel.Shell("cat a.txt"), mockmodel.Shell(hunt), mockmodel.Message("done"))
+	g := startGateway(t, Upstream{BaseURL: up.baseURL(), Key: key})
+	pass, err := g.Open(Binding{Turn: "t_1", Grant: "g_1", Brand: "b", Agent: "a"}, time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up.live = pass.Token
+	res, err := turnRunner(t, home).Run(context.Background(), codex.Request{Workspace: ws, AccessMode: domain.ReadOnly,
+		Prompt: "review", Conversation: "a\x00b", Provider: &codex.Provider{BaseURL: pass.BaseURL, Token: pass.Token}}, nil)
+	usage := pass.Close()
+	if err != nil || res.Status != codex.StatusCompleted || res.Answer != "done" {
+		t.Fatalf("turn: %v %+v", err, res)
+	}
+	reqs := up.mock.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d model requests, want 3", len(reqs))
+	}
+	for i, r := range reqs {
+		if got := r.Header.Get("Authorization"); got != "Bearer "+key {
+			t.Errorf("request %d reached the model with Authorization %q, want the owner's key", i, got)
+		}
+		if strings.Contains(strings.Join(headerValues(r.Header), " "), pass.Token) {
+			t.Errorf("request %d passed the turn's token on to the model", i)
+		}
+	}
+	outs := strings.Join(reqs[2].ToolOutput, "\n")
+	if !strings.Contains(outs, "workspace text") || !strings.Contains(outs, "HUNT-DONE") {
+		t.Fatalf("the commands did not run: %.2000s", outs)
+	}
+	t.Run("M1 the owner's key is in no process's environment or command line during the turn, nor in what the model is sent", func(t *testing.T) {
+		if len(up.found) > 0 {
+			t.Errorf("the key was in %q", up.found)
+		}
+		for i, r := range reqs {
+			if bytes.Contains(r.Body, []byte(key)) {
+				t.Errorf("request %d sent the model the owner's key in its body", i)
+			}
+		}
+		if len(up.token) == 0 {
+			t.Errorf("the scan found not even the turn's token in Codex's environment: it proves nothing")
+		}
+	})
+	t.Run("M2 the token Codex held, replayed after the turn ended", func(t *testing.T) {
+		resp, body := post(t, pass.BaseURL+"/responses", pass.Token, `{"model":"m","input":[]}`)
+		if resp.StatusCode != http.StatusUnauthorized || len(up.mock.Requests()) != 3 {
+			t.Errorf("got %d %s; the model got %d requests", resp.StatusCode, body, len(up.mock.Requests()))
+		}
+	})
+	if usage.InputTokens != 30 || usage.OutputTokens != 15 {
+		t.Errorf("usage %+v, want the mock's 3×(10 in, 5 out)", usage)
+	}
+}
+
+func headerValues(h http.Header) []string {
+	var out []string
+	for _, v := range h {
+		out = append(out, v...)
+	}
+	return out
+}
