@@ -62,7 +62,7 @@ ui-check: ## the committed frontend/dist must be what the sources build
 gui-test:
 	scripts/gui-test.sh
 
-bench: ## prints the benchmark ratios B1–B8 (never fails on a timing)
+bench: ## prints the benchmark ratios B1–B9 (never fails on a timing)
 	@AETHER_BENCH=1 go test -p 1 -count=1 -run 'TestPrint' -v ./backend/... | grep -E '^B[0-9]' || true
 	@scripts/bench-desktop.sh
 

@@ -476,7 +476,10 @@ async function receiptOf(task) {
   }
   const art = (task.artifacts ?? []).find((a) => a.name === "receipt");
   expect(art, "a receipt artifact", "receipt", (task.artifacts ?? []).map((a) => a.name));
-  const jws = textOf(art.parts);
+  // The receipt's text parts: its JWS, and beside it its C2SP tlog-proof (docs/wire.md, "The receipts log").
+  const proofPart = (p) => p.content?.$case === "text" && p.content.value.startsWith("c2sp.org/tlog-proof@v1\n");
+  expect(art.parts.some(proofPart), "the receipt's tlog-proof part", "c2sp.org/tlog-proof@v1", art.parts.length);
+  const jws = textOf(art.parts.filter((p) => !proofPart(p)));
   const claims = dataOf(art.parts);
   const [h, p, s] = jws.split(".");
   expect(h && p && s, "the receipt's compact JWS", "header.payload.signature", jws);

@@ -3,6 +3,8 @@ package agent_test
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -46,6 +48,35 @@ func TestAgentVerb(t *testing.T) {
 		t.Fatalf("second run: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 
+	t.Run("peer checkpoint", func(t *testing.T) {
+		held, err := agent.HeldCheckpoint(dir, pub)
+		if err != nil || !strings.Contains(out, "in the node's log") || held == "" {
+			t.Fatalf("held %q (%v), stdout:\n%s", held, err, out)
+		}
+		file := filepath.Join(t.TempDir(), "peer.checkpoint")
+		os.WriteFile(file, []byte(held), 0o600)
+		// The agent's own checkpoint is one a peer of the same node could hold: consistent.
+		code, out, errOut := runCLI("--card", pub, "--brand", "review", "--issuer-dir", dir, "--subject", "alice", "--peer-checkpoint", file, "Once more")
+		if code != 0 {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+		}
+		if code, _, _ := runCLI("--card", pub, "--brand", "review", "--issuer-dir", dir, "--peer-checkpoint", filepath.Join(t.TempDir(), "none"), "hi"); code != 2 {
+			t.Fatalf("a missing peer checkpoint file: exit %d, want 2", code)
+		}
+	})
+	t.Run("witness", func(t *testing.T) {
+		// --witness cosigns the checkpoint verified; the next run sends the cosignature, which
+		// the node takes (a refused one would fail the run).
+		for _, msg := range []string{"Witness", "Witness again"} {
+			code, out, errOut := runCLI("--card", pub, "--brand", "review", "--issuer-dir", dir, "--subject", "alice", "--witness", msg)
+			if code != 0 || !strings.Contains(out, "cosigned that checkpoint as witness ") {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(dir, "witness-key.pem")); err != nil {
+			t.Fatalf("the witness key: %v", err)
+		}
+	})
 	t.Run("D7 denied", func(t *testing.T) {
 		go func() { owner <- decide(ctx, false) }()
 		code, _, errOut := runCLI("--card", pub, "--brand", "review", "--issuer-dir", t.TempDir(), "Review it")

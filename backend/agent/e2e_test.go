@@ -66,16 +66,24 @@ type testNode struct {
 	policy    *policy.Policy // the policy its gateway serves, which the owner decides by
 	db        *store.DB
 	runner    *fakeRunner
+	ledger    *receipts.Ledger
 }
 
 func startNode(t *testing.T) *testNode {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.Mkdir(filepath.Join(dir, "workspace"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := startNodeIn(t, t.TempDir(), ln)
+	return n
+}
+
+// startNodeIn starts a node on the data dir dir (made on first use) serving on ln, and
+// returns it and stop, which stops it (its data dir stays, to start again).
+func startNodeIn(t *testing.T, dir string, ln net.Listener) (*testNode, func()) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, "workspace"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	pub := "http://" + ln.Addr().String()
@@ -110,8 +118,9 @@ func startNode(t *testing.T) *testNode {
 	}
 	srv := &http.Server{Handler: gw.Handler()}
 	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return &testNode{publicURL: pub, consent: cs, policy: pol, db: db, runner: runner}
+	stop := func() { srv.Close(); ledger.Close(); db.Close() }
+	t.Cleanup(stop)
+	return &testNode{publicURL: pub, consent: cs, policy: pol, db: db, runner: runner, ledger: ledger}, stop
 }
 
 // owner answers the device flow like the node owner on the consent page.

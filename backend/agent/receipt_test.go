@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
@@ -212,4 +215,55 @@ func TestVerifyReceiptRetiredKey(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The agent bounds a checkpoint signed by a retired key the same way: whoever kept the old
+// node.key cannot sign a log that grew after its rotation and have an agent hold it.
+func TestCheckpointRetiredKey(t *testing.T) {
+	dir := t.TempDir()
+	ring, err := keys.LoadRing(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := ring.Current
+	if _, _, err := keys.Rotate(dir, time.Now().Add(-time.Hour).Truncate(time.Second), 7); err != nil {
+		t.Fatal(err)
+	}
+	if ring, err = keys.LoadRing(dir); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := ring.VerifyRotations(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(hist.JWKS())
+	}))
+	defer srv.Close()
+	nodeKeys, err := (&Client{}).NodeKeys(context.Background(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkpoint := func(size int64) []byte {
+		text := fmt.Sprintf("node.example/log\n%d\n%s\n", size, base64.StdEncoding.EncodeToString(make([]byte, 32)))
+		n, err := note.Sign(&note.Note{Text: text}, old.NoteSigner("node.example/log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	peer := func(size int64) error {
+		return newLogCheck(&Client{}, "http://node.example", nodeKeys, t.TempDir()).before(context.Background(), checkpoint(size))
+	}
+	if err := peer(7); err != nil {
+		t.Fatalf("the old key's checkpoint of its last receipt: %v", err)
+	}
+	t.Run("T13 the retired key signs a checkpoint of a log that grew after its rotation", func(t *testing.T) {
+		if err := newLogCheck(&Client{}, "http://node.example", keys.History{Set: nodeKeys.Set}, t.TempDir()).before(context.Background(), checkpoint(8)); err != nil {
+			t.Fatalf("without the statement the forged checkpoint is well signed: %v", err)
+		}
+		if err := peer(8); err == nil || !strings.Contains(err.Error(), "a retired key signs nothing after its rotation") {
+			t.Fatalf("got %v, want the checkpoint of 8 receipts refused", err)
+		}
+	})
 }

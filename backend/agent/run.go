@@ -65,6 +65,12 @@ type Options struct {
 	Log io.Writer
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// PeerCheckpoint is a checkpoint of the node's log another agent holds, compared with the
+	// one this agent holds before the turn (logcheck.go).
+	PeerCheckpoint []byte
+	// Witness cosigns the checkpoint of the node's log this run verified and sends the
+	// cosignature with the next run's call (witness.go).
+	Witness bool
 }
 
 // Result is what a run did and got.
@@ -83,6 +89,9 @@ type Result struct {
 	Answer     string
 	Receipt    *receipts.Claims // verified
 	ReceiptJWS string
+	// Checkpoint is the node's log checkpoint the receipt's proof names (verified, and
+	// consistent with every one this agent saw before).
+	Checkpoint *receipts.Checkpoint
 }
 
 // TurnError is a turn that ended without an answer: failed, canceled,
@@ -156,6 +165,7 @@ type run struct {
 
 	card    *Card
 	keysURL string
+	logs    *logCheck
 	who     Who
 	conn    *Conn
 	store   tokenStore
@@ -222,7 +232,8 @@ func (r *run) readCard(ctx context.Context) error {
 		return err
 	}
 	say("      card signature verified with the node JWKS at %s", r.keysURL)
-	return nil
+	r.logs = newLogCheck(r.c, card.PublicURL, nodeKeys, o.Dir)
+	return r.logs.before(ctx, o.PeerCheckpoint)
 }
 
 // identify sets the client's identity: the token given, else the local issuer's, which
@@ -294,6 +305,11 @@ func (r *run) loadToken(ctx context.Context) {
 func (r *run) turn(ctx context.Context) (*a2a.Task, error) {
 	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(r.o.Message))
 	msg.TaskID = a2a.TaskID(r.o.TaskID)
+	meta, err := r.logs.cosignature()
+	if err != nil {
+		return nil, err
+	}
+	msg.Metadata = meta
 	r.say("Sending the turn over %s to %s…", r.res.Interface.ProtocolBinding, r.res.Interface.URL)
 	task, err := r.send(ctx, msg)
 	if err != nil {
@@ -396,13 +412,15 @@ func (r *run) deviceRequest(ar *AuthRequired) (DeviceRequest, error) {
 // sendAgain sends the turn once more, with the delegation token, on the task that waited.
 func (r *run) sendAgain(ctx context.Context, msg *a2a.Message, ar *AuthRequired) (*a2a.Task, error) {
 	again := a2a.NewMessage(a2a.MessageRoleUser, msg.Parts...)
-	again.TaskID, again.ContextID = ar.ResumeTaskID, ar.ContextID
+	again.TaskID, again.ContextID, again.Metadata = ar.ResumeTaskID, ar.ContextID, msg.Metadata
 	r.say("Sending the turn again on task %s with the delegation token…", again.TaskID)
 	task, err := r.send(ctx, again)
 	if errors.Is(err, a2a.ErrUnsupportedOperation) {
 		// The waiting task ended meanwhile (docs/wire.md: a new task also works).
 		r.say("That task takes no more messages (%v); sending on a new task…", err)
-		task, err = r.send(ctx, a2a.NewMessage(a2a.MessageRoleUser, msg.Parts...))
+		fresh := a2a.NewMessage(a2a.MessageRoleUser, msg.Parts...)
+		fresh.Metadata = msg.Metadata
+		task, err = r.send(ctx, fresh)
 	}
 	return task, err
 }
@@ -451,6 +469,22 @@ func (r *run) verifyReceipt(ctx context.Context, task *a2a.Task, out Outcome) er
 	}
 	r.res.Receipt = claims
 	r.say("Receipt %s (seq %d, %s): signature verified with the node JWKS (key %s).", claims.RID, claims.Seq, claims.Status, claims.Kid)
+	if r.res.Checkpoint, err = checkAnswerLog(ctx, r.logs, out, claims.Seq, r.say); err != nil || !r.o.Witness {
+		return err
+	}
+	return r.witness()
+}
+
+// witness cosigns the checkpoint held for the node, for the next call (witness.go).
+func (r *run) witness() error {
+	c, err := r.cosigner()
+	if err != nil {
+		return fmt.Errorf("the witness key: %w", err)
+	}
+	if err := r.logs.cosign(c); err != nil {
+		return fmt.Errorf("cosign the node's checkpoint: %w", err)
+	}
+	r.say("      cosigned that checkpoint as witness %s; the next call sends the cosignature.", c.Name())
 	return nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/aether/aether/backend/receipts"
 )
 
 // AuthRequired is what a node says when a turn needs the owner's consent: the
@@ -78,6 +80,8 @@ type Outcome struct {
 	// node sent them alongside (unverified: trust only the JWS).
 	ReceiptJWS  string
 	ReceiptData map[string]any
+	// ReceiptProof is the receipt's C2SP tlog-proof in the node's log (unverified).
+	ReceiptProof string
 }
 
 // ReadOutcome reads the answer and receipt artifacts of task.
@@ -89,7 +93,7 @@ func ReadOutcome(task *a2a.Task) Outcome {
 			continue
 		}
 		if jws, data, ok := receiptParts(a); ok {
-			o.ReceiptJWS, o.ReceiptData = jws, data
+			o.ReceiptJWS, o.ReceiptData, o.ReceiptProof = jws, data, proofPart(a)
 			continue
 		}
 		var text strings.Builder
@@ -128,6 +132,16 @@ func receiptParts(a *a2a.Artifact) (jws string, data map[string]any, ok bool) {
 		return "", nil, false
 	}
 	return jws, data, true
+}
+
+// proofPart is the text part of a receipt artifact that is a C2SP tlog-proof, or "".
+func proofPart(a *a2a.Artifact) string {
+	for _, p := range a.Parts {
+		if p != nil && strings.HasPrefix(p.Text(), receipts.ProofHeader+"\n") {
+			return p.Text()
+		}
+	}
+	return ""
 }
 
 func looksLikeJWS(s string) bool {

@@ -38,6 +38,8 @@ func agent(args []string, env Env) int {
 	binding := fs.String("binding", "jsonrpc", "the card interface to use: jsonrpc or rest (HTTP+JSON)")
 	task := fs.String("task", "", "send the turn on this existing task")
 	timeout := fs.Duration("timeout", 0, "give up after this long, e.g. 15m (default: no limit; Ctrl-C stops)")
+	witness := fs.Bool("witness", false, "cosign the node's log checkpoint this run verified (with the agent's witness key, witness-key.pem) and send the cosignature with the next run")
+	peer := fs.String("peer-checkpoint", "", "a file holding a signed checkpoint of the node's receipts log that another agent holds (from its logs.json: nodes.<publicUrl>.checkpoint), compared with this agent's before the turn")
 	fs.Usage = func() {
 		fmt.Fprint(env.Stderr, agentUsage)
 		fs.PrintDefaults()
@@ -67,6 +69,14 @@ func agent(args []string, env Env) int {
 		*idToken = strings.TrimSpace(os.Getenv("PACT_IDENTITY_TOKEN"))
 	}
 
+	var peerCheckpoint []byte
+	if *peer != "" {
+		if peerCheckpoint, err = os.ReadFile(*peer); err != nil {
+			fmt.Fprintln(env.Stderr, "aether agent:", err)
+			return 2
+		}
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if *timeout > 0 {
@@ -77,7 +87,7 @@ func agent(args []string, env Env) int {
 	_, err = agentpkg.Run(ctx, agentpkg.Options{
 		Card: *card, Brand: *brand, Message: message, TaskID: *task, Stream: *stream, Binding: b,
 		Dir: *dir, Subject: *subject, IssuerAddr: *issuerAddr, IdentityToken: *idToken, Audience: *audience,
-		Log: env.Stdout,
+		Log: env.Stdout, PeerCheckpoint: peerCheckpoint, Witness: *witness,
 	})
 	if err == nil {
 		return 0

@@ -85,6 +85,9 @@ func receiptsVerify(args []string, env Env) int {
 		return 1
 	}
 	fmt.Fprintf(env.Stdout, "OK: %d receipt(s); every signature and the whole chain verify. Last: seq %d, hash %s\n", rep.Count, rep.LastSeq, rep.LastHash)
+	if rep.Checkpoints > 0 {
+		fmt.Fprintf(env.Stdout, "The receipts log %s, rebuilt from them, holds %d leaves; all %d checkpoint(s) the node signed verify.\n", rep.Origin, rep.LogSize, rep.Checkpoints)
+	}
 	if rep.Count > 0 {
 		fmt.Fprintf(env.Stdout, "Keep this high-water mark elsewhere to detect a truncated tail later: --expect-seq %d --expect-hash %s\n", rep.LastSeq, rep.LastHash)
 	}

@@ -133,7 +133,7 @@ func (r *Receipts) Verify(ctx context.Context, h keys.History, expectSeq int64, 
 
 // Export writes every receipt as JSON Lines, oldest first.
 func (r *Receipts) Export(ctx context.Context, w io.Writer) error {
-	return receipts.Export(ctx, r.db.AllReceipts(ctx), w)
+	return receipts.ExportDB(ctx, r.db, r.db.AllReceipts(ctx), w)
 }
 
 // VerifyExport is Verify for an exported JSON Lines file.

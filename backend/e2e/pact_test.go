@@ -119,6 +119,18 @@ func TestPact(t *testing.T) {
 		claims.Agent.Issuer != e.issuer.URL || claims.Agent.Subject != "alice" || claims.Status != "completed" || claims.Ans != receipts.HashBytes([]byte(answer)) {
 		t.Errorf("receipt claims %+v", claims)
 	}
+	// Beside it, its tlog-proof in the node's receipts log, against a checkpoint the node key signed.
+	var proof string
+	for _, a := range done.Artifacts {
+		for _, p := range a.Parts {
+			if a.Name == "receipt" && strings.HasPrefix(p.Text(), receipts.ProofHeader) && p.Filename == "receipt.tlog-proof" {
+				proof = p.Text()
+			}
+		}
+	}
+	if cp, err := receipts.VerifyProof(proof, rec, claims.Seq, set.Set); err != nil || cp.Size != claims.Seq {
+		t.Errorf("the receipt's tlog-proof: %+v %v", cp, err)
+	}
 
 	// Codex ran read-only in the brand's workspace and nothing dangerous.
 	runs := codextest.ReadRecords(t, e.record)
@@ -189,7 +201,7 @@ func artifacts(t *testing.T, task *a2a.Task) (answer, receipt string) {
 			answer = a.Parts[0].Text()
 		case "receipt":
 			for _, p := range a.Parts {
-				if s := p.Text(); s != "" {
+				if s := p.Text(); s != "" && !strings.HasPrefix(s, receipts.ProofHeader) { // the JWS, not its tlog-proof
 					receipt = s
 				}
 			}

@@ -234,7 +234,7 @@ func TestStreamingTurn(t *testing.T) {
 						answer = ae.Artifact.Parts[0].Text()
 					case "receipt":
 						for _, p := range ae.Artifact.Parts {
-							if s := p.Text(); s != "" {
+							if s := p.Text(); s != "" && !strings.HasPrefix(s, receipts.ProofHeader) { // the JWS, not its tlog-proof
 								jws = s
 							}
 						}

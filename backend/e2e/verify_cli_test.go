@@ -63,7 +63,7 @@ func TestReceiptsVerifyCLI(t *testing.T) {
 	e.stop()
 
 	if code, out := verifyCLI(t, e.dataDir); code != 0 || !strings.Contains(out, "OK: 1000 receipt(s)") ||
-		!strings.Contains(out, "receipts.head: seq 1000") {
+		!strings.Contains(out, "receipts.head: seq 1000") || !strings.Contains(out, "holds 1000 leaves; all 1000 checkpoint(s) the node signed verify") {
 		t.Fatalf("verify after 1,000 turns: exit %d\n%s", code, out)
 	}
 	path := filepath.Join(e.dataDir, "pact.sqlite")

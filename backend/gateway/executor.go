@@ -195,6 +195,10 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) *turn.Finished {
 		t.status(a2a.TaskStateFailed, "the brand "+quoteTrunc(string(e.brand))+" is no longer offered by this node")
 		return nil
 	}
+	if err := e.g.witness(ctx, c.agent, ec.Message); err != nil {
+		t.yield(nil, err)
+		return nil
+	}
 	reqHash, err := receipts.HashJSON(ec.Message)
 	if err != nil {
 		t.yield(nil, fmt.Errorf("hash request: %w", err))
@@ -283,9 +287,16 @@ func answerArtifact(ec *a2asrv.ExecutorContext, answer string) *a2a.TaskArtifact
 }
 
 // receiptArtifact carries the receipt twice: its claims as a data part, and the
-// compact JWS that anyone with the node JWKS can verify.
+// compact JWS that anyone with the node JWKS can verify; and beside them its C2SP tlog-proof
+// in the node's receipts log (docs/pact-extension.md).
 func receiptArtifact(ec *a2asrv.ExecutorContext, rec *receipts.Receipt) *a2a.TaskArtifactUpdateEvent {
-	ev := a2a.NewArtifactEvent(ec, a2a.NewDataPart(receiptData(rec)), a2a.NewTextPart(rec.JWS))
+	parts := []*a2a.Part{a2a.NewDataPart(receiptData(rec)), a2a.NewTextPart(rec.JWS)}
+	if proof := rec.Proof(); proof != "" {
+		p := a2a.NewTextPart(proof)
+		p.MediaType, p.Filename = "text/plain; charset=utf-8", "receipt.tlog-proof"
+		parts = append(parts, p)
+	}
+	ev := a2a.NewArtifactEvent(ec, parts...)
 	ev.Artifact.Name = "receipt"
 	ev.Artifact.Extensions = []string{ExtensionURI}
 	ev.Artifact.Description = "Signed receipt (JWS, typ pact-receipt+jwt); verify with " + "/.well-known/jwks.json"

@@ -20,6 +20,7 @@ import (
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/identity"
 	"github.com/aether/aether/backend/keys"
+	"github.com/aether/aether/backend/limit"
 	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/receipts"
 	"github.com/aether/aether/backend/turn"
@@ -76,6 +77,7 @@ type Gateway struct {
 	turns  *turn.Service
 	// requests in progress per agent and per issuer site (F8, F9)
 	requests requestSlots
+	logs     *limit.Slots // log requests in progress per client address (log.go)
 
 	mu      sync.Mutex // serialises Reload
 	brands  map[domain.BrandID]*brandRoute
@@ -87,7 +89,7 @@ func New(cfg Config, s policy.Snapshot) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	g := &Gateway{cfg: cfg, requests: newRequestSlots(), brands: map[domain.BrandID]*brandRoute{}}
+	g := &Gateway{cfg: cfg, requests: newRequestSlots(), logs: limit.NewSlots(maxLogRequestsPerClient), brands: map[domain.BrandID]*brandRoute{}}
 	g.turns = turn.New(turn.Config{Ledger: cfg.Ledger, Runner: cfg.Runner, Consent: cfg.Consent,
 		Served:  g.Policy,
 		Timeout: cfg.TurnTimeout, OnReceipt: cfg.OnReceipt, Models: cfg.Models, Logger: cfg.Logger})
@@ -134,6 +136,7 @@ func (g *Gateway) routesHandler() http.Handler {
 	mux.Handle("POST /pact/device_authorization", g.unlessPaused(http.HandlerFunc(g.deviceAuthorization)))
 	mux.Handle("POST /pact/token", g.unlessPaused(http.HandlerFunc(g.token)))
 	mux.Handle("/a2a/", http.HandlerFunc(g.serveA2A))
+	mux.HandleFunc("GET /log/", g.serveLog)
 	return mux
 }
 

@@ -35,7 +35,7 @@ var tsAnswers = map[string]any{
 	"FieldError": owner.FieldError{}, "ErrorBody": owner.ErrorBody{}, "DecisionAnswer": owner.DecisionResult{},
 	"ConsentList": owner.ConsentList{}, "GrantList": owner.GrantList{}, "GrantAnswer": owner.GrantAnswer{},
 	"BrandList": owner.BrandList{}, "ReceiptPage": owner.ReceiptPage{}, "DenyIssuerResult": owner.DenyIssuerResult{},
-	"ConsentEvent": owner.ConsentEvent{},
+	"ConsentEvent": owner.ConsentEvent{}, "ReceiptLog": owner.ReceiptLog{}, "AgentWitnesses": owner.AgentWitnesses{},
 	// A receipt's signed claim `work` (docs/wire.md); its names are the claims'.
 	"ReceiptWork": work.Work{}, "ReceiptWorkCommand": work.Command{}, "ReceiptWorkFile": work.File{}, "ReceiptWorkPatch": work.Patch{},
 	"ReceiptCommandList": work.List[work.Command]{}, "ReceiptFileList": work.List[work.File]{}, "ReceiptPatchList": work.List[work.Patch]{},

@@ -42,7 +42,23 @@ func (s *Service) Receipts(ctx context.Context, f ReceiptFilter) (ReceiptPage, e
 	if next > 0 {
 		page.NextCursor = strconv.FormatInt(next, 10)
 	}
-	return page, nil
+	page.Log, err = s.receiptLog(ctx)
+	return page, err
+}
+
+// receiptLog is the receipts log's newest checkpoint, checked, and its witnesses; nil before
+// the first checkpoint.
+func (s *Service) receiptLog(ctx context.Context) (*ReceiptLog, error) {
+	st, ok, err := s.cfg.Ledger.LogStatus(ctx, s.cfg.Keys)
+	if err != nil || !ok {
+		return nil, err
+	}
+	l := &ReceiptLog{Origin: st.Checkpoint.Origin, Size: st.Checkpoint.Size, Root: st.Checkpoint.Root.String(), Time: st.Time,
+		Verify: VerifyResult{OK: st.Problem == "", Error: st.Problem}, Witnesses: st.Witnesses, Agents: []AgentWitnesses{}}
+	for _, w := range st.Agents {
+		l.Agents = append(l.Agents, AgentWitnesses{Agent: agentDTO(w.Agent.Issuer, w.Agent.Subject), LastSeq: w.LastSeq, WitnessedBy: w.WitnessedBy})
+	}
+	return l, nil
 }
 
 // Receipt returns one receipt with its claims and whether it verifies. ErrNotFound.
@@ -72,5 +88,5 @@ func (s *Service) ExportReceipts(ctx context.Context, f ReceiptFilter, w io.Writ
 		return err
 	}
 	sf.Oldest = true
-	return receipts.Export(ctx, s.cfg.Ledger.Source(ctx, sf), w)
+	return s.cfg.Ledger.Export(ctx, sf, w)
 }

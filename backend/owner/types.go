@@ -143,6 +143,31 @@ const (
 type ReceiptPage struct {
 	Receipts   []ReceiptSummary `json:"receipts"`
 	NextCursor string           `json:"nextCursor"`
+	// Log is the receipts log; null before its first checkpoint.
+	Log *ReceiptLog `json:"log"`
+}
+
+// ReceiptLog is the receipts log on the Receipts page: its newest checkpoint, whether that
+// checkpoint holds (signed by the node's keys, over the root of the tree the node stores: not
+// the full rebuild of `aether receipts verify`), and the agents that witness it
+// (docs/wire.md, "The receipts log").
+type ReceiptLog struct {
+	Origin string       `json:"origin"`
+	Size   int64        `json:"size"`
+	Root   string       `json:"root"` // base64, as the checkpoint writes it
+	Time   time.Time    `json:"time"` // when it was signed: its last receipt's time
+	Verify VerifyResult `json:"verify"`
+	// Witnesses is how many agents cosigned one of its checkpoints; Agents, per agent with
+	// receipts, how many of them cosigned a checkpoint that holds its last receipt.
+	Witnesses int              `json:"witnesses"`
+	Agents    []AgentWitnesses `json:"agents"`
+}
+
+// AgentWitnesses is one agent's history and the witnesses of it.
+type AgentWitnesses struct {
+	Agent       Agent `json:"agent"`
+	LastSeq     int64 `json:"lastSeq"`
+	WitnessedBy int   `json:"witnessedBy"`
 }
 
 // Problem is one precise policy problem.

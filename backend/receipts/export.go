@@ -21,6 +21,9 @@ type exportLine struct {
 	Prev   string          `json:"prev"`
 	JWS    string          `json:"jws"`
 	Claims json.RawMessage `json:"claims"` // the JWS payload, verbatim (null if it is not JSON)
+	// Proof is the receipt's C2SP tlog-proof in the node's receipts log, against the newest
+	// checkpoint when the export began (ExportDB); absent from exports without the log.
+	Proof string `json:"proof,omitempty"`
 }
 
 // Export writes src as JSON Lines, one receipt per line:
@@ -28,6 +31,11 @@ type exportLine struct {
 // JWS payload. It streams; nothing is checked (Verify does that, and verifies
 // an export read back with ReadJSONL).
 func Export(ctx context.Context, src Source, w io.Writer) error {
+	return export(ctx, src, w, nil)
+}
+
+// export is Export, each line with the proof prove gives its receipt (nil: none).
+func export(ctx context.Context, src Source, w io.Writer, prove func(store.Receipt) (string, error)) error {
 	bw := bufio.NewWriter(w)
 	enc := lineEncoder(bw)
 	for r, err := range src {
@@ -39,6 +47,12 @@ func Export(ctx context.Context, src Source, w io.Writer) error {
 		}
 		// A damaged row is still exported as it is: the audit should see it.
 		line := exportLine{Seq: r.Seq, ID: r.ID, Hash: r.Hash, Prev: r.PrevHash, JWS: r.JWS, Claims: shownClaims(r.JWS)}
+		if prove != nil {
+			var err error
+			if line.Proof, err = prove(r); err != nil {
+				return fmt.Errorf("export receipt %d: %w", r.Seq, err)
+			}
+		}
 		if err := enc.Encode(line); err != nil {
 			return fmt.Errorf("export receipt %d: %w", r.Seq, err)
 		}
@@ -122,7 +136,14 @@ func readLine(n int, b []byte) (store.Receipt, error) {
 	}
 	started, _ := parseTime(signed.Started)
 	ended, _ := parseTime(signed.Ended)
-	return store.Receipt{Seq: l.Seq, ID: l.ID, TurnID: signed.Turn, PrevHash: l.Prev, Hash: l.Hash,
+	var proof *store.LogProof
+	if l.Proof != "" {
+		var err error
+		if proof, err = ParseProof(l.Proof); err != nil {
+			return bad(err.Error())
+		}
+	}
+	return store.Receipt{Proof: proof, Seq: l.Seq, ID: l.ID, TurnID: signed.Turn, PrevHash: l.Prev, Hash: l.Hash,
 		TaskID: signed.Task, ContextID: signed.Ctx, Brand: domain.BrandID(signed.Brand), Scope: signed.Scope, GrantID: domain.GrantID(signed.Grant),
 		Agent: signed.Agent, Status: signed.Status, Reason: signed.Reason,
 		ExitCode: signed.Exit, StartedAt: started, EndedAt: ended, JWS: l.JWS}, nil

@@ -68,7 +68,9 @@ func rawExec(t testing.TB, path string, stmts ...string) {
 }
 
 // untrigger is what someone editing the file does first.
-var untrigger = []string{`DROP TRIGGER IF EXISTS receipts_no_update`, `DROP TRIGGER IF EXISTS receipts_no_delete`}
+var untrigger = []string{`DROP TRIGGER IF EXISTS receipts_no_update`, `DROP TRIGGER IF EXISTS receipts_no_delete`,
+	`DROP TRIGGER IF EXISTS log_hashes_no_update`, `DROP TRIGGER IF EXISTS log_hashes_no_delete`,
+	`DROP TRIGGER IF EXISTS log_checkpoints_no_update`, `DROP TRIGGER IF EXISTS log_checkpoints_no_delete`}
 
 type env struct {
 	t    testing.TB

@@ -45,6 +45,7 @@ func NewLedger(db *store.DB, key *keys.Key, issuer string, now func() time.Time)
 	}
 	l := &Ledger{db: db, key: key, now: now}
 	l.SetIssuer(issuer)
+	db.SetCheckpointSigner(l) // every receipt is a leaf of the log, with its proof (log.go)
 	return l
 }
 
@@ -100,7 +101,7 @@ func (l *Ledger) Append(ctx context.Context, t Turn) (*Receipt, error) {
 	if errors.Is(err, store.ErrTurnNotRunning) {
 		// T9: the turn already ended, so its receipt is committed; hand it back.
 		if existing, _ := l.db.ReceiptsForTurns(ctx, []string{t.ID}); len(existing) == 1 {
-			return fromRow(existing[t.ID])
+			return l.withProof(ctx, existing[t.ID])
 		}
 	}
 	if err != nil {
@@ -139,7 +140,9 @@ func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand domain.Br
 		return nil, nil, err
 	}
 	var recs []*Receipt
-	pending, err := l.db.AppendReceiptsCreatingTask(ctx, l.signer([]Turn{t}, &recs), brand, owner, func() (*a2a.Task, error) { return build(recs[0]) })
+	pending, err := l.db.AppendReceiptsCreatingTask(ctx, l.signer([]Turn{t}, &recs), brand, owner, func() (*a2a.Task, error) {
+		return build(recs[0]) // the store has set its proof (signer)
+	})
 	if err != nil {
 		done()
 		return nil, nil, fmt.Errorf("receipt for turn %s: %w", t.ID, err)
@@ -328,10 +331,14 @@ func checkTurnEnd(t Turn) error {
 }
 
 // signer is the store's Signer for turns: it signs them with sign and leaves the receipts in
-// *recs for the caller.
+// *recs for the caller, each with its log proof once the store has put it in the log (before
+// AppendReceipts returns, and before AppendReceiptsCreatingTask calls its task).
 func (l *Ledger) signer(turns []Turn, recs *[]*Receipt) store.Signer {
 	return func(tail store.Checkpoint, revoked func(domain.GrantID) (bool, error)) (rows []store.Receipt, err error) {
 		rows, *recs, err = l.sign(turns, tail, revoked)
+		for i, r := range *recs {
+			r.logged = &rows[i]
+		}
 		return rows, err
 	}
 }

@@ -190,6 +190,10 @@ func TestDuplicateAppend(t *testing.T) {
 		if err != nil || again.ID != first.ID || again.Seq != first.Seq || again.JWS != first.JWS {
 			t.Fatalf("retry got %+v, %v; want the first receipt %s", again, err, first.ID)
 		}
+		// With its proof, against the newest checkpoint.
+		if cp, err := VerifyProof(again.Proof(), again.JWS, again.Seq, e.key.Set()); err != nil || cp.Size != 3 {
+			t.Fatalf("the retry's proof: %+v %v", cp, err)
+		}
 	})
 	t.Run("T9 concurrent duplicates", func(t *testing.T) {
 		if err := e.l.Start(ctx, testTurn(7)); err != nil {

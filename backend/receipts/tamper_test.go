@@ -1,6 +1,8 @@
 package receipts
 
 import (
+	"golang.org/x/mod/sumdb/tlog"
+
 	"context"
 	"encoding/base64"
 	"errors"
@@ -132,9 +134,15 @@ func TestTamperedStoreDetected(t *testing.T) {
 			t.Errorf("append on a cut chain: %v", err)
 		}
 	})
-	t.Run("T4 tail truncated, mark rewritten: only an outside mark sees it", func(t *testing.T) {
+	t.Run("L5 tail truncated, mark rewritten, log left alone", func(t *testing.T) {
 		db := tampered(t, base, `DELETE FROM receipts WHERE seq > 17`,
 			fmt.Sprintf(`UPDATE meta SET value = '{"seq":17,"hash":"%s"}' WHERE key = 'receipts.high_water'`, rows[16].Hash))
+		wantProblem(t, verifyDB(t, db, set, VerifyOptions{}), 0, "", "the receipts log holds more than the 17 receipts' leaves")
+	})
+	t.Run("T4 tail truncated, mark rewritten and log cut: only an outside mark sees it", func(t *testing.T) {
+		db := tampered(t, base, `DELETE FROM receipts WHERE seq > 17`,
+			fmt.Sprintf(`UPDATE meta SET value = '{"seq":17,"hash":"%s"}' WHERE key = 'receipts.high_water'`, rows[16].Hash),
+			fmt.Sprintf(`DELETE FROM log_hashes WHERE idx >= %d`, tlog.StoredHashCount(17)), `DELETE FROM log_checkpoints WHERE size > 17`)
 		// A valid shorter chain: undetectable from the file alone (documented).
 		wantOK(t, verifyDB(t, db, set, VerifyOptions{}), 17)
 		hw := store.Checkpoint{Seq: 20, Hash: rows[19].Hash}

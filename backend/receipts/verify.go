@@ -57,6 +57,11 @@ type Report struct {
 	LastHash string
 	OK       bool
 	Problem  *Problem
+	// The receipts log, checked by VerifyDB once the chain verifies: its leaves, the
+	// checkpoints the node signed (every one verified) and its origin.
+	LogSize     int64
+	Checkpoints int
+	Origin      string
 }
 
 // verifyChunk is how many receipts one worker checks at a time: the unit that flows from the
@@ -145,8 +150,19 @@ func VerifyDB(ctx context.Context, db *store.DB, h keys.History, opts VerifyOpti
 		marks = append(marks, mark{Checkpoint: hw, who: "the store's own high-water mark"})
 	}
 	rep, err := verify(ctx, db.AllReceipts(ctx), h, opts, marks)
-	if err != nil || !rep.OK || ok || rep.Count == 0 {
+	if err != nil || !rep.OK {
 		return rep, err
+	}
+	p, err := verifyLog(ctx, db, h.Set, rep)
+	if err != nil {
+		return nil, err
+	}
+	if p != nil {
+		rep.OK, rep.Problem = false, p
+		return rep, nil
+	}
+	if ok || rep.Count == 0 {
+		return rep, nil
 	}
 	if _, ok, err = db.ReceiptHighWater(ctx); err != nil || ok {
 		return rep, err
@@ -164,6 +180,7 @@ type mark struct {
 
 type verifier struct {
 	keys  keys.History
+	cps   *checkpoints // the log checkpoints export lines' proofs name
 	opts  VerifyOptions
 	marks []mark
 	rep   Report
@@ -189,7 +206,7 @@ type batch struct {
 // issuer) on every core, and walks the chain (seq, prev, marks) in seq order on this one, so
 // the first problem reported is the same as a walk one receipt at a time would find.
 func verify(ctx context.Context, src Source, h keys.History, opts VerifyOptions, marks []mark) (*Report, error) {
-	v := &verifier{keys: h, opts: opts, marks: marks, signed: map[string]int64{}}
+	v := &verifier{keys: h, cps: &checkpoints{set: h.Set}, opts: opts, marks: marks, signed: map[string]int64{}}
 	workers := runtime.GOMAXPROCS(0)
 	// Bounded: at most about 2×workers batches are read ahead of the walk.
 	work, ordered := make(chan *batch, workers), make(chan *batch, workers)
@@ -326,6 +343,11 @@ func (v *verifier) alone(r store.Receipt) (*Claims, string) {
 	}
 	if v.opts.Issuer != "" && c.Issuer != v.opts.Issuer {
 		return nil, fmt.Sprintf("issued by %q, not by this node (%q)", c.Issuer, v.opts.Issuer)
+	}
+	if r.Proof != nil {
+		if why := v.cps.proven(r); why != "" {
+			return nil, why
+		}
 	}
 	return c, ""
 }

@@ -51,6 +51,14 @@ type DB struct {
 	// commit, shared by all its writes, made by the committer itself (a hand-over to another
 	// goroutine cost more, on a busy machine, than the mark).
 	mark func(Head) error
+	// signer signs the receipts log's checkpoints in each write that appends receipts (SetCheckpointSigner).
+	signer CheckpointSigner
+	// noLog leaves the log out of receipt writes: only B9 sets it, to measure the log's cost
+	// against writes without it (bench_test.go).
+	noLog bool
+	// origin is the log's origin as the committer's last commit read it ("": read it); only
+	// the committer touches it.
+	origin string
 }
 
 type writeReq struct {
@@ -315,6 +323,7 @@ func (db *DB) commit(batch []*writeReq) {
 	if db.tail != nil {
 		ch = chain{start: *db.tail, tail: *db.tail, read: true}
 	}
+	ch.signer, ch.noLog, ch.origin = db.checkpointSigner(), db.noLog, db.origin
 	grantsWritten := true
 	err := db.w.Transaction(func(tx *gorm.DB) error {
 		before, berr := grantWrites(tx)
@@ -325,9 +334,9 @@ func (db *DB) commit(batch []*writeReq) {
 	})
 	switch {
 	case err != nil:
-		db.tail = nil
+		db.tail, db.origin = nil, ""
 	case ch.read:
-		db.tail = &ch.tail
+		db.tail, db.origin = &ch.tail, ch.origin
 	}
 	if err != nil || grantsWritten {
 		db.grants.forget() // before anyone hears back: the next GrantByID reads the file

@@ -141,6 +141,36 @@ CREATE INDEX tasks_waiting_owner ON tasks (owner, updated_at) WHERE ran = 0;
 CREATE INDEX tasks_waiting_site ON tasks (issuer_site, updated_at) WHERE ran = 0;
 CREATE INDEX tasks_unfinished ON tasks (state) WHERE state IN ('TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING');
 `,
+	// 4: the receipts log (docs/wire.md, "The receipts log"): the Merkle tree's stored hashes
+	// (golang.org/x/mod/sumdb/tlog's numbering) and every checkpoint the node signed. Receipts
+	// committed before are added as leaves by the next write that appends one (catchUpLog).
+	`
+CREATE TABLE log_hashes (
+	idx  INTEGER PRIMARY KEY CHECK (idx >= 0),
+	hash BLOB NOT NULL CHECK (length(hash) = 32)
+);
+CREATE TABLE log_checkpoints (
+	size INTEGER PRIMARY KEY CHECK (size > 0),
+	note TEXT NOT NULL                   -- the C2SP checkpoint, a signed note
+);
+CREATE TRIGGER log_hashes_no_update BEFORE UPDATE ON log_hashes BEGIN SELECT RAISE(ABORT, 'the receipts log is append-only'); END;
+CREATE TRIGGER log_hashes_no_delete BEFORE DELETE ON log_hashes BEGIN SELECT RAISE(ABORT, 'the receipts log is append-only'); END;
+CREATE TRIGGER log_checkpoints_no_update BEFORE UPDATE ON log_checkpoints BEGIN SELECT RAISE(ABORT, 'the receipts log is append-only'); END;
+CREATE TRIGGER log_checkpoints_no_delete BEFORE DELETE ON log_checkpoints BEGIN SELECT RAISE(ABORT, 'the receipts log is append-only'); END;
+`,
+	// 5: witnesses (docs/wire.md, "Witnesses"): the cosignature an agent sent of a checkpoint
+	// the node signed, one per agent and checkpoint.
+	`
+CREATE TABLE log_cosignatures (
+	agent_issuer  TEXT NOT NULL,
+	agent_subject TEXT NOT NULL,
+	size          INTEGER NOT NULL REFERENCES log_checkpoints (size),
+	witness       TEXT NOT NULL,    -- the witness's vkey
+	signed_at     INTEGER NOT NULL, -- the cosignature's time, Unix seconds
+	line          TEXT NOT NULL,    -- the cosignature, a signed-note signature line
+	PRIMARY KEY (agent_issuer, agent_subject, size)
+);
+`,
 }
 
 func (db *DB) migrate() error {

@@ -61,6 +61,9 @@ type Receipt struct {
 	StartedAt time.Time
 	EndedAt   time.Time
 	JWS       string
+	// Proof is where AppendReceipts put the receipt in the log, set on the receipts the Signer
+	// made (in the slice it returned) once the log holds them; nil on receipts read back.
+	Proof *LogProof
 }
 
 const receiptColumns = `seq, id, turn_id, prev_hash, hash, task_id, context_id, brand, scope, grant_id,
@@ -190,6 +193,9 @@ func appendReceipts(tx *gorm.DB, ch *chain, sign Signer) (Head, error) {
 		if err := checkHighWater(tail, hw, ok); err != nil {
 			return Head{}, err
 		}
+		if err := catchUpLog(tx, ch, tail.Seq); err != nil {
+			return Head{}, err
+		}
 		ch.start, ch.tail, ch.read, ch.checked = tail, tail, true, true
 	}
 	batch, err := sign(ch.tail, func(id domain.GrantID) (bool, error) { return grantRevoked(tx, id) })
@@ -207,6 +213,9 @@ func appendReceipts(tx *gorm.DB, ch *chain, sign Signer) (Head, error) {
 		prev = Head{Checkpoint: Checkpoint{Seq: r.Seq, Hash: r.Hash}, ID: r.ID}
 	}
 	if err := insertReceipts(tx, batch); err != nil {
+		return Head{}, err
+	}
+	if err := logReceipts(tx, ch, batch); err != nil {
 		return Head{}, err
 	}
 	return prev, nil
@@ -230,10 +239,13 @@ type Head struct {
 type chain struct {
 	start   Checkpoint // the tail, and the mark, when the transaction began
 	tail    Checkpoint
-	tailID  string // the id of the receipt at tail, once this transaction appended one
-	read    bool   // tail is the stored tail (plus what this transaction appended)
-	checked bool   // read, or confirmed, in this transaction
-	moved   bool   // receipts were appended: the mark must follow
+	tailID  string           // the id of the receipt at tail, once this transaction appended one
+	read    bool             // tail is the stored tail (plus what this transaction appended)
+	checked bool             // read, or confirmed, in this transaction
+	moved   bool             // receipts were appended: the mark must follow
+	signer  CheckpointSigner // signs the log's checkpoint after each write's receipts (nil: none)
+	noLog   bool             // DB.noLog
+	origin  string           // the log's origin, once read (DB.origin)
 }
 
 // advance moves the tail to where a write's receipts left it.

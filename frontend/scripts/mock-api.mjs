@@ -230,6 +230,28 @@ if (!EMPTY) {
   for (let seq = 1; seq <= 120; seq++) receipts.push(makeReceipt(seq, now() - (121 - seq) * 47 * 60_000));
 }
 
+// The receipts log: its newest checkpoint (of every receipt) and, per agent, the agents that
+// cosigned a checkpoint holding its last receipt (two agents witness up to receipts 120 and 119).
+const witnessedUpTo = [120, 119];
+function receiptLog() {
+  if (receipts.length === 0) return null;
+  const last = receipts[receipts.length - 1].summary;
+  const lastSeq = new Map();
+  for (const r of receipts) lastSeq.set(r.summary.agent.issuer + " " + r.summary.agent.subject, r.summary);
+  const agents = [...lastSeq.values()]
+    .sort((a, b) => b.seq - a.seq)
+    .map((r) => ({ agent: r.agent, lastSeq: r.seq, witnessedBy: witnessedUpTo.filter((n) => n >= r.seq).length }));
+  return {
+    origin: "aether.example.com/log",
+    size: last.seq,
+    root: crypto.createHash("sha256").update("root" + last.seq).digest("base64"),
+    time: last.endedAt,
+    verify: { ok: true, error: "" },
+    witnesses: witnessedUpTo.length,
+    agents,
+  };
+}
+
 // ---- SSE ----------------------------------------------------------------------------------
 
 const clients = new Set();
@@ -486,7 +508,7 @@ const server = http.createServer(async (req, res) => {
     const limit = Math.min(Number(url.searchParams.get("limit") || 50), 200);
     const page = list.slice(0, limit);
     const next = list.length > limit ? "s" + page[page.length - 1].summary.seq : "";
-    return send(res, 200, { receipts: page.map((r) => r.summary), nextCursor: next });
+    return send(res, 200, { receipts: page.map((r) => r.summary), nextCursor: next, log: receiptLog() });
   }
   if ((m = p.match(/^\/api\/receipts\/([^/]+)$/)) && method === "GET") {
     const r = receipts.find((x) => x.summary.id === decodeURIComponent(m[1]));

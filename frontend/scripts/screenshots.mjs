@@ -98,6 +98,10 @@ await run([], async (page, base) => {
 
   await page.getByRole("link", { name: "Receipts" }).click();
   await page.getByText("receipts shown").waitFor();
+  await page.getByText("Checkpoint verifies").waitFor();
+  await page.getByText("2 agents cosigned a checkpoint").waitFor();
+  await page.getByText("history to #120 witnessed by 1 agent").waitFor();
+  await page.getByText("history to #119 witnessed by 2 agents").waitFor();
   await shot(page, "09-receipts", false);
   await page.getByRole("button", { name: "Load more" }).click();
   await page.getByText("100 receipts shown").waitFor();
@@ -184,6 +188,7 @@ await run(["--empty", "--no-sse"], async (page) => {
   await page.getByText("Nothing shared yet").waitFor();
   await page.goto("/receipts");
   await page.getByText("No receipts yet").waitFor();
+  await page.getByText("The first receipt starts the log").waitFor();
   await page.goto("/brands");
   await page.getByText("No brands yet").waitFor();
   await shot(page, "17-brands-empty", false);

@@ -301,6 +301,26 @@ export interface BrandList {
 export interface ReceiptPage {
   receipts: ReceiptSummary[];
   nextCursor: string;
+  /** The receipts log; null before its first checkpoint. */
+  log: ReceiptLog | null;
+}
+
+/** The receipts log's newest checkpoint, whether it holds, and its witnesses. */
+export interface ReceiptLog {
+  origin: string;
+  size: number;
+  root: string;
+  time: string;
+  verify: { ok: boolean; error: string };
+  witnesses: number;
+  agents: AgentWitnesses[];
+}
+
+/** One agent's history: its last receipt and how many agents cosigned a checkpoint holding it. */
+export interface AgentWitnesses {
+  agent: Agent;
+  lastSeq: number;
+  witnessedBy: number;
 }
 
 export interface DenyIssuerRequest {

@@ -3,6 +3,7 @@ import { h, replace, banner, clean, untrusted, agentView, timeCell, fmtTime, cop
 import { on } from "../events";
 import { navigate, type PageDef } from "../router";
 import { pageHeader, loading, receiptStatusBadge, receiptAgentCell } from "./common";
+import { receiptLogCard } from "./receiptlog";
 import { whatRan } from "./whatran";
 
 const PAGE_SIZE = 50;
@@ -97,7 +98,8 @@ export const receiptsPage: PageDef = {
     const newNote = h("div", { class: "notice-slot", "aria-live": "polite" });
     const detail = h("aside", { class: "detail", "aria-label": "Receipt", tabindex: "-1", hidden: true });
     const layout = h("div", { class: "receipts-layout" }, newNote, listArea, detail);
-    replace(root, pageHeader("Receipts", "Every answered turn, signed by this node. Newest first.", exportLink), form, layout);
+    const logArea = h("div", { class: "receipt-log-slot" });
+    replace(root, pageHeader("Receipts", "Every answered turn, signed by this node. Newest first.", exportLink), logArea, form, layout);
 
     function syncForm(): void {
       agentIn.value = filters.agent;
@@ -213,6 +215,7 @@ export const receiptsPage: PageDef = {
         if (!alive || seq !== loadSeq) return;
         rows = first ? res.receipts ?? [] : rows.concat(res.receipts ?? []);
         cursor = res.nextCursor ?? "";
+        if (first) replace(logArea, receiptLogCard(res.log ?? null));
         renderList(Boolean(cursor));
       } catch (e) {
         if (!alive || seq !== loadSeq || !(e instanceof ApiError)) return;

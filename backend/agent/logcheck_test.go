@@ -1,0 +1,407 @@
+package agent
+
+import (
+	"context"
+	"crypto/ed25519"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/glebarez/go-sqlite" // raw access to the file, as whoever holds the data dir has
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/keys"
+	"github.com/aether/aether/backend/receipts"
+)
+
+// The agent holds the node to its receipts log (docs/threats.md, L1–L4): a node that rolls
+// its store back, rewrites an old receipt, or shows two agents two logs is caught by the next
+// answer (or the next peer checkpoint), with two signed checkpoints as evidence, and is not
+// called again.
+
+// restartable is a test node whose data dir outlives it: stopped, edited and served again on
+// the same address, as its owner could.
+type restartable struct {
+	t    *testing.T
+	dir  string
+	addr string
+	n    *testNode
+	stop func()
+}
+
+func newRestartable(t *testing.T, dir string) *restartable {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &restartable{t: t, dir: dir, addr: ln.Addr().String()}
+	r.n, r.stop = startNodeIn(t, dir, ln)
+	return r
+}
+
+func (r *restartable) restart() {
+	r.t.Helper()
+	r.stop()
+	ln, err := net.Listen("tcp", r.addr)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.n, r.stop = startNodeIn(r.t, r.dir, ln)
+}
+
+// turn runs one agent turn from agentDir; it must verify.
+func (r *restartable) turn(agentDir string) Result {
+	r.t.Helper()
+	res, err := Run(context.Background(), r.n.options(r.t, agentDir, io.Discard))
+	if err != nil {
+		r.t.Fatalf("turn: %v", err)
+	}
+	return res
+}
+
+// wantCaught checks err is a LogError whose two checkpoints are both signed by the node key
+// and both of one origin, of sizes held and got.
+func wantCaught(t *testing.T, err error, node string, key keys.Set, held, got int64, reason string) {
+	t.Helper()
+	var le *LogError
+	if !errors.As(err, &le) {
+		t.Fatalf("err = %v, want the node caught with evidence", err)
+	}
+	if le.Node != node || !strings.Contains(le.Reason, reason) {
+		t.Fatalf("caught %s for %q, want %s for %q", le.Node, le.Reason, node, reason)
+	}
+	a, errA := receipts.OpenCheckpoint([]byte(le.Held), key, "")
+	b, errB := receipts.OpenCheckpoint([]byte(le.Got), key, a.Origin)
+	if errA != nil || errB != nil || a.Size != held || b.Size != got {
+		t.Fatalf("evidence: %+v (%v), %+v (%v); want signed checkpoints of %d and %d", a, errA, b, errB, held, got)
+	}
+}
+
+func loadKey(t *testing.T, dir string) keys.Set {
+	k, err := keys.LoadOrCreate(filepath.Join(dir, "node-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.Set()
+}
+
+// wantRefused checks a distrusted node gets no more turns.
+func wantRefused(t *testing.T, r *restartable, agentDir string) {
+	t.Helper()
+	before := r.n.runner.count()
+	_, err := Run(context.Background(), r.n.options(t, agentDir, io.Discard))
+	var le *LogError
+	if !errors.As(err, &le) || r.n.runner.count() != before {
+		t.Fatalf("the distrusted node was called again: err %v, %d turns ran", err, r.n.runner.count()-before)
+	}
+}
+
+func TestAgentHoldsTheNodeToItsLog(t *testing.T) {
+	t.Parallel()
+	t.Run("L1 store rolled back three receipts: caught on the next turn", func(t *testing.T) {
+		t.Parallel()
+		r := newRestartable(t, t.TempDir())
+		agentDir := t.TempDir()
+		for range 2 {
+			r.turn(agentDir)
+		}
+		r.stop()
+		backup := filepath.Join(t.TempDir(), "pact.sqlite")
+		copyFile(t, filepath.Join(r.dir, "pact.sqlite"), backup)
+		r.restart()
+		for range 3 {
+			r.turn(agentDir)
+		}
+		r.stop()
+		copyFile(t, backup, filepath.Join(r.dir, "pact.sqlite"))
+		os.Remove(filepath.Join(r.dir, "pact.sqlite-wal"))
+		os.Remove(filepath.Join(r.dir, "pact.sqlite-shm"))
+		r.restart()
+		_, err := Run(context.Background(), r.n.options(t, agentDir, io.Discard))
+		wantCaught(t, err, r.n.publicURL, loadKey(t, r.dir), 5, 3, "shrank")
+		wantRefused(t, r, agentDir)
+	})
+	t.Run("L3 old receipt rewritten and the chain and log re-signed: caught on the next turn", func(t *testing.T) {
+		t.Parallel()
+		r := newRestartable(t, t.TempDir())
+		agentDir := t.TempDir()
+		for range 4 {
+			r.turn(agentDir)
+		}
+		r.stop()
+		rewrite(t, r.dir, 2)
+		r.restart()
+		_, err := Run(context.Background(), r.n.options(t, agentDir, io.Discard))
+		// The node's own verification finds nothing wrong: only a checkpoint held elsewhere can.
+		rep, verr := receipts.VerifyDB(context.Background(), r.n.db, keys.History{Set: loadKey(t, r.dir)}, receipts.VerifyOptions{})
+		if verr != nil || !rep.OK || rep.LogSize != 5 {
+			t.Fatalf("verify of the rewritten store: %+v %v", rep, verr)
+		}
+		wantCaught(t, err, r.n.publicURL, loadKey(t, r.dir), 4, 5, "does not extend")
+		wantRefused(t, r, agentDir)
+	})
+	t.Run("L2 two data dirs behind one key show two agents two logs: caught by the peer checkpoint", func(t *testing.T) {
+		t.Parallel()
+		a := newRestartable(t, t.TempDir())
+		agentA, agentB := t.TempDir(), t.TempDir()
+		a.turn(agentA)
+		a.stop()
+		dirB := t.TempDir()
+		for _, f := range []string{"pact.sqlite", "node-key.pem"} {
+			copyFile(t, filepath.Join(a.dir, f), filepath.Join(dirB, f))
+		}
+		a.restart()
+		b := newRestartable(t, dirB)
+		a.turn(agentA)
+		b.turn(agentB)
+		peer, err := HeldCheckpoint(agentB, b.n.publicURL)
+		if err != nil || peer == "" {
+			t.Fatalf("agent B holds %q (%v)", peer, err)
+		}
+		o := a.n.options(t, agentA, io.Discard)
+		o.PeerCheckpoint = []byte(peer)
+		before := a.n.runner.count()
+		_, err = Run(context.Background(), o)
+		wantCaught(t, err, a.n.publicURL, loadKey(t, a.dir), 2, 2, "two different logs of 2 receipts")
+		if a.n.runner.count() != before {
+			t.Fatal("the turn ran on a node caught forking")
+		}
+		wantRefused(t, a, agentA)
+	})
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rewrite is whoever holds the data dir (and so the node key) changing receipt seq of a
+// stopped node: the receipt says the turn failed, every later receipt is signed again on the
+// new chain, and the log is dropped for the node to rebuild from the rewritten receipts. The
+// store's own checks all pass on it.
+func rewrite(t *testing.T, dir string, seq int64) {
+	t.Helper()
+	k, err := keys.LoadOrCreate(filepath.Join(dir, "node-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "pact.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	exec := func(q string, args ...any) {
+		if _, err := db.Exec(q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for _, tr := range []string{"receipts_no_update", "log_hashes_no_delete", "log_checkpoints_no_delete"} {
+		exec("DROP TRIGGER " + tr)
+	}
+	var prev string
+	if err := db.QueryRow(`SELECT hash FROM receipts WHERE seq = ?`, seq-1).Scan(&prev); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.Query(`SELECT seq, jws FROM receipts WHERE seq >= ? ORDER BY seq`, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		seq int64
+		jws string
+	}
+	var all []row
+	for rows.Next() {
+		var r row
+		rows.Scan(&r.seq, &r.jws)
+		all = append(all, r)
+	}
+	rows.Close()
+	for _, r := range all {
+		payload, _ := base64.RawURLEncoding.DecodeString(strings.Split(r.jws, ".")[1])
+		var c receipts.Claims
+		if err := json.Unmarshal(payload, &c); err != nil {
+			t.Fatal(err)
+		}
+		c.Prev = prev
+		if r.seq == seq {
+			c.Status, c.Reason, c.Exit = "failed", "rewritten", 1
+		}
+		jws, err := k.Sign(receipts.Typ, &c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hash := receipts.HashBytes([]byte(jws))
+		exec(`UPDATE receipts SET jws = ?, hash = ?, prev_hash = ?, status = ?, reason = ?, exit_code = ? WHERE seq = ?`,
+			jws, hash, prev, c.Status, c.Reason, c.Exit, r.seq)
+		prev = hash
+	}
+	// The mark as the store writes it (store.Checkpoint's JSON).
+	exec(`UPDATE meta SET value = ? WHERE key = 'receipts.high_water'`, fmt.Sprintf(`{"seq":%d,"hash":"%s"}`, all[len(all)-1].seq, prev))
+	exec(`DELETE FROM log_hashes`)
+	exec(`DELETE FROM log_checkpoints`)
+}
+
+// A peer checkpoint not signed by the node's key is refused, and proves nothing against it.
+func TestPeerCheckpointOfAnotherKey(t *testing.T) {
+	t.Parallel()
+	r := newRestartable(t, t.TempDir())
+	agentDir := t.TempDir()
+	r.turn(agentDir)
+	held, _ := HeldCheckpoint(agentDir, r.n.publicURL)
+	text, _, _ := strings.Cut(held, "\n\n")
+	_, priv, _ := ed25519.GenerateKey(nil)
+	other := keys.FromPrivate(priv)
+	forged, err := note.Sign(&note.Note{Text: text + "\n"}, other.NoteSigner(strings.Split(text, "\n")[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := r.n.options(t, agentDir, io.Discard)
+	o.PeerCheckpoint = forged
+	_, err = Run(context.Background(), o)
+	var le *LogError
+	if err == nil || errors.As(err, &le) || !strings.Contains(err.Error(), "not signed by the node key") {
+		t.Fatalf("err = %v, want the peer checkpoint refused without blaming the node", err)
+	}
+	r.turn(agentDir) // still trusted
+}
+
+// A proof that does not put the receipt in a checkpoint the node key signed is refused (L4).
+func TestAnswerProofForged(t *testing.T) {
+	t.Parallel()
+	r := newRestartable(t, t.TempDir())
+	agentDir := t.TempDir()
+	first := r.turn(agentDir)
+	second := r.turn(agentDir)
+	out1, out2 := ReadOutcome(first.Task), ReadOutcome(second.Task)
+	lc := newLogCheck(&Client{}, r.n.publicURL, keys.History{Set: loadKey(t, r.dir)}, agentDir)
+	if _, err := lc.answer(context.Background(), out2.ReceiptProof, out2.ReceiptJWS, second.Receipt.Seq); err != nil {
+		t.Fatalf("the genuine proof: %v", err)
+	}
+	head, cp, _ := strings.Cut(out2.ReceiptProof, "\n\n")
+	lines := strings.Split(head, "\n")
+	zero := base64.StdEncoding.EncodeToString(make([]byte, 32))
+	_, priv, _ := ed25519.GenerateKey(nil)
+	text, _, _ := strings.Cut(cp, "\n\n")
+	resigned, _ := note.Sign(&note.Note{Text: text + "\n"}, keys.FromPrivate(priv).NoteSigner(lines0(text)))
+	for name, c := range map[string]struct{ proof, jws, want string }{
+		"L4 a proof hash changed":                 {strings.Join(append(lines[:2:2], zero), "\n") + "\n\n" + cp, out2.ReceiptJWS, "is not in the log"},
+		"L4 the proof of another receipt":         {out1.ReceiptProof, out2.ReceiptJWS, "is not that of receipt 2"},
+		"L4 the checkpoint signed by another key": {head + "\n\n" + string(resigned), out2.ReceiptJWS, "not signed by the node key"},
+		"L4 no proof":                             {"", out2.ReceiptJWS, "without its tlog-proof"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := lc.answer(context.Background(), c.proof, c.jws, second.Receipt.Seq); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+func lines0(text string) string { origin, _, _ := strings.Cut(text, "\n"); return origin }
+
+// The node serves its log read-only as C2SP tlog-tiles, cacheable.
+func TestLogServedAsTiles(t *testing.T) {
+	t.Parallel()
+	r := newRestartable(t, t.TempDir())
+	agentDir := t.TempDir()
+	var jws []string
+	for range 3 {
+		jws = append(jws, r.turn(agentDir).ReceiptJWS)
+	}
+	get := func(path string) (int, http.Header, []byte) {
+		resp, err := http.Get(r.n.publicURL + "/log/" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, body
+	}
+	code, h, body := get("checkpoint")
+	cp, err := receipts.OpenCheckpoint(body, loadKey(t, r.dir), strings.TrimPrefix(r.n.publicURL, "http://")+"/log")
+	if code != 200 || err != nil || cp.Size != 3 || h.Get("Content-Type") != "text/plain; charset=utf-8" || h.Get("Cache-Control") != "public, max-age=5" {
+		t.Fatalf("checkpoint: %d %v %+v %v", code, h, cp, err)
+	}
+	code, h, body = get("tile/0/000.p/3")
+	if code != 200 || len(body) != 3*32 || h.Get("Cache-Control") != "public, max-age=60" || h.Get("Content-Type") != "application/octet-stream" {
+		t.Fatalf("partial tile: %d %v %d bytes", code, h, len(body))
+	}
+	for i, j := range jws {
+		if leaf := tlog.RecordHash([]byte(j)); string(body[i*32:(i+1)*32]) != string(leaf[:]) {
+			t.Fatalf("tile hash %d is not receipt %d's leaf", i, i+1)
+		}
+	}
+	code, _, body = get("tile/entries/000.p/3")
+	var entries []string
+	for len(body) >= 2 && code == 200 {
+		n := int(body[0])<<8 | int(body[1])
+		entries, body = append(entries, string(body[2:2+n])), body[2+n:]
+	}
+	if code != 200 || strings.Join(entries, ",") != strings.Join(jws, ",") {
+		t.Fatalf("entry bundle: %d, %d entries", code, len(entries))
+	}
+	for _, p := range []string{"tile/0/000", "tile/0/000.p/4", "tile/1/000.p/1", "tile/entries/000.p/4", "tile/8/0/000.p/3", "tile/data/000.p/3", "tile/0/0.p/3", "nothing"} {
+		if code, _, _ := get(p); code != http.StatusNotFound {
+			t.Errorf("%s: %d, want 404", p, code)
+		}
+	}
+	if resp, err := http.Post(r.n.publicURL+"/log/checkpoint", "text/plain", nil); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST checkpoint: %v %v", resp.StatusCode, err)
+	}
+}
+
+// A full tile never changes: it is served as immutable, and the agent's consistency proof
+// reads it across a tile boundary.
+func TestLogFullTiles(t *testing.T) {
+	t.Parallel()
+	r := newRestartable(t, t.TempDir())
+	agentDir := t.TempDir()
+	first := r.turn(agentDir)
+	ctx := context.Background()
+	for i := range 300 {
+		tr := receipts.Turn{ID: fmt.Sprintf("t_bulk%d", i), TaskID: fmt.Sprintf("task-%d", i), ContextID: "ctx", Brand: "review",
+			BrandScope: "review:read_only", GrantID: domain.GrantID(first.Receipt.Grant), Agent: first.Receipt.Agent, PolicyHash: "p",
+			Status: "completed", StartedAt: time.Now()}
+		if err := r.n.ledger.Start(ctx, tr); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.n.ledger.Append(ctx, tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := http.Get(r.n.publicURL + "/log/tile/0/000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(body) != 256*32 || resp.Header.Get("Cache-Control") != "public, max-age=31536000, immutable" {
+		t.Fatalf("full tile: %d, %d bytes, %q", resp.StatusCode, len(body), resp.Header.Get("Cache-Control"))
+	}
+	// The agent held the checkpoint of 1 receipt; the next answer's is of 302.
+	res := r.turn(agentDir)
+	if res.Checkpoint == nil || res.Checkpoint.Size != 302 {
+		t.Fatalf("checkpoint %+v", res.Checkpoint)
+	}
+}

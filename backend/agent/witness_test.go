@@ -1,0 +1,159 @@
+package agent
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/aether/aether/backend/keys"
+	"github.com/aether/aether/backend/store"
+)
+
+// witnessRun is one turn from agentDir that cosigns the checkpoint it verified.
+func witnessRun(t *testing.T, n *testNode, agentDir string) (Result, error) {
+	t.Helper()
+	o := n.options(t, agentDir, io.Discard)
+	o.Witness = true
+	return Run(context.Background(), o)
+}
+
+func witnesses(t *testing.T, db *store.DB) (int, map[int64]int) {
+	t.Helper()
+	n, per, err := db.Witnesses(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[int64]int{} // last seq → witnessed by
+	for _, w := range per {
+		by[w.LastSeq] = w.WitnessedBy
+	}
+	return n, by
+}
+
+// An agent run with Witness cosigns the checkpoint it verified and sends the cosignature with
+// its next call; the node checks it against the checkpoint it signed and stores it per agent.
+func TestWitnessCosignsTheCheckpoint(t *testing.T) {
+	t.Parallel()
+	nodeDir := t.TempDir()
+	r := newRestartable(t, nodeDir)
+	n := r.n
+	other, witness := t.TempDir(), t.TempDir()
+	if _, err := Run(context.Background(), n.options(t, other, io.Discard)); err != nil { // seq 1
+		t.Fatal(err)
+	}
+	for range 2 { // seq 2, cosigned; seq 3, the cosignature of checkpoint 2 sent
+		if _, err := witnessRun(t, n, witness); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count, by := witnesses(t, n.db)
+	if count != 1 || by[1] != 1 || by[3] != 0 {
+		t.Fatalf("%d witnesses, witnessed by %v: want 1, and the other agent's receipt 1 witnessed by it, not receipt 3", count, by)
+	}
+	// What the node stored is a C2SP cosignature of the checkpoint it signed.
+	var line, vkey string
+	raw, err := sql.Open("sqlite", "file:"+filepath.Join(nodeDir, "pact.sqlite")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if err := raw.QueryRow(`SELECT line, witness FROM log_cosignatures WHERE size = 2`).Scan(&line, &vkey); err != nil {
+		t.Fatal(err)
+	}
+	signed, _, err := n.db.CheckpointAt(context.Background(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := keys.ParseCosigVerifier(vkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := note.Open(append(signed, line...), note.VerifierList(v)); err != nil {
+		t.Fatalf("the stored cosignature does not verify: %v", err)
+	}
+}
+
+// editCosigned rewrites the cosignature agentDir keeps for its next call.
+func editCosigned(t *testing.T, agentDir string, edit func(nl *nodeLog)) {
+	t.Helper()
+	path := filepath.Join(agentDir, logsFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st logState
+	if err := json.Unmarshal(data, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, nl := range st.Nodes {
+		edit(nl)
+	}
+	if data, err = json.Marshal(st); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A hostile agent's cosignature is refused with INVALID_PARAMS before its turn runs, and
+// nothing is stored (docs/threats.md L6).
+func TestWitnessCosignatureRefused(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	agentDir := t.TempDir()
+	if _, err := witnessRun(t, n, agentDir); err != nil {
+		t.Fatal(err)
+	}
+	k, err := keys.LoadOrCreate(filepath.Join(agentDir, witnessKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		edit func(*nodeLog)
+		why  string
+	}{
+		"L6 a cosignature of a checkpoint the node never signed": {func(nl *nodeLog) {
+			lines := strings.Split(nl.Cosigned, "\n")
+			lines[2] = base64.StdEncoding.EncodeToString(make([]byte, tlog.HashSize)) // another root, same size
+			name, _, _ := strings.Cut(nl.Witness, "+")
+			forged, err := note.Sign(&note.Note{Text: strings.Join(lines[:3], "\n") + "\n"}, k.Cosigner(name, time.Now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			nl.Cosigned = string(forged)
+		}, "this node never signed that checkpoint of 1 receipts"},
+		"L6 a cosignature that does not verify": {func(nl *nodeLog) {
+			i := strings.LastIndex(nl.Cosigned, " ") + 1
+			sig, _ := base64.StdEncoding.DecodeString(strings.TrimSpace(nl.Cosigned[i:]))
+			sig[len(sig)-1] ^= 1
+			nl.Cosigned = nl.Cosigned[:i] + base64.StdEncoding.EncodeToString(sig) + "\n"
+		}, "does not verify"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			copyFile(t, filepath.Join(agentDir, logsFile), filepath.Join(dir, logsFile))
+			editCosigned(t, dir, c.edit)
+			before := n.runner.count()
+			_, err := Run(context.Background(), n.options(t, dir, io.Discard))
+			if !errors.Is(err, a2a.ErrInvalidParams) || !strings.Contains(err.Error(), c.why) {
+				t.Fatalf("got %v, want INVALID_PARAMS saying %q", err, c.why)
+			}
+			if count, _ := witnesses(t, n.db); count != 0 || n.runner.count() != before {
+				t.Fatalf("%d witnesses stored, %d turns ran", count, n.runner.count()-before)
+			}
+		})
+	}
+}

@@ -1,0 +1,185 @@
+package receipts
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/aether/aether/backend/keys"
+	"github.com/aether/aether/backend/store"
+)
+
+// The receipts log (docs/wire.md, "The receipts log"): the store keeps the tree; the ledger
+// signs its checkpoints with the node key, named by the log's origin, and hands each receipt
+// its proof as a C2SP tlog-proof.
+
+// ProofHeader is the first line of a C2SP tlog-proof.
+const ProofHeader = "c2sp.org/tlog-proof@v1"
+
+// Origin is the ledger's log origin for a log that has none yet: the node's publicUrl without
+// its scheme, and "/log" (the log's prefix, as C2SP tlog-tiles recommends). The store keeps the
+// origin of the first checkpoint, so a later publicUrl does not make it another log.
+func (l *Ledger) Origin() string { return OriginOf(*l.issuer.Load()) }
+
+// OriginOf is the log origin of a node at publicURL.
+func OriginOf(publicURL string) string {
+	s := publicURL
+	if i := strings.Index(s, "://"); i >= 0 {
+		s = s[i+3:]
+	}
+	s = strings.TrimRight(s, "/")
+	if s == "" {
+		s = "aether"
+	}
+	return s + "/log"
+}
+
+// Sign signs a checkpoint's text as a signed note with the node key, under the checkpoint's
+// own origin (its first line).
+func (l *Ledger) Sign(text []byte) ([]byte, error) {
+	origin, _, _ := bytes.Cut(text, []byte("\n"))
+	return note.Sign(&note.Note{Text: string(text)}, l.key.NoteSigner(string(origin)))
+}
+
+// Checkpoint is a checkpoint's body as C2SP tlog-checkpoint writes it.
+type Checkpoint struct {
+	Origin string
+	Size   int64
+	Root   tlog.Hash
+}
+
+// ParseCheckpoint reads a checkpoint's text (the note's body): its origin, size and root; it
+// refuses anything else, extension lines included (the node writes none).
+func ParseCheckpoint(text string) (Checkpoint, error) {
+	lines := strings.Split(text, "\n")
+	if len(lines) != 4 || lines[3] != "" || lines[0] == "" {
+		return Checkpoint{}, errors.New("a checkpoint is three lines: origin, size, root hash")
+	}
+	size, err := strconv.ParseInt(lines[1], 10, 64)
+	if err != nil || size < 0 || strconv.FormatInt(size, 10) != lines[1] {
+		return Checkpoint{}, fmt.Errorf("checkpoint size %q is not a decimal number", lines[1])
+	}
+	root, err := base64.StdEncoding.DecodeString(lines[2])
+	if err != nil || len(root) != tlog.HashSize {
+		return Checkpoint{}, fmt.Errorf("checkpoint root %q is not a base64 SHA-256 hash", lines[2])
+	}
+	return Checkpoint{Origin: lines[0], Size: size, Root: tlog.Hash(root)}, nil
+}
+
+// OpenCheckpoint checks a signed checkpoint against the node keys (under the name of its own
+// origin) and reads it. origin, when set, is the origin it must name.
+func OpenCheckpoint(signed []byte, set keys.Set, origin string) (Checkpoint, error) {
+	first, _, _ := bytes.Cut(signed, []byte("\n"))
+	if origin != "" && string(first) != origin {
+		return Checkpoint{}, fmt.Errorf("the checkpoint is of log %q, not %q", first, origin)
+	}
+	n, err := openNote(signed, set, string(first))
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	return ParseCheckpoint(n.Text)
+}
+
+func openNote(signed []byte, set keys.Set, name string) (*note.Note, error) {
+	vs, err := set.NoteVerifiers(name)
+	if err != nil {
+		return nil, err
+	}
+	n, err := note.Open(signed, vs)
+	if err != nil {
+		return nil, fmt.Errorf("the checkpoint is not signed by the node key: %w", err)
+	}
+	return n, nil
+}
+
+// OpenCheckpointOf is OpenCheckpoint against the node's key history: a checkpoint signed only
+// by a retired key must be of a log no larger than the last receipt that key signed, as its
+// rotation statement says (docs/threats.md T13): whoever kept the old key cannot extend the log.
+func OpenCheckpointOf(signed []byte, h keys.History, origin string) (Checkpoint, error) {
+	cp, err := OpenCheckpoint(signed, h.Set, origin)
+	if err != nil {
+		return cp, err
+	}
+	n, _ := openNote(signed, h.Set, cp.Origin)
+	var why error
+	for _, sig := range n.Sigs {
+		kid := h.Set.NoteKid(sig.Name, sig.Hash)
+		r, retired := h.Retired[kid]
+		switch {
+		case !retired:
+			return cp, nil
+		case !r.HasSeq:
+			why = fmt.Errorf("the checkpoint of %d receipts is signed by the retired key %s, whose rotation statement gives no last receipt to bound it by", cp.Size, kid)
+		case cp.Size > r.LastSeq:
+			why = fmt.Errorf("the checkpoint of %d receipts is signed by the key %s, which a rotation retired at seq %d: a retired key signs nothing after its rotation", cp.Size, kid, r.LastSeq)
+		default:
+			return cp, nil
+		}
+	}
+	return cp, why
+}
+
+// FormatProof writes p as a C2SP tlog-proof: the header, the index, the inclusion proof's
+// hashes, a blank line and the signed checkpoint.
+func FormatProof(p *store.LogProof) string {
+	var b strings.Builder
+	b.WriteString(ProofHeader + "\nindex " + strconv.FormatInt(p.Index, 10) + "\n")
+	for _, h := range p.Hashes {
+		b.WriteString(base64.StdEncoding.EncodeToString(h[:]) + "\n")
+	}
+	b.WriteString("\n")
+	b.Write(p.Checkpoint)
+	return b.String()
+}
+
+// ParseProof reads a C2SP tlog-proof (without extra data: the node writes none).
+func ParseProof(text string) (*store.LogProof, error) {
+	head, signed, ok := strings.Cut(text, "\n\n")
+	if !ok {
+		return nil, errors.New("tlog-proof: no blank line before the checkpoint")
+	}
+	lines := strings.Split(head, "\n")
+	if len(lines) < 2 || lines[0] != ProofHeader || !strings.HasPrefix(lines[1], "index ") {
+		return nil, errors.New("tlog-proof: not a " + ProofHeader + " with an index line")
+	}
+	idx := strings.TrimPrefix(lines[1], "index ")
+	n, err := strconv.ParseInt(idx, 10, 64)
+	if err != nil || n < 0 || strconv.FormatInt(n, 10) != idx {
+		return nil, fmt.Errorf("tlog-proof: index %q is not a decimal number", idx)
+	}
+	p := &store.LogProof{Index: n, Checkpoint: []byte(signed)}
+	for i, l := range lines[2:] {
+		h, err := base64.StdEncoding.DecodeString(l)
+		if err != nil || len(h) != tlog.HashSize || base64.StdEncoding.EncodeToString(h) != l {
+			return nil, fmt.Errorf("tlog-proof: hash line %d is not a base64 SHA-256 hash", i+1)
+		}
+		p.Hashes = append(p.Hashes, tlog.Hash(h))
+	}
+	return p, nil
+}
+
+// VerifyProof checks that proof puts the receipt jws, with seq seq, in a checkpoint the node
+// keys signed, and returns that checkpoint (T15).
+func VerifyProof(proof, jws string, seq int64, set keys.Set) (Checkpoint, error) {
+	p, err := ParseProof(proof)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	if p.Index != seq-1 {
+		return Checkpoint{}, fmt.Errorf("tlog-proof: index %d is not that of receipt %d (%d)", p.Index, seq, seq-1)
+	}
+	cp, err := OpenCheckpoint(p.Checkpoint, set, "")
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	if err := tlog.CheckRecord(p.Hashes, cp.Size, cp.Root, p.Index, tlog.RecordHash([]byte(jws))); err != nil {
+		return Checkpoint{}, fmt.Errorf("tlog-proof: receipt %d is not in the log of size %d the checkpoint signs: %w", seq, cp.Size, err)
+	}
+	return cp, nil
+}
