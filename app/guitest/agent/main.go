@@ -240,7 +240,9 @@ func run(gateway, aud, brand, sub, prompt string, requestOnly bool, wait time.Du
 		for _, p := range art.Parts {
 			if t := p.Text(); t != "" {
 				if art.Name == "receipt" {
-					jws = t
+					if p.Filename != "receipt.tlog-proof" { // the JWS, not its proof in the receipts log
+						jws = t
+					}
 				} else if answer == "" {
 					answer = t
 				}
