@@ -126,32 +126,7 @@ func (a *App) run(args []string, ui fs.FS) int {
 		}
 	}()
 
-	err := wails.Run(&options.App{
-		Title:             windowTitle,
-		Width:             1180,
-		Height:            800,
-		MinWidth:          760,
-		MinHeight:         520,
-		StartHidden:       !show,
-		HideWindowOnClose: true, // closing hides; the gateway keeps serving
-		BackgroundColour:  options.NewRGB(0xf5, 0xf6, 0xf8),
-		AssetServer:       &assetserver.Options{Handler: http.HandlerFunc(a.serveWindow)},
-		Menu:              a.menu(),
-		OnStartup:         a.startup,
-		OnDomReady:        a.domLoaded,
-		OnShutdown:        a.shutdown,
-		Bind:              []any{a.shell},
-		SingleInstanceLock: &options.SingleInstanceLock{
-			UniqueId:               uniqueID,
-			OnSecondInstanceLaunch: a.secondLaunch,
-		},
-		// The UI is a few pages of text: accelerated compositing bought nothing but about
-		// 100 MB in WebKit's web process (B5), and is a common cause of blank windows.
-		Linux:              &linux.Options{Icon: appIcon, ProgramName: "aether", WebviewGpuPolicy: linux.WebviewGpuPolicyNever},
-		Logger:             wailsLogger{a.log},
-		LogLevel:           logger.WARNING,
-		LogLevelProduction: logger.WARNING,
-	})
+	err := wails.Run(a.windowOptions(show))
 	signal.Stop(hup)
 	close(hup)
 	<-a.started
@@ -218,6 +193,36 @@ func (a *App) startNode(ui fs.FS, brandsIfEmpty bool) {
 	}()
 	if st := n.Owner().DesktopState(); brandsIfEmpty && (st.Brands == 0 || st.PolicyError != nil) {
 		a.show(pageBrands)
+	}
+}
+
+// windowOptions is the window Wails opens: hidden at start unless show.
+func (a *App) windowOptions(show bool) *options.App {
+	return &options.App{
+		Title:             windowTitle,
+		Width:             1180,
+		Height:            800,
+		MinWidth:          760,
+		MinHeight:         520,
+		StartHidden:       !show,
+		HideWindowOnClose: true, // closing hides; the gateway keeps serving
+		BackgroundColour:  options.NewRGB(0xf5, 0xf6, 0xf8),
+		AssetServer:       &assetserver.Options{Handler: http.HandlerFunc(a.serveWindow)},
+		Menu:              a.menu(),
+		OnStartup:         a.startup,
+		OnDomReady:        a.domLoaded,
+		OnShutdown:        a.shutdown,
+		Bind:              []any{a.shell},
+		SingleInstanceLock: &options.SingleInstanceLock{
+			UniqueId:               uniqueID,
+			OnSecondInstanceLaunch: a.secondLaunch,
+		},
+		// The UI is a few pages of text: accelerated compositing bought nothing but about
+		// 100 MB in WebKit's web process (B5), and is a common cause of blank windows.
+		Linux:              &linux.Options{Icon: appIcon, ProgramName: "aether", WebviewGpuPolicy: linux.WebviewGpuPolicyNever},
+		Logger:             wailsLogger{a.log},
+		LogLevel:           logger.WARNING,
+		LogLevelProduction: logger.WARNING,
 	}
 }
 
