@@ -153,4 +153,32 @@ func TestPactRealCodexBudget(t *testing.T) {
 			t.Errorf("the Sharing page's row: %+v", got.Rows)
 		}
 	})
+	t.Run("M10 a restart does not give the spent grant its budget back", func(t *testing.T) {
+		e.restart()
+		before := len(model.Requests())
+		task := alice.send(alice.client("review", a2a.TransportProtocolJSONRPC), "", "Review main.go after the restart")
+		claims := receiptClaims(t, e, task)
+		if task.Status.State != a2a.TaskStateFailed || !strings.Contains(statusText(task), "budget_exhausted: this grant has used 30 of its 20 tokens") ||
+			!strings.Contains(claims.Reason, "budget_exhausted") {
+			t.Fatalf("turn ended %s: %q; receipt %q", task.Status.State, statusText(task), claims.Reason)
+		}
+		if n := len(model.Requests()); n != before {
+			t.Errorf("the model was asked %d more times", n-before)
+		}
+	})
+	t.Run("the owner's no limit at approval stands over the brand's budget", func(t *testing.T) {
+		bob := e.agent("bob")
+		noLimit := int64(0)
+		bob.setDelegation(e.delegateTerms(t, bob, "review", &noLimit))
+		c := bob.client("review", a2a.TransportProtocolJSONRPC)
+		for i := range 2 { // 15 tokens each: the brand's 20 would end the second
+			if task := bob.send(c, "", "Review main.go"); task.Status.State != a2a.TaskStateCompleted {
+				t.Fatalf("bob's turn %d ended %s: %q", i+1, task.Status.State, statusText(task))
+			}
+		}
+		gs, err := e.n.Owner().Grants(context.Background())
+		if err != nil || len(gs) != 2 || gs[0].TokensToday != 30 || gs[0].TokensPerDay != 0 {
+			t.Fatalf("grants %+v %v", gs, err)
+		}
+	})
 }
