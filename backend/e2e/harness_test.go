@@ -419,16 +419,10 @@ func (a *adminClient) pending(userCode string) consentRequest {
 }
 
 func (a *adminClient) decide(userCode, decision string) (int, map[string]any) {
-	return a.decideTerms(userCode, decision, nil)
-}
-
-// decideTerms decides with the grant's model tokens a day (nil: the brand's).
-func (a *adminClient) decideTerms(userCode, decision string, tokensPerDay *int64) (int, map[string]any) {
 	a.t.Helper()
 	r := a.pending(userCode)
 	var out map[string]any
-	code := a.do("POST", "/api/consent/"+r.ID+"/decision", map[string]any{"userCode": userCode, "decision": decision, "duration": "1d",
-		"tokensPerDay": tokensPerDay}, &out)
+	code := a.do("POST", "/api/consent/"+r.ID+"/decision", map[string]string{"userCode": userCode, "decision": decision, "duration": "1d"}, &out)
 	return code, out
 }
 

@@ -168,8 +168,23 @@ func TestPactRealCodexBudget(t *testing.T) {
 	})
 	t.Run("the owner's no limit at approval stands over the brand's budget", func(t *testing.T) {
 		bob := e.agent("bob")
-		noLimit := int64(0)
-		bob.setDelegation(e.delegateTerms(t, bob, "review", &noLimit))
+		code, start := bob.oauthForm(e.publicURL+"/pact/device_authorization", map[string][]string{"scope": {"review:read_only"}, "brand": {"review"}})
+		if code != 200 {
+			t.Fatalf("device authorization: %d %v", code, start)
+		}
+		o := startOwner(t, e, browserRoot(t))
+		browse[map[string]any](t, o, "signin", map[string]any{"link": e.n.SignInURL()})
+		got := browse[struct{ outcome; BudgetShown string }](t, o, "decide", map[string]any{"userCode": start["user_code"], "decision": "allow",
+			"tokensPerDay": "", "shot": "consent-budget.png"})
+		if got.BudgetShown != "20" || got.GrantID == "" {
+			t.Fatalf("the approval offered %q tokens a day (want the brand's 20): %+v", got.BudgetShown, got)
+		}
+		code, tok := bob.oauthForm(e.publicURL+"/pact/token", map[string][]string{
+			"grant_type": {"urn:ietf:params:oauth:grant-type:device_code"}, "device_code": {start["device_code"].(string)}})
+		if code != 200 {
+			t.Fatalf("token: %d %v", code, tok)
+		}
+		bob.setDelegation(tok["access_token"].(string))
 		c := bob.client("review", a2a.TransportProtocolJSONRPC)
 		for i := range 2 { // 15 tokens each: the brand's 20 would end the second
 			if task := bob.send(c, "", "Review main.go"); task.Status.State != a2a.TaskStateCompleted {

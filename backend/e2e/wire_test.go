@@ -243,12 +243,6 @@ func TestIdentityRequired(t *testing.T) {
 // returns the delegation token.
 func (e *env) delegate(t *testing.T, a *agent, brand string) string {
 	t.Helper()
-	return e.delegateTerms(t, a, brand, nil)
-}
-
-// delegateTerms is delegate with the grant's model tokens a day set at approval (nil: the brand's).
-func (e *env) delegateTerms(t *testing.T, a *agent, brand string, tokensPerDay *int64) string {
-	t.Helper()
 	var scope string
 	for _, s := range e.card(brand).SecuritySchemes {
 		_ = s
@@ -261,7 +255,7 @@ func (e *env) delegateTerms(t *testing.T, a *agent, brand string, tokensPerDay *
 	if code != 200 {
 		t.Fatalf("device authorization: %d %v", code, start)
 	}
-	if c, out := e.admin.decideTerms(start["user_code"].(string), "allow", tokensPerDay); c != 200 {
+	if c, out := e.admin.decide(start["user_code"].(string), "allow"); c != 200 {
 		t.Fatalf("allow: %d %v", c, out)
 	}
 	code, tok := a.oauthForm(e.publicURL+"/pact/token", map[string][]string{
