@@ -174,7 +174,10 @@ func TestPactRealCodexBudget(t *testing.T) {
 		}
 		o := startOwner(t, e, browserRoot(t))
 		browse[map[string]any](t, o, "signin", map[string]any{"link": e.n.SignInURL()})
-		got := browse[struct{ outcome; BudgetShown string }](t, o, "decide", map[string]any{"userCode": start["user_code"], "decision": "allow",
+		got := browse[struct {
+			outcome
+			BudgetShown string
+		}](t, o, "decide", map[string]any{"userCode": start["user_code"], "decision": "allow",
 			"tokensPerDay": "", "shot": "consent-budget.png"})
 		if got.BudgetShown != "20" || got.GrantID == "" {
 			t.Fatalf("the approval offered %q tokens a day (want the brand's 20): %+v", got.BudgetShown, got)
