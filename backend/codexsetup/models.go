@@ -2,20 +2,27 @@ package codexsetup
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/aether/aether/backend/codex"
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/modelgw"
 	"github.com/aether/aether/backend/owner"
+	"github.com/aether/aether/backend/store"
 	"github.com/aether/aether/backend/turn"
 )
 
 // StartModels starts the node's model gateway: every turn, and Check, reach the model through
 // it with a one-time token, and the runner refuses a turn that comes without one, so the
 // owner's key is never handed to Codex (docs/model-gateway.md).
-func (s *Setup) StartModels() error {
-	g, err := modelgw.Start(modelgw.Config{Upstream: s.modelUpstream, Logger: s.log})
+//
+// use keeps each grant's tokens a day in pact.sqlite, so a restart gives no budget back.
+func (s *Setup) StartModels(use *store.DB) error {
+	if use == nil {
+		return errors.New("codexsetup: the model gateway needs the store for the grants' budgets")
+	}
+	g, err := modelgw.Start(modelgw.Config{Upstream: s.modelUpstream, Logger: s.log, Ledger: use})
 	if err != nil {
 		return err
 	}
@@ -57,7 +64,11 @@ func (s *Setup) TokensToday(grant string) int64 {
 	if s.models == nil {
 		return 0
 	}
-	return s.models.Used(grant)
+	n, err := s.models.Used(grant)
+	if err != nil {
+		s.log.Warn("cannot show a grant's model use", "grant", grant, "err", err)
+	}
+	return n
 }
 
 // probe is Check's probe turn: through the gateway, under a pass of its own, once it runs.

@@ -226,6 +226,7 @@ var (
 	ErrWrongCode      = errors.New("the user code does not match this request")
 	ErrBadUserCode    = errors.New("a user code is 8 letters from BCDFGHJKLMNPQRSTVWXZ, shown as XXXX-XXXX")
 	ErrBadDuration    = errors.New("unknown grant duration")
+	ErrBadBudget      = errors.New("a grant's model tokens a day must be 0 (no limit) or more")
 	ErrBrandChanged   = errors.New("the brand changed since the agent asked; the request is closed and the agent must ask again")
 )
 

@@ -30,6 +30,9 @@ type GrantClaims struct {
 	Workspace  string            `json:"workspace"`
 	AccessMode domain.AccessMode `json:"access_mode"`
 	Scope      string            `json:"scope"`
+	// TokensPerDay is the model budget the owner set at approval; absent = the brand's, 0 =
+	// no limit (docs/model-gateway.md).
+	TokensPerDay *int64 `json:"tokens_per_day,omitempty"`
 }
 
 // GrantView is a grant as the sharing page lists it.
@@ -48,6 +51,8 @@ type GrantView struct {
 	Uses       int64             `json:"uses"`
 	Status     string            `json:"status"` // GrantActive, GrantRevoked or GrantExpired
 	JWS        string            `json:"jws"`
+	// TokensPerDay is the budget set at approval; nil = the brand's, 0 = no limit.
+	TokensPerDay *int64 `json:"tokensPerDay,omitempty"`
 }
 
 func (s *Service) grantView(g *store.Grant, now time.Time) GrantView {
@@ -55,7 +60,7 @@ func (s *Service) grantView(g *store.Grant, now time.Time) GrantView {
 		ID: g.ID, Agent: g.Agent, Brand: g.Brand, Capability: g.Capability,
 		Workspace: g.Workspace, AccessMode: g.AccessMode, Scope: g.Scope, IssuedAt: g.IssuedAt,
 		ExpiresAt: g.ExpiresAt, RevokedAt: g.RevokedAt, LastUsedAt: g.LastUsedAt, Uses: g.Uses,
-		Status: GrantActive, JWS: g.JWS,
+		Status: GrantActive, JWS: g.JWS, TokensPerDay: g.TokensPerDay,
 	}
 	switch {
 	case g.RevokedAt != nil:
@@ -67,22 +72,22 @@ func (s *Service) grantView(g *store.Grant, now time.Time) GrantView {
 }
 
 // newGrant builds and signs the grant an approval of flow f writes.
-func (s *Service) newGrant(f *store.DeviceFlow, b policy.Brand, d Duration, now time.Time) (*store.Grant, error) {
-	exp, err := d.expiry(now)
+func (s *Service) newGrant(f *store.DeviceFlow, b policy.Brand, t Terms, now time.Time) (*store.Grant, error) {
+	exp, err := t.Duration.expiry(now)
 	if err != nil {
 		return nil, err
 	}
 	g := &store.Grant{
 		ID: domain.GrantID("g_" + randomToken(16)), Agent: f.Agent, Brand: b.ID,
 		Capability: b.Capability, Workspace: b.WorkspaceDir, AccessMode: b.AccessMode, Scope: f.Scope,
-		IssuedAt: now, ExpiresAt: exp,
+		IssuedAt: now, ExpiresAt: exp, TokensPerDay: t.TokensPerDay,
 	}
 	claims := GrantClaims{
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer: s.PublicURL(), Subject: g.Agent.Subject, ID: string(g.ID), IssuedAt: jwt.NewNumericDate(now),
 		},
 		AgentIss: g.Agent.Issuer, Brand: string(g.Brand), Capability: g.Capability, Workspace: g.Workspace,
-		AccessMode: g.AccessMode, Scope: g.Scope,
+		AccessMode: g.AccessMode, Scope: g.Scope, TokensPerDay: g.TokensPerDay,
 	}
 	if exp != nil {
 		claims.ExpiresAt = jwt.NewNumericDate(*exp)
@@ -151,4 +156,17 @@ func (s *Service) Revoke(ctx context.Context, id domain.GrantID) (*GrantView, er
 		s.emit(Event{Kind: EventGrantRevoked, Grant: &v, Agent: agent, Brand: g.Brand, Outcome: OutcomeRevoked})
 	}
 	return &v, nil
+}
+
+// TokensPerDay is a grant's model budget: the one the owner set at approval, else b's, its
+// brand as served now (docs/model-gateway.md); 0 = no limit.
+func (s *Service) TokensPerDay(ctx context.Context, id domain.GrantID, b policy.Brand) (int64, error) {
+	g, err := s.db.GrantByID(ctx, id)
+	if err != nil {
+		return 0, fmt.Errorf("read grant %s's model budget: %w", id, err)
+	}
+	if g.TokensPerDay != nil {
+		return *g.TokensPerDay, nil
+	}
+	return b.TokensPerDay, nil
 }

@@ -113,14 +113,31 @@ type Decision struct {
 // writes a grant signed by the node key lasting d (zero: DefaultDuration), for the brand
 // as p, the policy the caller serves, offers it now.
 func (s *Service) Decide(ctx context.Context, requestID, userCode string, allow bool, d Duration, p *policy.Policy) (*Decision, error) {
-	if d == "" {
-		d = DefaultDuration
+	return s.DecideTerms(ctx, requestID, userCode, allow, Terms{Duration: d}, p)
+}
+
+// Terms are what an approval sets beyond the brand's: how long it lasts, and the grant's
+// own model budget.
+type Terms struct {
+	Duration Duration // zero: DefaultDuration
+	// TokensPerDay is the grant's model tokens a UTC day; nil = the brand's, 0 = no limit
+	// (docs/model-gateway.md).
+	TokensPerDay *int64
+}
+
+// DecideTerms is Decide with the grant's terms.
+func (s *Service) DecideTerms(ctx context.Context, requestID, userCode string, allow bool, t Terms, p *policy.Policy) (*Decision, error) {
+	if t.Duration == "" {
+		t.Duration = DefaultDuration
 	}
 	now := s.now()
-	if _, err := d.expiry(now); err != nil {
+	if _, err := t.Duration.expiry(now); err != nil {
 		return nil, err
 	}
-	dc := &decision{now: now, allow: allow, d: d, p: p}
+	if t.TokensPerDay != nil && *t.TokensPerDay < 0 {
+		return nil, fmt.Errorf("%w: %d", ErrBadBudget, *t.TokensPerDay)
+	}
+	dc := &decision{now: now, allow: allow, t: t, p: p}
 	dc.code, dc.codeOK = normalizeUserCode(userCode)
 	f, err := s.db.UpdateFlow(ctx, requestID, func(f *store.DeviceFlow, _ *store.Grant) (*store.Grant, error) {
 		return s.decide(dc, f)
@@ -162,7 +179,7 @@ type decision struct {
 	code   string // the user code the owner gave, normalized
 	codeOK bool   // it is well formed (D15)
 	allow  bool
-	d      Duration
+	t      Terms
 	p      *policy.Policy // the policy the caller serves
 
 	grant                         *store.Grant // the grant an allow wrote
@@ -209,12 +226,12 @@ func (s *Service) decide(dc *decision, f *store.DeviceFlow) (*store.Grant, error
 		dc.brandGone = true
 		return nil, ErrBrandChanged
 	}
-	g, err := s.newGrant(f, b, dc.d, dc.now)
+	g, err := s.newGrant(f, b, dc.t, dc.now)
 	if err != nil {
 		return nil, err
 	}
 	f.Status = domain.FlowApproved
-	f.Duration = string(dc.d)
+	f.Duration = string(dc.t.Duration)
 	f.DecidedAt = &dc.now
 	dc.grant = g
 	return g, nil

@@ -153,4 +153,50 @@ func TestPactRealCodexBudget(t *testing.T) {
 			t.Errorf("the Sharing page's row: %+v", got.Rows)
 		}
 	})
+	t.Run("M10 a restart does not give the spent grant its budget back", func(t *testing.T) {
+		e.restart()
+		before := len(model.Requests())
+		task := alice.send(alice.client("review", a2a.TransportProtocolJSONRPC), "", "Review main.go after the restart")
+		claims := receiptClaims(t, e, task)
+		if task.Status.State != a2a.TaskStateFailed || !strings.Contains(statusText(task), "budget_exhausted: this grant has used 30 of its 20 tokens") ||
+			!strings.Contains(claims.Reason, "budget_exhausted") {
+			t.Fatalf("turn ended %s: %q; receipt %q", task.Status.State, statusText(task), claims.Reason)
+		}
+		if n := len(model.Requests()); n != before {
+			t.Errorf("the model was asked %d more times", n-before)
+		}
+	})
+	t.Run("the owner's no limit at approval stands over the brand's budget", func(t *testing.T) {
+		bob := e.agent("bob")
+		code, start := bob.oauthForm(e.publicURL+"/pact/device_authorization", map[string][]string{"scope": {"review:read_only"}, "brand": {"review"}})
+		if code != 200 {
+			t.Fatalf("device authorization: %d %v", code, start)
+		}
+		o := startOwner(t, e, browserRoot(t))
+		browse[map[string]any](t, o, "signin", map[string]any{"link": e.n.SignInURL()})
+		got := browse[struct {
+			outcome
+			BudgetShown string
+		}](t, o, "decide", map[string]any{"userCode": start["user_code"], "decision": "allow",
+			"tokensPerDay": "", "shot": "consent-budget.png"})
+		if got.BudgetShown != "20" || got.GrantID == "" {
+			t.Fatalf("the approval offered %q tokens a day (want the brand's 20): %+v", got.BudgetShown, got)
+		}
+		code, tok := bob.oauthForm(e.publicURL+"/pact/token", map[string][]string{
+			"grant_type": {"urn:ietf:params:oauth:grant-type:device_code"}, "device_code": {start["device_code"].(string)}})
+		if code != 200 {
+			t.Fatalf("token: %d %v", code, tok)
+		}
+		bob.setDelegation(tok["access_token"].(string))
+		c := bob.client("review", a2a.TransportProtocolJSONRPC)
+		for i := range 2 { // 15 tokens each: the brand's 20 would end the second
+			if task := bob.send(c, "", "Review main.go"); task.Status.State != a2a.TaskStateCompleted {
+				t.Fatalf("bob's turn %d ended %s: %q", i+1, task.Status.State, statusText(task))
+			}
+		}
+		gs, err := e.n.Owner().Grants(context.Background())
+		if err != nil || len(gs) != 2 || gs[0].TokensToday != 30 || gs[0].TokensPerDay != 0 {
+			t.Fatalf("grants %+v %v", gs, err)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package modelgw
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,10 +10,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aether/aether/backend/store"
 )
 
 // fakeUpstream is a Responses server on loopback that records what reaches it.
@@ -372,6 +376,77 @@ func TestUpstreamErrors(t *testing.T) {
 		g := gatewayFor(t, Upstream{Problem: "codex is signed in with a ChatGPT account"}, clk, 0)
 		if _, err := g.Open(Binding{Turn: "t"}, clk.Now().Add(time.Hour)); !errors.Is(err, ErrUpstream) {
 			t.Fatalf("open: %v", err)
+		}
+	})
+}
+
+// TestBudgetSurvivesRestart: the grants' daily counts live in pact.sqlite, not in the
+// gateway's memory: a node that restarts gives no grant its budget back (M10).
+func TestBudgetSurvivesRestart(t *testing.T) {
+	up := newFakeUpstream(t, completed(30, 10))
+	clk := &clock{now: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)}
+	path := filepath.Join(t.TempDir(), "pact.sqlite")
+	start := func() (*Gateway, *store.DB) {
+		db, err := store.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := Start(Config{Upstream: func() (Upstream, error) { return Upstream{BaseURL: up.srv.URL + "/v1", Key: testKey}, nil },
+			Now: clk.Now, Ledger: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g, db
+	}
+	turn := func(g *Gateway, id string, requests int) error {
+		p, err := g.Open(Binding{Turn: id, Grant: "g", Budget: 100}, clk.Now().Add(time.Hour))
+		if err != nil {
+			return err
+		}
+		for range requests {
+			post(t, p.BaseURL+"/responses", p.Token, "{}")
+		}
+		p.Close()
+		return nil
+	}
+	g, db := start()
+	if err := turn(g, "t1", 2); err != nil { // 80 of 100
+		t.Fatal(err)
+	}
+	g.Close()
+	db.Close()
+
+	t.Run("M10 a restart does not give the grant its budget back", func(t *testing.T) {
+		g, db := start()
+		defer db.Close()
+		defer g.Close()
+		if used, err := g.Used("g"); err != nil || used != 80 {
+			t.Fatalf("after the restart the grant has used %d (%v), want 80", used, err)
+		}
+		if err := turn(g, "t2", 1); err != nil { // 120: crossed
+			t.Fatal(err)
+		}
+		before := len(up.requests())
+		if err := turn(g, "t3", 0); !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "used 120 of its 100") {
+			t.Fatalf("a turn over the budget: %v", err)
+		}
+		if n := len(up.requests()); n != before {
+			t.Errorf("the model was asked %d more times", n-before)
+		}
+		if used, err := db.ModelUse(context.Background(), "g", "2026-12-02"); err != nil || used != 120 {
+			t.Errorf("pact.sqlite holds %d (%v), want 120", used, err)
+		}
+	})
+	t.Run("the next UTC day starts afresh", func(t *testing.T) {
+		clk.add(24 * time.Hour)
+		g, db := start()
+		defer db.Close()
+		defer g.Close()
+		if err := turn(g, "t4", 1); err != nil {
+			t.Fatalf("the next day: %v", err)
+		}
+		if used, err := g.Used("g"); err != nil || used != 40 {
+			t.Errorf("the next day's use %d (%v), want 40", used, err)
 		}
 	})
 }

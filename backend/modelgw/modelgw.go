@@ -4,6 +4,7 @@
 package modelgw
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -16,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 // OpenAIBaseURL is the upstream when the owner names no server.
@@ -65,6 +68,15 @@ type Config struct {
 	MaxBody int64 // default DefaultMaxBody
 	Now     func() time.Time
 	Logger  *slog.Logger
+	// Ledger keeps the grants' daily counts across restarts; nil = in memory only.
+	Ledger Ledger
+}
+
+// Ledger is where the gateway keeps each grant's tokens a UTC day (pact.sqlite): a restart
+// gives no grant its budget back (docs/threats.md M10). Day is YYYY-MM-DD.
+type Ledger interface {
+	ModelUse(ctx context.Context, grant domain.GrantID, day string) (int64, error)
+	AddModelUse(ctx context.Context, grant domain.GrantID, day string, tokens int64) error
 }
 
 var (
@@ -163,11 +175,13 @@ type Pass struct {
 	deadline time.Time
 	ended    chan struct{}
 	usage    Usage
-	why      error // set once, when ended
+	spent    map[string]int64 // UTC day → tokens counted, for the ledger at Close
+	why      error            // set once, when ended
 }
 
 // Open mints a turn's token, dead after deadline or Close. It refuses a grant whose budget is
-// used up for today (ErrBudget) and an upstream whose credential cannot be used (ErrUpstream).
+// used up for today (ErrBudget), one whose use it cannot read, and an upstream whose
+// credential cannot be used (ErrUpstream).
 func (g *Gateway) Open(b Binding, deadline time.Time) (*Pass, error) {
 	up, err := g.cfg.Upstream()
 	if err != nil {
@@ -179,13 +193,16 @@ func (g *Gateway) Open(b Binding, deadline time.Time) (*Pass, error) {
 	if _, err := url.Parse(baseOf(up)); err != nil {
 		return nil, fmt.Errorf("%w: the model server's address %q: %v", ErrUpstream, up.BaseURL, err)
 	}
+	if err := g.load(b.Grant); err != nil {
+		return nil, err
+	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return nil, err
 	}
 	token := "aether-turn-" + base64.RawURLEncoding.EncodeToString(raw[:])
 	p := &Pass{Token: token, BaseURL: g.BaseURL(), Model: up.Model, g: g, hash: sha256.Sum256([]byte(token)),
-		bind: b, up: up, deadline: deadline, ended: make(chan struct{})}
+		bind: b, up: up, deadline: deadline, ended: make(chan struct{}), spent: map[string]int64{}}
 	if b.Model != "" {
 		p.Model = b.Model
 	}
@@ -212,12 +229,64 @@ func (p *Pass) Err() error {
 	return p.why
 }
 
-// Close kills the token (a replay gets 401) and returns what the upstream reported using.
+// Close kills the token (a replay gets 401), writes what the turn used to the ledger, and
+// returns what the upstream reported using.
 func (p *Pass) Close() Usage {
 	p.g.mu.Lock()
-	defer p.g.mu.Unlock()
 	p.end(errClosed)
-	return p.usage
+	usage, spent := p.usage, p.spent
+	p.spent = map[string]int64{}
+	p.g.mu.Unlock()
+	p.g.record(p.bind, spent)
+	return usage
+}
+
+// record adds a closed pass's tokens to its grant's days in the ledger. A failed write is
+// logged: the count in memory still holds the grant to its budget until the node restarts.
+func (g *Gateway) record(b Binding, spent map[string]int64) {
+	if g.cfg.Ledger == nil || b.Grant == "" {
+		return
+	}
+	for day, n := range spent {
+		if n == 0 {
+			continue
+		}
+		if err := g.cfg.Ledger.AddModelUse(context.Background(), domain.GrantID(b.Grant), day, n); err != nil {
+			g.cfg.Logger.Error("model gateway could not record a turn's tokens", "turn", b.Turn, "grant", b.Grant,
+				"day", day, "tokens", n, "err", err)
+		}
+	}
+}
+
+// load reads the grant's use today from the ledger, unless this gateway already counts it.
+// The days before today are forgotten: the memory holds one day per grant.
+func (g *Gateway) load(grant string) error {
+	if g.cfg.Ledger == nil || grant == "" {
+		return nil
+	}
+	day := g.day()
+	key := grant + "\x00" + day
+	g.mu.Lock()
+	_, ok := g.used[key]
+	g.mu.Unlock()
+	if ok {
+		return nil
+	}
+	n, err := g.cfg.Ledger.ModelUse(context.Background(), domain.GrantID(grant), day)
+	if err != nil {
+		return fmt.Errorf("cannot read grant %s's use of the model today: %w", grant, err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.used[key]; !ok {
+		for k := range g.used {
+			if !strings.HasSuffix(k, "\x00"+day) {
+				delete(g.used, k)
+			}
+		}
+		g.used[key] = n
+	}
+	return nil
 }
 
 // end removes the pass from the gateway; g.mu must be held. The first reason stands; one the
@@ -235,16 +304,19 @@ func (p *Pass) end(why error) {
 	}
 }
 
-// Used is the tokens a grant has used today, as this gateway counted them.
-func (g *Gateway) Used(grant string) int64 {
+// Used is the tokens a grant has used today, as the gateway and the ledger counted them.
+func (g *Gateway) Used(grant string) (int64, error) {
+	if err := g.load(grant); err != nil {
+		return 0, err
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.used[g.dayKey(grant)]
+	return g.used[g.dayKey(grant)], nil
 }
 
-func (g *Gateway) dayKey(grant string) string {
-	return grant + "\x00" + g.cfg.Now().UTC().Format(time.DateOnly)
-}
+func (g *Gateway) dayKey(grant string) string { return grant + "\x00" + g.day() }
+
+func (g *Gateway) day() string { return g.cfg.Now().UTC().Format(time.DateOnly) }
 
 // lookup finds the live pass of a bearer token.
 func (g *Gateway) lookup(token string) *Pass {
@@ -272,6 +344,7 @@ func (g *Gateway) count(p *Pass, u Usage) {
 	p.usage.OutputTokens += u.OutputTokens
 	key := g.dayKey(p.bind.Grant)
 	g.used[key] += u.Total()
+	p.spent[g.day()] += u.Total()
 	if p.bind.Budget > 0 && g.used[key] >= p.bind.Budget {
 		p.end(fmt.Errorf("%w: this grant's %d tokens for today ran out during the turn (%d used)", ErrBudget, p.bind.Budget, g.used[key]))
 	}

@@ -155,7 +155,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 		return nil, perr
 	}
 	n.newRunner()
-	if err = n.setup.StartModels(); err != nil {
+	if err = n.setup.StartModels(n.db); err != nil {
 		return nil, err
 	}
 	// Listeners first: the consent URL and the node API address are only known once bound.

@@ -51,7 +51,8 @@ func (s *Service) Decide(ctx context.Context, id string, req DecisionRequest) (D
 		return DecisionResult{}, err
 	}
 	dur, _ := durationOf(req.Duration)
-	d, err := s.cfg.Consent.Decide(ctx, id, req.UserCode, req.Decision == DecisionAllow, dur, s.served())
+	terms := consent.Terms{Duration: dur, TokensPerDay: req.TokensPerDay}
+	d, err := s.cfg.Consent.DecideTerms(ctx, id, req.UserCode, req.Decision == DecisionAllow, terms, s.served())
 	if err != nil {
 		return DecisionResult{}, consentErr(err)
 	}

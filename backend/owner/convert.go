@@ -58,9 +58,9 @@ func (s *Service) scopeDesc(brand domain.BrandID, scope string) string {
 // requestDTO names the request's brand and describes its scope as the served policy has the
 // brand now (its id alone when the brand is gone).
 func (s *Service) requestDTO(r consent.Request) ConsentRequest {
-	name, desc := string(r.Brand), ""
+	name, desc, budget := string(r.Brand), "", int64(0)
 	if br, ok := s.served().Brand(r.Brand); ok {
-		desc = br.Scope.Description
+		desc, budget = br.Scope.Description, br.TokensPerDay
 		if br.Name != "" {
 			name = br.Name
 		}
@@ -68,7 +68,7 @@ func (s *Service) requestDTO(r consent.Request) ConsentRequest {
 	return ConsentRequest{
 		ID: r.ID, UserCode: r.UserCode, Agent: agentDTO(r.Agent.Issuer, r.Agent.Subject),
 		Brand: BrandRef{ID: r.Brand, Name: name}, Scope: Scope{ID: r.Scope, Description: desc},
-		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
+		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, TokensPerDay: budget,
 	}
 }
 
@@ -80,6 +80,9 @@ func (s *Service) grantDTO(g consent.GrantView) Grant {
 	}
 	if br, ok := s.served().Brand(g.Brand); ok {
 		out.TokensPerDay = br.TokensPerDay
+	}
+	if g.TokensPerDay != nil {
+		out.TokensPerDay = *g.TokensPerDay
 	}
 	if s.cfg.TokensToday != nil {
 		out.TokensToday = s.cfg.TokensToday(string(g.ID))

@@ -69,6 +69,8 @@ type ConsentRequest struct {
 	Scope     Scope     `json:"scope"`
 	CreatedAt time.Time `json:"createdAt"`
 	ExpiresAt time.Time `json:"expiresAt"`
+	// TokensPerDay is the brand's model budget, the approval's default; 0 = no limit.
+	TokensPerDay int64 `json:"tokensPerDay"`
 }
 
 // Grant is a signed grant; nil times are JSON null.
@@ -85,7 +87,8 @@ type Grant struct {
 	Status     string            `json:"status"` // "active", "revoked" or "expired"
 	RevokedAt  *time.Time        `json:"revokedAt"`
 	// TokensToday is the model tokens the grant's turns used today (UTC), as the model gateway
-	// counted them; TokensPerDay its brand's budget, 0 = no limit (docs/model-gateway.md).
+	// counted them; TokensPerDay its budget, set at approval or else its brand's, 0 = no
+	// limit (docs/model-gateway.md).
 	TokensToday  int64 `json:"tokensToday"`
 	TokensPerDay int64 `json:"tokensPerDay"`
 }
@@ -275,6 +278,9 @@ type DecisionRequest struct {
 	UserCode string `json:"userCode"`
 	Decision string `json:"decision"`
 	Duration string `json:"duration"`
+	// TokensPerDay is the grant's model tokens a UTC day; absent = the brand's, 0 = no limit
+	// (docs/model-gateway.md).
+	TokensPerDay *int64 `json:"tokensPerDay,omitempty"`
 }
 
 // DecisionResult is the 200 answer of a decision.

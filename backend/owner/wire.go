@@ -76,6 +76,8 @@ func (r DecisionRequest) Validate() error {
 		return fmt.Errorf(`%w: decision must be "allow" or "deny"`, ErrInvalid)
 	case r.Decision == DecisionAllow && r.Duration == "":
 		return errDuration // an Allow names how long it lasts; a Deny may leave it out
+	case r.TokensPerDay != nil && *r.TokensPerDay < 0:
+		return fmt.Errorf("%w: tokensPerDay must be 0 (no limit) or a number of tokens a day", ErrInvalid)
 	}
 	_, err := durationOf(r.Duration)
 	return err

@@ -11,6 +11,7 @@ import (
 // reaches consent (the service here has none: reaching it would panic).
 func TestOneRuleForDecisions(t *testing.T) {
 	s := New(Config{})
+	negative, noLimit := int64(-1), int64(0)
 	for _, bad := range []DecisionRequest{
 		{UserCode: "", Decision: DecisionDeny},
 		{UserCode: "BCDF-GHJK-BCDF-GHJK-BCDF-GHJK-BCDF", Decision: DecisionDeny},
@@ -18,6 +19,7 @@ func TestOneRuleForDecisions(t *testing.T) {
 		{UserCode: "BCDF-GHJK", Decision: DecisionAllow},
 		{UserCode: "BCDF-GHJK", Decision: DecisionAllow, Duration: "1y"},
 		{UserCode: "BCDF-GHJK", Decision: DecisionDeny, Duration: "1y"},
+		{UserCode: "BCDF-GHJK", Decision: DecisionAllow, Duration: Duration1Day, TokensPerDay: &negative},
 	} {
 		if _, err := s.Decide(context.Background(), "df_1", bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%+v: %v, want ErrInvalid", bad, err)
@@ -27,6 +29,7 @@ func TestOneRuleForDecisions(t *testing.T) {
 		{UserCode: "BCDF-GHJK", Decision: DecisionDeny},
 		{UserCode: "BCDF-GHJK", Decision: DecisionDeny, Duration: DurationForever},
 		{UserCode: "BCDF-GHJK", Decision: DecisionAllow, Duration: Duration30Days},
+		{UserCode: "BCDF-GHJK", Decision: DecisionAllow, Duration: Duration30Days, TokensPerDay: &noLimit},
 	} {
 		if err := ok.Validate(); err != nil {
 			t.Errorf("%+v: %v", ok, err)

@@ -34,6 +34,9 @@ type Grant struct {
 	DeviceFlowID string
 	LastUsedAt   *time.Time
 	Uses         int64
+	// TokensPerDay is the model budget the owner set at approval; nil = the brand's, 0 = no
+	// limit (docs/model-gateway.md).
+	TokensPerDay *int64
 }
 
 // Live reports whether the grant is neither revoked nor expired at now.
@@ -57,6 +60,7 @@ type grantRow struct {
 	DeviceFlowID *string `gorm:"column:device_flow_id"`
 	LastUsedAt   *int64  `gorm:"column:last_used_at"`
 	Uses         int64   `gorm:"column:uses"`
+	TokensPerDay *int64  `gorm:"column:tokens_per_day"`
 }
 
 func (r *grantRow) record() Grant {
@@ -64,7 +68,7 @@ func (r *grantRow) record() Grant {
 		ID: domain.GrantID(r.ID), Agent: domain.Agent{Issuer: r.AgentIss, Subject: r.AgentSub}, Brand: domain.BrandID(r.Brand),
 		Capability: r.Capability, Workspace: r.Workspace, AccessMode: domain.AccessMode(r.AccessMode), Scope: r.Scope,
 		IssuedAt: fromMS(r.IssuedAt), ExpiresAt: fromMSPtr(r.ExpiresAt), RevokedAt: fromMSPtr(r.RevokedAt),
-		JWS: r.JWS, LastUsedAt: fromMSPtr(r.LastUsedAt), Uses: r.Uses,
+		JWS: r.JWS, LastUsedAt: fromMSPtr(r.LastUsedAt), Uses: r.Uses, TokensPerDay: r.TokensPerDay,
 	}
 	if r.DeviceFlowID != nil {
 		g.DeviceFlowID = *r.DeviceFlowID
@@ -73,16 +77,16 @@ func (r *grantRow) record() Grant {
 }
 
 const grantColumns = `id, agent_iss, agent_sub, brand, capability, workspace, access_mode, scope,
-	issued_at, expires_at, revoked_at, jws, device_flow_id, last_used_at, uses`
+	issued_at, expires_at, revoked_at, jws, device_flow_id, last_used_at, uses, tokens_per_day`
 
 func insertGrant(tx *gorm.DB, g *Grant) error {
 	var flowID *string
 	if g.DeviceFlowID != "" {
 		flowID = &g.DeviceFlowID
 	}
-	err := tx.Exec(`INSERT INTO grants (`+grantColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, NULL, 0)`,
+	err := tx.Exec(`INSERT INTO grants (`+grantColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, NULL, 0, ?)`,
 		g.ID, g.Agent.Issuer, g.Agent.Subject, g.Brand, g.Capability, g.Workspace, g.AccessMode, g.Scope,
-		ms(g.IssuedAt), msPtr(g.ExpiresAt), g.JWS, flowID).Error
+		ms(g.IssuedAt), msPtr(g.ExpiresAt), g.JWS, flowID, g.TokensPerDay).Error
 	if err != nil {
 		return fmt.Errorf("insert grant %s: %w", g.ID, err)
 	}
@@ -104,7 +108,7 @@ func grantRowByID(tx *gorm.DB, id domain.GrantID) (grantRow, error) {
 	var r grantRow
 	err := tx.Raw(`SELECT `+grantColumns+` FROM grants WHERE id = ?`, id).Row().Scan(&r.ID, &r.AgentIss, &r.AgentSub, &r.Brand,
 		&r.Capability, &r.Workspace, &r.AccessMode, &r.Scope, &r.IssuedAt, &r.ExpiresAt, &r.RevokedAt, &r.JWS, &r.DeviceFlowID,
-		&r.LastUsedAt, &r.Uses)
+		&r.LastUsedAt, &r.Uses, &r.TokensPerDay)
 	if errors.Is(err, sql.ErrNoRows) {
 		return grantRow{}, ErrGrantNotFound
 	}
@@ -179,9 +183,9 @@ func (m *grantMemory) forget() {
 	m.rows = nil
 }
 
-// turnTables are a turn's own records: its turn, its task and its receipts (and, in meta, the
-// chain's mark). A write of nothing else leaves what GrantByID remembers alone.
-var turnTables = []string{"turns", "tasks", "receipts"}
+// turnTables are a turn's own records: its turn, its task, its receipts and its grant's model
+// use (and, in meta, the chain's mark). A write of nothing else leaves what GrantByID remembers alone.
+var turnTables = []string{"turns", "tasks", "receipts", "model_use"}
 
 // countGrantWrites makes the writer's connection count, in temp.grant_writes, every row
 // written outside a turn's own records, by temporary triggers on every other table: the

@@ -171,6 +171,18 @@ CREATE TABLE log_cosignatures (
 	PRIMARY KEY (agent_issuer, agent_subject, size)
 );
 `,
+	// 6: the model gateway's budgets (docs/model-gateway.md): a grant's own tokens a day, set at
+	// approval (NULL: its brand's, 0: no limit), and each grant's tokens used per UTC day, so a
+	// restart gives no grant its budget back (docs/threats.md M10).
+	`
+ALTER TABLE grants ADD COLUMN tokens_per_day INTEGER CHECK (tokens_per_day >= 0);
+CREATE TABLE model_use (
+	grant_id TEXT NOT NULL,
+	day      TEXT NOT NULL,              -- the UTC day, YYYY-MM-DD
+	tokens   INTEGER NOT NULL CHECK (tokens >= 0),
+	PRIMARY KEY (grant_id, day)
+) WITHOUT ROWID;
+`,
 }
 
 func (db *DB) migrate() error {

@@ -17,7 +17,7 @@ type ModelTurn struct {
 	Brand        domain.BrandID
 	Agent        domain.Agent
 	Model        string // the brand's model; "" = the owner's
-	TokensPerDay int64  // the grant's budget; 0 = no limit
+	TokensPerDay int64  // the grant's budget (set at approval, else the brand's); 0 = no limit
 	Deadline     time.Time
 }
 
@@ -36,14 +36,19 @@ type ModelPass struct {
 // errModelEnded: the gateway ended the turn's pass; the pass's error says why.
 var errModelEnded = errors.New("the model gateway ended the turn")
 
-// openModel opens the turn's pass; nil without a gateway (Config.Models). A refusal (the
-// budget used up, the upstream unusable) is the turn's reason: Codex does not start.
-func (s *Service) openModel(req Request, turn receipts.Turn, deadline time.Time) (*ModelPass, error) {
+// openModel opens the turn's pass under its grant's budget; nil without a gateway
+// (Config.Models). A refusal (the budget used up, the upstream unusable) is the turn's
+// reason: Codex does not start.
+func (s *Service) openModel(ctx context.Context, req Request, turn receipts.Turn, deadline time.Time) (*ModelPass, error) {
 	if s.cfg.Models == nil {
 		return nil, nil
 	}
+	budget, err := s.cfg.Consent.TokensPerDay(ctx, turn.GrantID, req.Brand)
+	if err != nil {
+		return nil, err
+	}
 	return s.cfg.Models(ModelTurn{Turn: turn.ID, Grant: turn.GrantID, Brand: req.Brand.ID, Agent: turn.Agent,
-		Model: req.Brand.Model, TokensPerDay: req.Brand.TokensPerDay, Deadline: deadline})
+		Model: req.Brand.Model, TokensPerDay: budget, Deadline: deadline})
 }
 
 // watchModel cancels ctx when the gateway ends the pass; stop ends the watch.

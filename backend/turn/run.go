@@ -120,7 +120,7 @@ func (s *Service) codex(r *running, req Request, turn receipts.Turn, recorded fu
 	deadline := time.Now().Add(s.cfg.Timeout)
 	timeout, cancelTimeout := context.WithDeadline(r.ctx, deadline)
 	defer cancelTimeout()
-	pass, err := s.openModel(req, turn, deadline)
+	pass, err := s.openModel(r.ctx, req, turn, deadline)
 	if err != nil {
 		return codex.Result{Status: codex.StatusFailed, Reason: err.Error(), ExitCode: -1}
 	}

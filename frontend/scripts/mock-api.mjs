@@ -106,6 +106,7 @@ function addRequest(agent, brand, ttlMs, createdAgoMs = 0) {
     scope: brand.scope,
     createdAt: iso(now() - createdAgoMs),
     expiresAt: iso(now() + ttlMs),
+    tokensPerDay: brand.tokensPerDay ?? 0,
   };
   pending.push(r);
   return r;
@@ -481,6 +482,7 @@ const server = http.createServer(async (req, res) => {
     const brand = brands.find((b) => b.id === r.brand.id) ?? brands[0];
     const days = body.duration === "1d" ? 1 : body.duration === "30d" ? 30 : null;
     const g = makeGrant(r.agent, brand, 0, days, "active", 0, null);
+    if (Number.isInteger(body.tokensPerDay) && body.tokensPerDay >= 0) g.tokensPerDay = body.tokensPerDay;
     grants.unshift(g);
     broadcast("consent", { pending: pending.length, request: r, kind: "decided" });
     broadcast("grant", g);

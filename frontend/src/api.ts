@@ -45,6 +45,8 @@ export interface ConsentRequest {
   scope: Scope;
   createdAt: string;
   expiresAt: string;
+  /** The brand's model tokens a day, the approval's default; 0 = no limit. */
+  tokensPerDay: number;
 }
 
 export type GrantStatus = "active" | "revoked" | "expired";
@@ -277,6 +279,8 @@ export interface DecisionRequest {
   userCode: string;
   decision: "allow" | "deny";
   duration: Duration;
+  /** The grant's model tokens a day; absent = the brand's, 0 = no limit. */
+  tokensPerDay?: number;
 }
 
 /** GET /api/consent; lookup only when a user_code was asked about. */
@@ -443,8 +447,8 @@ export const api = {
       "GET",
       userCode ? `/api/consent?user_code=${encodeURIComponent(userCode)}` : "/api/consent",
     ),
-  decide: (id: string, userCode: string, decision: "allow" | "deny", duration: Duration) =>
-    requestAllowing<DecisionAnswer>("POST", `/api/consent/${enc(id)}/decision`, { userCode, decision, duration } satisfies DecisionRequest, [409, 410]),
+  decide: (id: string, userCode: string, decision: "allow" | "deny", duration: Duration, tokensPerDay?: number) =>
+    requestAllowing<DecisionAnswer>("POST", `/api/consent/${enc(id)}/decision`, { userCode, decision, duration, tokensPerDay } satisfies DecisionRequest, [409, 410]),
   denyIssuer: (site: string) => request<DenyIssuerResult>("POST", "/api/consent/deny-issuer", { site } satisfies DenyIssuerRequest),
   grants: () => request<GrantList>("GET", "/api/grants"),
   revoke: (id: string) => request<GrantAnswer>("POST", `/api/grants/${enc(id)}/revoke`),

@@ -227,16 +227,24 @@ const steps = {
     return { cacheControl: resp.headers()["cache-control"] ?? "", text: await c.innerText() };
   },
 
-  /** decide clicks Allow or Deny on a request and waits for the page to say what happened. */
-  async decide({ userCode, decision, duration, shot: name }) {
+  /** decide clicks Allow or Deny on a request and waits for the page to say what happened;
+   * tokensPerDay, when given, is typed into "Model tokens a day" ("" = no limit), and the
+   * value the page offered first is returned as budgetShown. */
+  async decide({ userCode, decision, duration, tokensPerDay, shot: name }) {
     const c = card(page, userCode);
     if (duration) await c.getByLabel("Allow for").selectOption(duration);
+    let budgetShown;
+    if (tokensPerDay !== undefined) {
+      const input = c.getByLabel("Model tokens a day");
+      budgetShown = await input.inputValue();
+      await input.fill(tokensPerDay);
+    }
     await (await armed(c.getByRole("button", { name: decision === "allow" ? "Allow" : "Deny", exact: true }))).click();
     const res = await outcome(c);
     check(page.url().includes("/pact/consent"), "the decision navigated away: " + page.url());
     await page.mouse.move(0, 0);
     await shot(page, name);
-    return res;
+    return { ...res, budgetShown };
   },
 
   /** sharing opens the Sharing page and reads the grant rows. */

@@ -18,6 +18,7 @@ interface Card {
   error: HTMLElement;
   buttons: HTMLButtonElement[];
   select: HTMLSelectElement;
+  budget: HTMLInputElement; // the grant's model tokens a day; empty = no limit
 }
 
 /** The requests of one issuer (its registrable domain, agent.site), shown together (C19). */
@@ -51,6 +52,14 @@ export const ARM_MS = 1000;
 // What this window saw happen to requests, by normalized user code. It outlives the page, so that
 // coming Back to a consent link after deciding says "already decided", not "no such request".
 const known = new Map<string, Known>();
+
+/** The budget input's tokens a day: empty is 0 (no limit); null when not a whole number ≥ 0. */
+function budgetOf(input: HTMLInputElement): number | null {
+  const v = input.value.trim();
+  if (v === "") return 0;
+  const n = Number(v);
+  return Number.isSafeInteger(n) && n >= 0 ? n : null;
+}
 
 function durationPhrase(d: Duration): string {
   return d === "forever" ? "until revoked" : "for " + durationLabel(d);
@@ -223,17 +232,25 @@ export const consentPage: PageDef = {
       c.error.hidden = false;
       for (const b of c.buttons) b.disabled = false;
       c.select.disabled = false;
+      c.budget.disabled = false;
     }
 
     async function decide(c: Card, decision: "allow" | "deny"): Promise<void> {
       if (c.state !== "pending" || !isArmed(c.armedAt)) return;
+      // A denial writes no grant: its budget input does not matter.
+      const tokensPerDay = decision === "allow" ? budgetOf(c.budget) : undefined;
+      if (tokensPerDay === null) {
+        showError(c, "Model tokens a day must be a whole number, or empty for no limit.");
+        return;
+      }
       c.state = "busy";
       c.error.hidden = true;
       for (const b of c.buttons) b.disabled = true;
       c.select.disabled = true;
+      c.budget.disabled = true;
       const duration = c.select.value as Duration;
       try {
-        const ans = await api.decide(c.req.id, c.req.userCode, decision, duration);
+        const ans = await api.decide(c.req.id, c.req.userCode, decision, duration, tokensPerDay);
         if (!alive) return;
         applyAnswer(c, ans, duration);
       } catch (e) {
@@ -264,6 +281,11 @@ export const consentPage: PageDef = {
         h("option", { value: "forever" }, "Until revoked"),
       );
       select.value = DEFAULT_DURATION;
+      const budgetId = uid("budget");
+      const budget = h("input", {
+        id: budgetId, class: "input budget-input", type: "number", min: "0", step: "1000", inputmode: "numeric",
+        placeholder: "no limit", value: req.tokensPerDay ? String(req.tokensPerDay) : "",
+      }) as HTMLInputElement;
       const allow = h("button", { type: "button", class: "btn btn-primary btn-lg" }, "Allow");
       const deny = h("button", { type: "button", class: "btn btn-lg btn-deny" }, "Deny");
       const a = req.agent;
@@ -309,11 +331,18 @@ export const consentPage: PageDef = {
             select,
             h("span", { id: hintId, class: "muted small" }, "Default: 30 days. You can revoke it any time on Sharing."),
           ),
+          h(
+            "div",
+            { class: "duration budget" },
+            h("label", { for: budgetId }, "Model tokens a day"),
+            budget,
+            h("span", { class: "muted small" }, "Default: the brand's (" + (req.tokensPerDay ? req.tokensPerDay.toLocaleString("en-US") : "no limit") + "). Empty = no limit."),
+          ),
           h("div", { class: "decide" }, deny, allow),
         ),
       );
       const group = groupOf(req);
-      const c: Card = { req, el, group, armedAt: performance.now() + ARM_MS, state: "pending", timer, timerText, error, buttons: [allow, deny], select };
+      const c: Card = { req, el, group, armedAt: performance.now() + ARM_MS, state: "pending", timer, timerText, error, buttons: [allow, deny], select, budget };
       allow.addEventListener("click", () => decide(c, "allow"));
       deny.addEventListener("click", () => decide(c, "deny"));
       cards.set(req.id, c);
@@ -412,6 +441,7 @@ export const consentPage: PageDef = {
           known.set(normalizeCode(c.req.userCode), "expired");
           for (const b of c.buttons) b.disabled = true;
           c.select.disabled = true;
+          c.budget.disabled = true;
         }
         return;
       }
