@@ -713,7 +713,7 @@ check "F: Check ran" wait_for 90 check_done
 sleep 1.5
 shot 13-check-error
 check "F: Check shows the server's refusal in the owner's words: refused the owner's key, HTTP 401 (13-check-error.png)" bash -c "curl -sk -b '$JAR' https://$ADMIN/api/model | jq -e '.check.ok == false and (.check.error | contains(\"refused the owner\") and contains(\"HTTP 401\"))' >/dev/null"
-ocr_error() { ocr 13-check-error | grep -q 'the last check failed: model'; }
+ocr_error() { ocr 13-check-error | grep -q 'the last check failed'; }
 check "F: …and the window shows it: the checklist's model step says the check failed (tesseract)" ocr_error
 server_url model-ok
 check "F: the server form saved the answering server" wait_for 10 server_set model-ok
