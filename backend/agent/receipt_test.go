@@ -169,31 +169,7 @@ func TestNodeKeys(t *testing.T) {
 // The agent bounds a retired key by the rotation statement the node's JWKS carries with it:
 // whoever kept the old node.key cannot make it sign a receipt the agent takes.
 func TestVerifyReceiptRetiredKey(t *testing.T) {
-	dir := t.TempDir()
-	ring, err := keys.LoadRing(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := ring.Current
-	at := time.Now().Add(-time.Hour).Truncate(time.Second)
-	if _, _, err := keys.Rotate(dir, at, 7); err != nil {
-		t.Fatal(err)
-	}
-	if ring, err = keys.LoadRing(dir); err != nil {
-		t.Fatal(err)
-	}
-	hist, err := ring.VerifyRotations(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(hist.JWKS())
-	}))
-	defer srv.Close()
-	nodeKeys, err := (&Client{}).NodeKeys(context.Background(), srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	old, at, nodeKeys := rotatedNodeKeys(t)
 	signed := func(seq int64, iat time.Time) string {
 		return signedReceipt(t, old, func(c *receipts.Claims) { c.Seq, c.IssuedAt = seq, jwt.NewNumericDate(iat) })
 	}
@@ -220,30 +196,7 @@ func TestVerifyReceiptRetiredKey(t *testing.T) {
 // The agent bounds a checkpoint signed by a retired key the same way: whoever kept the old
 // node.key cannot sign a log that grew after its rotation and have an agent hold it.
 func TestCheckpointRetiredKey(t *testing.T) {
-	dir := t.TempDir()
-	ring, err := keys.LoadRing(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := ring.Current
-	if _, _, err := keys.Rotate(dir, time.Now().Add(-time.Hour).Truncate(time.Second), 7); err != nil {
-		t.Fatal(err)
-	}
-	if ring, err = keys.LoadRing(dir); err != nil {
-		t.Fatal(err)
-	}
-	hist, err := ring.VerifyRotations(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(hist.JWKS())
-	}))
-	defer srv.Close()
-	nodeKeys, err := (&Client{}).NodeKeys(context.Background(), srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	old, _, nodeKeys := rotatedNodeKeys(t)
 	checkpoint := func(size int64) []byte {
 		text := fmt.Sprintf("node.example/log\n%d\n%s\n", size, base64.StdEncoding.EncodeToString(make([]byte, 32)))
 		n, err := note.Sign(&note.Note{Text: text}, old.NoteSigner("node.example/log"))
@@ -266,4 +219,36 @@ func TestCheckpointRetiredKey(t *testing.T) {
 			t.Fatalf("got %v, want the checkpoint of 8 receipts refused", err)
 		}
 	})
+}
+
+// rotatedNodeKeys rotates a fresh data dir's key at seq 7, an hour ago, and returns the retired
+// key, the rotation's time and the node's keys as an agent reads them from its JWKS.
+func rotatedNodeKeys(t *testing.T) (*keys.Key, time.Time, keys.History) {
+	t.Helper()
+	dir := t.TempDir()
+	ring, err := keys.LoadRing(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := ring.Current
+	at := time.Now().Add(-time.Hour).Truncate(time.Second)
+	if _, _, err := keys.Rotate(dir, at, 7); err != nil {
+		t.Fatal(err)
+	}
+	if ring, err = keys.LoadRing(dir); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := ring.VerifyRotations(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(hist.JWKS())
+	}))
+	defer srv.Close()
+	nodeKeys, err := (&Client{}).NodeKeys(context.Background(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return old, at, nodeKeys
 }
