@@ -94,7 +94,7 @@ func (s *Setup) gateway() *owner.ModelGateway {
 		return nil
 	}
 	st := s.models.Status()
-	g := &owner.ModelGateway{Upstream: st.Upstream, KeyPresent: st.KeyPresent, LastError: st.LastError}
+	g := &owner.ModelGateway{Upstream: st.Upstream, KeyPresent: st.KeyPresent, LastError: st.LastError, NoUsage: st.NoUsage}
 	if !st.LastErrorAt.IsZero() {
 		at := st.LastErrorAt.UTC()
 		g.LastErrorAt = &at
