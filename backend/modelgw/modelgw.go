@@ -186,6 +186,7 @@ type Pass struct {
 	usage    Usage
 	spent    map[string]int64 // UTC day → tokens counted, for the ledger at Close
 	why      error            // set once, when ended
+	said     string           // the upstream failure that ended the pass, in the owner's words
 	held     *held            // what the turn's first request chose, which every later one keeps
 	inflight sync.WaitGroup   // requests being forwarded; Close waits for their count
 }
@@ -238,6 +239,18 @@ func (p *Pass) Err() error {
 		return nil
 	}
 	return p.why
+}
+
+// OwnerErr is Err in the owner's words: an upstream failure with the upstream's own (the
+// Status page's Check, never a turn's).
+func (p *Pass) OwnerErr() error {
+	p.g.mu.Lock()
+	said := p.said
+	p.g.mu.Unlock()
+	if said != "" {
+		return fmt.Errorf("%w: %s", ErrUpstream, said)
+	}
+	return p.Err()
 }
 
 // Close kills the token (a replay gets 401), waits for the requests under way to be counted
@@ -386,6 +399,9 @@ func (g *Gateway) fail(p *Pass, agent, owner string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.lastErr, g.lastAt = owner, g.cfg.Now()
+	if p.why == nil {
+		p.said = owner
+	}
 	p.end(fmt.Errorf("%w: %s", ErrUpstream, agent))
 }
 
