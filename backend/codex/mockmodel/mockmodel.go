@@ -97,6 +97,9 @@ type script struct {
 // Agent scripts the requests of the codex agent named name (e.g. "/root/helper", a
 // sub-agent), apart from the others, which play New's steps.
 func (s *Server) Agent(name string, steps ...Step) {
+	if len(steps) == 0 {
+		steps = []Step{Message("ok")}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.agents == nil {
