@@ -82,7 +82,7 @@ func (s *Setup) probe(ctx context.Context) (codex.Result, error) {
 	}
 	res, err := s.cfg.Runner.ProbeVia(ctx, s.cfg.ProbeDir, &codex.Provider{BaseURL: p.BaseURL, Token: p.Token, Model: p.Model})
 	p.Close()
-	if why := p.Err(); why != nil {
+	if why := p.OwnerErr(); why != nil { // Check is the owner's: the server's own words
 		res.Status, res.Reason = codex.StatusFailed, why.Error()
 	}
 	return res, err
@@ -94,7 +94,7 @@ func (s *Setup) gateway() *owner.ModelGateway {
 		return nil
 	}
 	st := s.models.Status()
-	g := &owner.ModelGateway{Upstream: st.Upstream, KeyPresent: st.KeyPresent, LastError: st.LastError}
+	g := &owner.ModelGateway{Upstream: st.Upstream, KeyPresent: st.KeyPresent, LastError: st.LastError, NoUsage: st.NoUsage}
 	if !st.LastErrorAt.IsZero() {
 		at := st.LastErrorAt.UTC()
 		g.LastErrorAt = &at

@@ -81,11 +81,14 @@ func (s *Setup) Model() (owner.ModelStatus, error) {
 	if err != nil {
 		return owner.ModelStatus{}, err
 	}
-	key, err := s.cfg.Models.Key()
+	saved, err := s.cfg.Models.Saved()
 	if err != nil {
 		return owner.ModelStatus{}, err
 	}
-	ms := owner.ModelStatus{KeySet: key != "", BaseURL: st.BaseURL, Model: st.Model, CodexPath: st.CodexPath}
+	ms := owner.ModelStatus{KeySet: saved.Key != "" && saved.Server == st.Server(), BaseURL: st.BaseURL, Model: st.Model, CodexPath: st.CodexPath}
+	if saved.Key != "" && !ms.KeySet {
+		ms.KeyFor = saved.Server
+	}
 	ms.Gateway = s.gateway()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -93,32 +96,17 @@ func (s *Setup) Model() (owner.ModelStatus, error) {
 	return ms, nil
 }
 
-// SetModel changes what req gives. The key is never logged: only that it changed.
+// SetModel changes what req gives, all or nothing: a refused value changes nothing, and a key
+// belongs to the server it is saved with (docs/threats.md M16). The key is never logged: only
+// that it changed.
 func (s *Setup) SetModel(req owner.ModelRequest) (owner.ModelStatus, error) {
-	if req.BaseURL != nil || req.Model != nil {
-		if _, err := s.cfg.Models.Update(func(st *model.Settings) {
-			if req.BaseURL != nil {
-				st.BaseURL = *req.BaseURL
-			}
-			if req.Model != nil {
-				st.Model = *req.Model
-			}
-		}); err != nil {
-			return owner.ModelStatus{}, invalid(err)
-		}
+	if err := s.cfg.Models.Change(model.Change{BaseURL: req.BaseURL, Model: req.Model, Key: req.Key, RemoveKey: req.RemoveKey}); err != nil {
+		return owner.ModelStatus{}, invalid(err)
 	}
 	switch {
-	case req.Key != nil && req.RemoveKey:
-		return owner.ModelStatus{}, fmt.Errorf("%w: give a key or removeKey, not both", owner.ErrInvalid)
 	case req.Key != nil:
-		if err := s.cfg.Models.SetKey(*req.Key); err != nil {
-			return owner.ModelStatus{}, invalid(err)
-		}
 		s.log.Info("model: a new key was set in the window")
 	case req.RemoveKey:
-		if err := s.cfg.Models.RemoveKey(); err != nil {
-			return owner.ModelStatus{}, err
-		}
 		s.log.Info("model: the key set in the window was removed")
 	}
 	s.changed()

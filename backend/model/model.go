@@ -56,40 +56,146 @@ func (s *Store) Settings() (Settings, error) {
 	return st, nil
 }
 
-// Key reads model.key; "" when none is set.
-func (s *Store) Key() (string, error) {
-	data, err := os.ReadFile(filepath.Join(s.Dir, FileKey))
-	if errors.Is(err, os.ErrNotExist) {
-		return "", nil
+// OpenAIBaseURL is the server a key goes to when the owner names none.
+const OpenAIBaseURL = "https://api.openai.com/v1"
+
+// Server is the server settings send the key to: the base URL, else OpenAI's.
+func (st Settings) Server() string {
+	if st.BaseURL == "" {
+		return OpenAIBaseURL
 	}
-	if err != nil {
-		return "", fmt.Errorf("read the model key: %w", err)
-	}
-	return strings.TrimSpace(string(data)), nil
+	return st.BaseURL
 }
 
-// SetKey stores key (surrounding white space trimmed), replacing any, readable by this user only.
-func (s *Store) SetKey(key string) error {
-	key = strings.TrimSpace(key)
-	if err := CheckKey(key); err != nil {
-		return err
+// SavedKey is model.key: the key, and the server it was saved for (docs/threats.md M16). The
+// file holds the key on its first line and the server on its second; a file of one line (a key
+// saved before keys were bound) belongs to the server set now, and is bound to it before the
+// server changes.
+type SavedKey struct {
+	Key    string
+	Server string
+}
+
+// Saved reads model.key; the zero SavedKey when none is set.
+func (s *Store) Saved() (SavedKey, error) {
+	data, err := os.ReadFile(filepath.Join(s.Dir, FileKey))
+	if errors.Is(err, os.ErrNotExist) {
+		return SavedKey{}, nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return fsutil.WriteFileAtomic(filepath.Join(s.Dir, FileKey), []byte(key+"\n"), 0o600)
+	if err != nil {
+		return SavedKey{}, fmt.Errorf("read the model key: %w", err)
+	}
+	key, server, _ := strings.Cut(strings.TrimSpace(string(data)), "\n")
+	k := SavedKey{Key: strings.TrimSpace(key), Server: strings.TrimSpace(server)}
+	if k.Key != "" && k.Server == "" {
+		st, err := s.Settings()
+		if err != nil {
+			return SavedKey{}, err
+		}
+		k.Server = st.Server()
+	}
+	return k, nil
+}
+
+// Key is the key for the server set now: "" when none is set, or the key was saved for
+// another server. A key belongs to the server it was saved with.
+func (s *Store) Key() (string, error) {
+	k, err := s.Saved()
+	if err != nil {
+		return "", err
+	}
+	st, err := s.Settings()
+	if err != nil {
+		return "", err
+	}
+	if k.Server != st.Server() {
+		return "", nil
+	}
+	return k.Key, nil
+}
+
+// SetKey stores key (surrounding white space trimmed) for the server set now, replacing any,
+// readable by this user only.
+func (s *Store) SetKey(key string) error {
+	return s.Change(Change{Key: &key})
 }
 
 // RemoveKey forgets the key; removing none is no error.
 func (s *Store) RemoveKey() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := os.Remove(filepath.Join(s.Dir, FileKey)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return fsutil.SyncDir(s.Dir)
+	return s.Change(Change{RemoveKey: true})
 }
 
-// Update changes the settings with fn, after checking what it set.
+// Change is one change of the owner's: each field given changes that one.
+type Change struct {
+	BaseURL, Model *string
+	Key            *string // saved for the server the change leaves set
+	RemoveKey      bool
+}
+
+// Change checks every value first and changes nothing when one is refused; then writes the
+// key, bound to the server it leaves set, and the settings. A key it does not replace stays
+// bound to its own server.
+func (s *Store) Change(c Change) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.Settings()
+	if err != nil {
+		return err
+	}
+	next := st
+	if c.BaseURL != nil {
+		if next.BaseURL, err = CheckBaseURL(*c.BaseURL); err != nil {
+			return err
+		}
+	}
+	if c.Model != nil {
+		if err := CheckModel(*c.Model); err != nil {
+			return err
+		}
+		next.Model = *c.Model
+	}
+	var key string
+	switch {
+	case c.Key != nil && c.RemoveKey:
+		return fmt.Errorf("%w: give a key or removeKey, not both", ErrInvalid)
+	case c.Key != nil:
+		key = strings.TrimSpace(*c.Key)
+		if err := CheckKey(key); err != nil {
+			return err
+		}
+	}
+	switch {
+	case c.Key != nil:
+		err = s.writeKey(SavedKey{Key: key, Server: next.Server()})
+	case c.RemoveKey:
+		if err = os.Remove(filepath.Join(s.Dir, FileKey)); err == nil || errors.Is(err, os.ErrNotExist) {
+			err = fsutil.SyncDir(s.Dir)
+		}
+	case next.Server() != st.Server():
+		err = s.bindKey()
+	}
+	if err != nil || next == st {
+		return err
+	}
+	return s.writeSettings(next)
+}
+
+// bindKey writes a key saved before keys were bound with the server it belongs to, before
+// that server changes.
+func (s *Store) bindKey() error {
+	k, err := s.Saved()
+	if err != nil || k.Key == "" {
+		return err
+	}
+	return s.writeKey(k)
+}
+
+func (s *Store) writeKey(k SavedKey) error {
+	return fsutil.WriteFileAtomic(filepath.Join(s.Dir, FileKey), []byte(k.Key+"\n"+k.Server+"\n"), 0o600)
+}
+
+// Update changes the settings with fn, after checking what it set. A key saved before keys
+// were bound is bound to the server first, should it change.
 func (s *Store) Update(fn func(*Settings)) (Settings, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -97,21 +203,31 @@ func (s *Store) Update(fn func(*Settings)) (Settings, error) {
 	if err != nil {
 		return st, err
 	}
-	fn(&st)
-	if st.BaseURL, err = CheckBaseURL(st.BaseURL); err != nil {
+	next := st
+	fn(&next)
+	if next.BaseURL, err = CheckBaseURL(next.BaseURL); err != nil {
 		return st, err
 	}
-	if err := CheckModel(st.Model); err != nil {
+	if err := CheckModel(next.Model); err != nil {
 		return st, err
 	}
-	if st.CodexPath != "" && !filepath.IsAbs(st.CodexPath) {
+	if next.CodexPath != "" && !filepath.IsAbs(next.CodexPath) {
 		return st, fmt.Errorf("%w: the Codex path must be absolute", ErrInvalid)
 	}
+	if next.Server() != st.Server() {
+		if err := s.bindKey(); err != nil {
+			return st, err
+		}
+	}
+	return next, s.writeSettings(next)
+}
+
+func (s *Store) writeSettings(st Settings) error {
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
-		return st, err
+		return err
 	}
-	return st, fsutil.WriteFileAtomic(filepath.Join(s.Dir, FileSettings), append(data, '\n'), 0o600)
+	return fsutil.WriteFileAtomic(filepath.Join(s.Dir, FileSettings), append(data, '\n'), 0o600)
 }
 
 // CheckKey admits a key of printable ASCII without spaces, as API keys are: it goes into an

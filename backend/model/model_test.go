@@ -78,3 +78,30 @@ func TestSettings(t *testing.T) {
 		t.Errorf("a relative Codex path: %v", err)
 	}
 }
+
+// TestKeyServer: a key belongs to the server it was saved with; one saved before keys were
+// bound belongs to the server set then, and stays its when the server changes (M16).
+func TestKeyServer(t *testing.T) {
+	s := &Store{Dir: t.TempDir()}
+	if err := os.WriteFile(filepath.Join(s.Dir, FileKey), []byte("sk-legacy-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := s.Key(); k != "sk-legacy-1" {
+		t.Fatalf("a key of one line reads %q", k)
+	}
+	if _, err := s.Update(func(st *Settings) { st.BaseURL = "https://llm.example/v1" }); err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := s.Key(); k != "" {
+		t.Errorf("M16 the key saved for OpenAI is the new server's: %q", k)
+	}
+	if k, _ := s.Saved(); k.Key != "sk-legacy-1" || k.Server != OpenAIBaseURL {
+		t.Errorf("saved %+v", k)
+	}
+	if _, err := s.Update(func(st *Settings) { st.BaseURL = "" }); err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := s.Key(); k != "sk-legacy-1" {
+		t.Errorf("back on OpenAI the key reads %q", k)
+	}
+}

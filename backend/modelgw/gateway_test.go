@@ -323,19 +323,26 @@ func TestBudget(t *testing.T) {
 	}
 }
 
-// TestUpstreamErrors: the errors a retry will not mend end the turn with the owner's words,
-// which the Status page shows; the key is never among them.
+// TestUpstreamErrors: the errors a retry will not mend end the turn with a fixed reason; the
+// owner's Status page gets the upstream's words; the key is never among either.
 func TestUpstreamErrors(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		status int
 		body   string
-		want   string
+		owner  string // in the Status page's last error
+		agent  string // the pass's reason, the answer Codex gets
 	}{
-		{"401", 401, `{"error":{"message":"Incorrect API key provided: ` + testKey + `","code":"invalid_api_key"}}`, "refused the owner's key"},
-		{"429 quota", 429, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`, "quota is used up"},
-		{"429 rate", 429, `{"error":{"message":"Rate limit reached","code":"rate_limit_exceeded"}}`, "rate-limiting"},
-		{"model not found", 404, `{"error":{"message":"The model 'gpt-x' does not exist","code":"model_not_found"}}`, "does not have the model"},
+		{"M8 401", 401, `{"error":{"message":"Incorrect API key provided: ` + testKey + `","code":"invalid_api_key"}}`,
+			"refused the owner's key (set another on the Status page) (HTTP 401: Incorrect API key provided: [the owner's key])",
+			"the owner's model server refused the request (HTTP 401)"},
+		{"429 quota", 429, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`,
+			"quota is used up", "the owner's model server says the owner's quota is used up (HTTP 429)"},
+		{"model not found", 404, `{"error":{"message":"The model 'gpt-x' does not exist","code":"model_not_found"}}`,
+			"does not have the model asked for (HTTP 404: The model 'gpt-x' does not exist)",
+			"the owner's model server does not have the model asked for (HTTP 404)"},
+		{"400", 400, `{"error":{"message":"Invalid value for 'input'"}}`, "refused the request (HTTP 400: Invalid value for 'input')",
+			"the owner's model server refused the request (HTTP 400)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
@@ -349,8 +356,8 @@ func TestUpstreamErrors(t *testing.T) {
 			resp, body := post(t, p.BaseURL+"/responses", p.Token, "{}")
 			<-p.Ended()
 			st := g.Status()
-			if resp.StatusCode != c.status || !errors.Is(p.Err(), ErrUpstream) || !strings.Contains(p.Err().Error(), c.want) ||
-				!strings.Contains(st.LastError, c.want) || !st.KeyPresent {
+			if resp.StatusCode != c.status || !errors.Is(p.Err(), ErrUpstream) || p.Err().Error() != "model_unavailable: "+c.agent ||
+				!strings.Contains(body, c.agent) || !strings.Contains(st.LastError, c.owner) || !st.KeyPresent {
 				t.Fatalf("%d %s; ended with %v; status %+v", resp.StatusCode, body, p.Err(), st)
 			}
 			if strings.Contains(body+st.LastError, testKey) {

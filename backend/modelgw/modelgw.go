@@ -97,6 +97,7 @@ type Gateway struct {
 	used    map[string]int64 // grant + "\x00" + UTC day → tokens
 	lastErr string
 	lastAt  time.Time
+	noUsage bool // the upstream's last whole answer carried no usage: budgets count estimates
 }
 
 // Start listens on 127.0.0.1 (a free port) and serves until Close.
@@ -109,6 +110,11 @@ func Start(cfg Config) (*Gateway, error) {
 			MaxIdleConnsPerHost: 8, IdleConnTimeout: 90 * time.Second, ResponseHeaderTimeout: 5 * time.Minute,
 			TLSHandshakeTimeout: 10 * time.Second, DisableCompression: true}}
 	}
+	// A redirect would carry the owner's key to wherever it points: none is followed, and the
+	// turn fails instead (docs/threats.md M17).
+	client := *cfg.Client
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	cfg.Client = &client
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
 	}
@@ -147,6 +153,9 @@ type Status struct {
 	KeyPresent  bool      // the owner's credential is set
 	LastError   string    // the last upstream failure, in the owner's words
 	LastErrorAt time.Time // when
+	// NoUsage: the upstream's last whole answer reported no usage, so budgets count the
+	// gateway's estimate (docs/model-gateway.md, "Usage and budgets").
+	NoUsage bool
 }
 
 // Status reads the upstream as set now and the last failure seen.
@@ -154,7 +163,7 @@ func (g *Gateway) Status() Status {
 	up, err := g.cfg.Upstream()
 	st := Status{Upstream: hostOf(baseOf(up)), KeyPresent: up.Key != ""}
 	g.mu.Lock()
-	st.LastError, st.LastErrorAt = g.lastErr, g.lastAt
+	st.LastError, st.LastErrorAt, st.NoUsage = g.lastErr, g.lastAt, g.noUsage
 	g.mu.Unlock()
 	if err != nil {
 		st.LastError = "cannot read the model settings: " + err.Error()
@@ -177,6 +186,9 @@ type Pass struct {
 	usage    Usage
 	spent    map[string]int64 // UTC day → tokens counted, for the ledger at Close
 	why      error            // set once, when ended
+	said     string           // the upstream failure that ended the pass, in the owner's words
+	held     *held            // what the turn's first request chose, which every later one keeps
+	inflight sync.WaitGroup   // requests being forwarded; Close waits for their count
 }
 
 // Open mints a turn's token, dead after deadline or Close. It refuses a grant whose budget is
@@ -229,11 +241,26 @@ func (p *Pass) Err() error {
 	return p.why
 }
 
-// Close kills the token (a replay gets 401), writes what the turn used to the ledger, and
-// returns what the upstream reported using.
+// OwnerErr is Err in the owner's words: an upstream failure with the upstream's own (the
+// Status page's Check, never a turn's).
+func (p *Pass) OwnerErr() error {
+	p.g.mu.Lock()
+	said := p.said
+	p.g.mu.Unlock()
+	if said != "" {
+		return fmt.Errorf("%w: %s", ErrUpstream, said)
+	}
+	return p.Err()
+}
+
+// Close kills the token (a replay gets 401), waits for the requests under way to be counted
+// (ending the pass cuts them), writes what the turn used to the ledger, and returns it.
 func (p *Pass) Close() Usage {
 	p.g.mu.Lock()
 	p.end(errClosed)
+	p.g.mu.Unlock()
+	p.inflight.Wait() // no request starts once the pass has ended (admit)
+	p.g.mu.Lock()
 	usage, spent := p.usage, p.spent
 	p.spent = map[string]int64{}
 	p.g.mu.Unlock()
@@ -318,24 +345,33 @@ func (g *Gateway) dayKey(grant string) string { return grant + "\x00" + g.day() 
 
 func (g *Gateway) day() string { return g.cfg.Now().UTC().Format(time.DateOnly) }
 
-// lookup finds the live pass of a bearer token.
-func (g *Gateway) lookup(token string) *Pass {
+// admit finds the live pass of a bearer token and counts the request as under way (the
+// caller calls p.inflight.Done). A pass whose grant has used its budget today takes no new
+// request, whenever it opened (M13): it is ended, and ErrBudget says why.
+func (g *Gateway) admit(token string) (*Pass, error) {
 	h := sha256.Sum256([]byte(token))
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	p := g.passes[h]
 	if p == nil {
-		return nil
+		return nil, nil
 	}
 	if !g.cfg.Now().Before(p.deadline) {
 		p.end(errors.New("the turn's deadline passed"))
-		return nil
+		return nil, nil
 	}
-	return p
+	if used := g.used[g.dayKey(p.bind.Grant)]; p.bind.Budget > 0 && used >= p.bind.Budget {
+		err := fmt.Errorf("%w: this grant has used %d of its %d tokens for today", ErrBudget, used, p.bind.Budget)
+		p.end(err)
+		return nil, err
+	}
+	p.inflight.Add(1)
+	return p, nil
 }
 
-// count adds one response's usage to its pass and grant, and ends the pass when the grant's
-// budget is crossed (the turn is ended by its owner, backend/turn).
+// count adds one response's usage to its pass and grant. When the grant's budget is crossed
+// it ends every pass of the grant (each turn is then ended by its owner, backend/turn), which
+// cuts their requests under way.
 func (g *Gateway) count(p *Pass, u Usage) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -345,17 +381,49 @@ func (g *Gateway) count(p *Pass, u Usage) {
 	key := g.dayKey(p.bind.Grant)
 	g.used[key] += u.Total()
 	p.spent[g.day()] += u.Total()
-	if p.bind.Budget > 0 && g.used[key] >= p.bind.Budget {
+	crossed := func(o *Pass) bool { return o.bind.Budget > 0 && g.used[key] >= o.bind.Budget }
+	if crossed(p) {
 		p.end(fmt.Errorf("%w: this grant's %d tokens for today ran out during the turn (%d used)", ErrBudget, p.bind.Budget, g.used[key]))
+	}
+	for _, o := range g.passes {
+		if o.bind.Grant == p.bind.Grant && o.bind.Grant != "" && crossed(o) {
+			o.end(fmt.Errorf("%w: this grant's %d tokens for today ran out during another of its turns (%d used)", ErrBudget, o.bind.Budget, g.used[key]))
+		}
 	}
 }
 
-// fail records an upstream failure for the Status page and ends the turn's pass with it.
-func (g *Gateway) fail(p *Pass, reason string) {
+// fail ends the turn's pass for an upstream failure: agent is the fixed reason the turn, its
+// receipt and the agent get; owner, with the upstream's own words, is for the Status page
+// alone (docs/threats.md M15).
+func (g *Gateway) fail(p *Pass, agent, owner string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.lastErr, g.lastAt = reason, g.cfg.Now()
-	p.end(fmt.Errorf("%w: %s", ErrUpstream, reason))
+	g.lastErr, g.lastAt = owner, g.cfg.Now()
+	if p.why == nil {
+		p.said = owner
+	}
+	p.end(fmt.Errorf("%w: %s", ErrUpstream, agent))
+}
+
+// seen records a failure the turn outlives (a rate limit, a server error Codex retries) for
+// the Status page.
+func (g *Gateway) seen(owner string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.lastErr, g.lastAt = owner, g.cfg.Now()
+}
+
+// reported notes whether the upstream's last whole answer carried its usage (the Status
+// page says when it does not: budgets then count estimates, M19).
+func (g *Gateway) reported(usage bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.noUsage == usage {
+		g.noUsage = !usage
+		if !usage {
+			g.cfg.Logger.Warn("the model server reports no usage: the gateway counts an estimate against the grants' budgets")
+		}
+	}
 }
 
 func baseOf(up Upstream) string {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -55,7 +57,28 @@ type upstream struct {
 	found []string // /proc/<pid>/{environ,cmdline} that held the key
 	token []string // … that held a turn's token
 	live  string   // the token being looked for
+	// hold, when set, sees each request before the mock does, and may wait on it.
+	hold func(r *http.Request)
+	// streaming, when set, is called as the mock's answer starts to flow back.
+	streaming func()
 }
+
+// firstWrite calls fn at the first write of an answer.
+type firstWrite struct {
+	http.ResponseWriter
+	once sync.Once
+	fn   func()
+}
+
+func (w *firstWrite) Write(b []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(b)
+	if w.fn != nil {
+		w.once.Do(w.fn)
+	}
+	return n, err
+}
+
+func (w *firstWrite) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
 
 func newUpstream(t *testing.T, key string, steps ...mockmodel.Step) *upstream {
 	u := &upstream{mock: mockmodel.New(steps...), key: key}
@@ -65,7 +88,10 @@ func newUpstream(t *testing.T, key string, steps ...mockmodel.Step) *upstream {
 	}, FlushInterval: -1}
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.scanProcesses()
-		proxy.ServeHTTP(w, r)
+		if u.hold != nil {
+			u.hold(r)
+		}
+		proxy.ServeHTTP(&firstWrite{ResponseWriter: w, fn: u.streaming}, r)
 	}))
 	t.Cleanup(func() { u.srv.Close(); u.mock.Close() })
 	return u
@@ -190,4 +216,102 @@ func headerValues(h http.Header) []string {
 		out = append(out, v...)
 	}
 	return out
+}
+
+// agentOf is the codex agent a request comes from ("/root", or a sub-agent's task path).
+func agentOf(r *http.Request) string {
+	var m struct {
+		Agent string `json:"agent_name"`
+	}
+	_ = json.Unmarshal([]byte(r.Header.Get("X-Codex-Turn-Metadata")), &m)
+	return m.Agent
+}
+
+// TestRealCodexBudget: the real codex, the gateway and a scripted model: a grant's budget
+// holds when a turn is cancelled mid-answer and when Codex cuts its sub-agents; sub-agents
+// run on the turn's model, whatever spawn_agent asks; a passing rate limit is retried.
+func TestRealCodexBudget(t *testing.T) {
+	ws := t.TempDir()
+	home := codextest.Home(t)
+	run := func(t *testing.T, ctx context.Context, up *upstream, b Binding) (codex.Result, Usage, *Gateway, *Pass) {
+		t.Helper()
+		g := startGateway(t, Upstream{BaseURL: up.baseURL(), Key: ownerKey()})
+		pass, err := g.Open(b, time.Now().Add(2*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, _ := turnRunner(t, home).Run(ctx, codex.Request{Workspace: ws, AccessMode: domain.ReadOnly, Prompt: "work",
+			Conversation: "a\x00" + b.Turn, Provider: &codex.Provider{BaseURL: pass.BaseURL, Token: pass.Token}}, nil)
+		return res, pass.Close(), g, pass
+	}
+	t.Run("M11 the agent cancels its turn mid-answer: what was sent and streamed is charged", func(t *testing.T) {
+		up := newUpstream(t, ownerKey(), mockmodel.Stall(8000))
+		ctx, cancel := context.WithCancel(context.Background())
+		up.streaming = cancel // the agent cancels as the answer starts to stream
+		b := Binding{Turn: "t_cancel", Grant: "g_cancel", Budget: 2000}
+		res, usage, g, _ := run(t, ctx, up, b)
+		if res.Status == codex.StatusCompleted {
+			t.Fatalf("the cancelled turn completed: %+v", res)
+		}
+		reqs := up.mock.Requests()
+		if len(reqs) != 1 || usage.InputTokens < int64(len(reqs[0].Body))/4 {
+			t.Fatalf("the model got %d requests; the turn was charged %+v", len(reqs), usage)
+		}
+		if _, err := g.Open(Binding{Turn: "t_next", Grant: b.Grant, Budget: b.Budget}, time.Now().Add(time.Minute)); !errors.Is(err, ErrBudget) {
+			t.Errorf("the grant's next turn: %v", err)
+		}
+	})
+	t.Run("M12 M14 sub-agents run on the turn's model, and Codex cutting them is charged", func(t *testing.T) {
+		up := newUpstream(t, ownerKey(), mockmodel.Spawn("helper", "look around", "gpt-6-astra", "ultra"), mockmodel.Message("done"))
+		up.mock.Agent("/root/helper", mockmodel.Stall(8000))
+		subAsked := make(chan struct{})
+		var once sync.Once
+		rootAsked := 0
+		up.hold = func(r *http.Request) {
+			switch agentOf(r) {
+			case "/root/helper":
+				once.Do(func() { close(subAsked) })
+			case "/root":
+				if rootAsked++; rootAsked == 2 {
+					select { // the root answers once its sub-agent is at work
+					case <-subAsked:
+					case <-r.Context().Done():
+					}
+				}
+			}
+		}
+		res, usage, _, _ := run(t, context.Background(), up, Binding{Turn: "t_spawn", Grant: "g_spawn"})
+		var root, sub []mockmodel.Request
+		for _, r := range up.mock.Requests() {
+			if r.TurnMetadata()["agent_name"] == "/root/helper" {
+				sub = append(sub, r)
+			} else {
+				root = append(root, r)
+			}
+		}
+		if len(sub) == 0 || len(root) < 2 {
+			t.Fatalf("root %d, sub-agent %d requests; turn %+v", len(root), len(sub), res)
+		}
+		var rootBody, subBody struct {
+			Model     string
+			Reasoning struct{ Effort string }
+		}
+		_ = json.Unmarshal(root[0].Body, &rootBody)
+		_ = json.Unmarshal(sub[0].Body, &subBody)
+		if subBody.Model != rootBody.Model || subBody.Reasoning.Effort != rootBody.Reasoning.Effort {
+			t.Errorf("M14 the sub-agent asked the model for %q at %q; the turn runs %q at %q", subBody.Model, subBody.Reasoning.Effort,
+				rootBody.Model, rootBody.Reasoning.Effort)
+		}
+		counted := int64(10 * len(root)) // the mock's usage of each answer that completed
+		if usage.InputTokens < counted+int64(len(sub[0].Body))/4 {
+			t.Errorf("M12 the turn was charged %+v: the cut sub-agent's %d bytes are missing", usage, len(sub[0].Body))
+		}
+	})
+	t.Run("M18 a passing rate limit is retried by Codex, and the turn completes", func(t *testing.T) {
+		up := newUpstream(t, ownerKey(), mockmodel.RateLimited("1"), mockmodel.Message("done"))
+		res, _, _, pass := run(t, context.Background(), up, Binding{Turn: "t_rate", Grant: "g_rate"})
+		if res.Status != codex.StatusCompleted || res.Answer != "done" || pass.Err() != nil {
+			t.Errorf("turn %+v; pass ended with %v; the model got %d requests", res, pass.Err(), len(up.mock.Requests()))
+		}
+	})
 }

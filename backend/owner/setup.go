@@ -48,7 +48,10 @@ type CodexDownload struct {
 
 // ModelStatus is GET /api/model: whether a key is set, never the key.
 type ModelStatus struct {
-	KeySet    bool        `json:"keySet"`
+	KeySet bool `json:"keySet"`
+	// KeyFor, when set, is the server the saved key belongs to, which is not the one set now:
+	// that server gets no key (docs/threats.md M16).
+	KeyFor    string      `json:"keyFor,omitempty"`
 	BaseURL   string      `json:"baseUrl"`
 	Model     string      `json:"model"`
 	CodexPath string      `json:"codexPath"` // a Codex the owner named; "" = none
@@ -63,6 +66,8 @@ type ModelGateway struct {
 	KeyPresent  bool       `json:"keyPresent"`            // it has a key to forward with, from any source
 	LastError   string     `json:"lastError,omitempty"`   // the model's last failure, in the owner's words
 	LastErrorAt *time.Time `json:"lastErrorAt,omitempty"` // when
+	// NoUsage: the server's last answer reported no usage; budgets count the gateway's estimate.
+	NoUsage bool `json:"noUsage,omitempty"`
 }
 
 // ModelRequest is PUT /api/model: each field given changes that one; Key replaces the key.

@@ -149,6 +149,8 @@ export interface ModelCheck {
 /** How Codex reaches its model: whether a key is set, never the key. */
 export interface ModelStatus {
   keySet: boolean;
+  /** The server the saved key belongs to, when it is not the one set now: that one gets no key. */
+  keyFor?: string;
   baseUrl: string;
   model: string;
   codexPath: string;
@@ -162,6 +164,8 @@ export interface ModelGateway {
   keyPresent: boolean;
   lastError?: string;
   lastErrorAt?: string;
+  /** The server's last answer reported no usage: budgets count the gateway's estimate. */
+  noUsage?: boolean;
 }
 
 export interface ModelRequest {

@@ -20,6 +20,32 @@ type Step struct {
 	command string
 	status  int
 	body    string
+	header  http.Header
+	spawn   map[string]string // spawn_agent's arguments
+	stall   int               // stream this many bytes of text, then hold the answer open
+}
+
+// Spawn replies with a call of codex's `spawn_agent` tool (the collaboration tools): a
+// sub-agent named task gets message, and the model and reasoning effort asked for when set.
+func Spawn(task, message, model, effort string) Step {
+	args := map[string]string{"task_name": task, "message": message, "fork_turns": "none"}
+	if model != "" {
+		args["model"] = model
+	}
+	if effort != "" {
+		args["reasoning_effort"] = effort
+	}
+	return Step{spawn: args}
+}
+
+// Stall streams the start of an answer, n bytes of text, and then holds it open until the
+// request is cut: an answer that never reaches its usage.
+func Stall(n int) Step { return Step{stall: n} }
+
+// RateLimited is the API's passing rate limit, with Retry-After in seconds.
+func RateLimited(retryAfter string) Step {
+	return Step{status: http.StatusTooManyRequests, header: http.Header{"Retry-After": {retryAfter}},
+		body: `{"error":{"message":"Rate limit reached for requests","type":"requests","param":null,"code":"rate_limit_exceeded"}}`}
 }
 
 // Message replies with a final assistant message.
@@ -58,9 +84,28 @@ func (r Request) TurnMetadata() map[string]any {
 type Server struct {
 	srv      *httptest.Server
 	mu       sync.Mutex
-	steps    []Step
-	next     int
+	main     *script
+	agents   map[string]*script // by codex's agent_name (its turn metadata): sub-agents
 	requests []Request
+}
+
+type script struct {
+	steps []Step
+	next  int
+}
+
+// Agent scripts the requests of the codex agent named name (e.g. "/root/helper", a
+// sub-agent), apart from the others, which play New's steps.
+func (s *Server) Agent(name string, steps ...Step) {
+	if len(steps) == 0 {
+		steps = []Step{Message("ok")}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.agents == nil {
+		s.agents = map[string]*script{}
+	}
+	s.agents[name] = &script{steps: steps}
 }
 
 // New starts a server that plays steps in order.
@@ -68,7 +113,7 @@ func New(steps ...Step) *Server {
 	if len(steps) == 0 {
 		steps = []Step{Message("ok")}
 	}
-	s := &Server{steps: steps}
+	s := &Server{main: &script{steps: steps}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -119,13 +164,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mu.Lock()
-	step := s.steps[min(s.next, len(s.steps)-1)]
-	s.next++
-	n := s.next
+	sc := s.main
+	if a, ok := s.agents[fmt.Sprint(req.TurnMetadata()["agent_name"])]; ok {
+		sc = a
+	}
+	step := sc.steps[min(sc.next, len(sc.steps)-1)]
+	sc.next++
 	s.requests = append(s.requests, req)
+	n := len(s.requests)
 	s.mu.Unlock()
 
 	if step.status != 0 {
+		for k, v := range step.header {
+			w.Header()[k] = v
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(step.status)
 		io.WriteString(w, step.body)
@@ -134,8 +186,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	respID := fmt.Sprintf("resp_%d", n)
 	send(w, "response.created", map[string]any{"type": "response.created", "response": map[string]any{"id": respID}})
+	if step.stall > 0 {
+		send(w, "response.output_text.delta", map[string]any{"type": "response.output_text.delta", "item_id": fmt.Sprintf("msg_%d", n),
+			"output_index": 0, "content_index": 0, "delta": strings.Repeat("x", step.stall)})
+		<-r.Context().Done()
+		return
+	}
 	var item map[string]any
-	if step.command != "" {
+	if step.spawn != nil {
+		args, _ := json.Marshal(step.spawn)
+		item = map[string]any{"type": "function_call", "id": fmt.Sprintf("fc_%d", n), "call_id": fmt.Sprintf("call_%d", n),
+			"namespace": "collaboration", "name": "spawn_agent", "arguments": string(args), "status": "completed"}
+	} else if step.command != "" {
 		cmd, _ := json.Marshal(step.command)
 		item = map[string]any{
 			"type": "custom_tool_call", "id": fmt.Sprintf("ctc_%d", n), "call_id": fmt.Sprintf("call_%d", n),

@@ -214,6 +214,9 @@ function gatewayView(g: ModelGateway | null | undefined): HTMLElement | null {
     g.lastError
       ? h("p", { class: "error-text", role: "alert" }, "Last model error: " + clean(g.lastError), g.lastErrorAt ? h("span", { class: "muted small" }, " · " + fmtTime(g.lastErrorAt, true)) : "")
       : null,
+    g.noUsage
+      ? h("p", { class: "hint" }, badge("No usage", "warn"), " This server reports no token usage: grants' budgets count Aether's estimate (a token for every 4 bytes sent and received).")
+      : null,
   );
 }
 
@@ -335,8 +338,8 @@ function modelCard(reload: () => void) {
         check && !check.ok ? badge("Check failed", "bad") : check?.ok ? badge("Checked", "ok") : cred?.problem ? badge("No key", "warn") : badge("Set", "ok"),
       );
       summary.textContent = cred?.problem ? clean(cred.problem) : clean(cred?.summary);
-      keySet.hidden = !m?.keySet;
-      keySet.textContent = m?.keySet ? "· a key is set" : "";
+      keySet.hidden = !m?.keySet && !m?.keyFor;
+      keySet.textContent = m?.keySet ? "· a key is set" : m?.keyFor ? "· the saved key is for " + clean(m.keyFor) + ", not this server: it gets none" : "";
       removeBtn.hidden = !m?.keySet;
       if (!filled && m && document.activeElement !== base && document.activeElement !== modelName) {
         base.value = m.baseUrl ?? "";
