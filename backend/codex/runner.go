@@ -198,11 +198,22 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 		return finish(StatusFailed, why, err)
 	}
 	workspace := filepath.Clean(req.Workspace)
+	checked, err := os.Stat(workspace) // the folder the caller has just checked (P7)
+	if err != nil {
+		return finish(StatusFailed, "workspace: "+err.Error(), fmt.Errorf("%w: %v", ErrInvalidRequest, err))
+	}
 	release, err := r.acquire(ctx, workspace)
 	if err != nil {
 		return finish(queueEnded(err))
 	}
 	defer release()
+	// The wait may have been long: the view binds the folder opened now, after the wait,
+	// if it is still the one checked (W25).
+	ws, err := openWorkspace(workspace, checked)
+	if err != nil {
+		return finish(StatusFailed, "workspace: "+err.Error(), fmt.Errorf("%w: %v", ErrInvalidRequest, err))
+	}
+	defer ws.Close()
 
 	res.StartedAt = r.now()
 	dirs, err := r.prepareTurn(req.Conversation)
@@ -225,13 +236,13 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	env := r.environ(key)
 	red := newRedactor(append(r.extraEnv(), "CODEX_API_KEY="+key))
 	gate := progressGate{fn: progress, now: r.now, red: red}
-	t := &turn{req: req, workspace: workspace, guard: workspaceGuard{access: req.AccessMode},
+	t := &turn{req: req, workspace: workspace, root: descriptorPath(ws), guard: workspaceGuard{access: req.AccessMode},
 		red: red, outFile: outFile, timeout: r.timeout(), meta: meta}
 	t.tr.work = newWorkLog(workspace, r.now)
 
 	tctx, cancel := context.WithTimeoutCause(ctx, t.timeout, errTurnTimeout)
 	defer cancel()
-	c := command{bin: wrapper, args: wrapped, env: env, dir: workspace, prompt: req.Prompt}
+	c := command{bin: wrapper, args: wrapped, env: env, dir: workspace, prompt: req.Prompt, workspace: ws}
 	out := r.runProcess(tctx, c, t.hold(ctx, r.now), func(line []byte) {
 		gate.emit(t.tr.handle(line))
 	})
@@ -305,6 +316,7 @@ func queueEnded(err error) (string, string, error) {
 type turn struct {
 	req       Request
 	workspace string
+	root      string // the workspace the view binds, as the host reads it (descriptorPath)
 	guard     workspaceGuard
 	heldFor   string // why hold did not let codex start, for the Result
 	tr        transcript
@@ -324,7 +336,7 @@ func (t *turn) hold(ctx context.Context, now func() time.Time) func() error {
 		} else {
 			go func() { admitted <- t.req.Admit(ctx) }()
 		}
-		if err := t.guard.before(t.workspace, now()); err != nil {
+		if err := t.guard.before(t.root, now()); err != nil {
 			t.heldFor = "workspace: " + err.Error()
 			return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 		}
@@ -360,8 +372,8 @@ func (r *Runner) conclude(t *turn, out procOutcome, res *Result) {
 	res.OutputTruncated = errors.Is(out.stoppedBy, errOutputCap)
 
 	if out.startErr == nil { // else the workspace was not looked at before
-		files := t.guard.changes(t.workspace)
-		if why := r.guardAfter(&t.guard, t.workspace, res); why != "" {
+		files := t.guard.changes(t.root)
+		if why := r.guardAfter(&t.guard, t.root, res); why != "" {
 			status, reason = StatusViolation, why
 		}
 		res.Work = tr.work.finish(t.meta, files)
