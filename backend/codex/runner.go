@@ -70,8 +70,9 @@ var (
 type Runner struct {
 	Path string // codex binary; default Find's, else "codex" looked up on PATH
 	// Find, if set, names the codex binary when Path is empty, asked at every check and turn:
-	// the node's is the Codex the owner chose or got in the window ("" = look on PATH).
-	Find func() string
+	// the node's is the Codex the owner chose or got in the window ("" = look on PATH); an
+	// error (a Codex that is not the one got, X11) refuses the turn with it.
+	Find func() (string, error)
 	// Upstream, if set, is asked at every check and turn for the model the owner set in the
 	// window; its key comes before CODEX_API_KEY and codex's sign-in (credential).
 	Upstream func() (Upstream, error)
@@ -512,7 +513,10 @@ func checkRequest(req Request) error {
 func (r *Runner) binary() (string, error) {
 	name := r.Path
 	if name == "" && r.Find != nil {
-		name = r.Find()
+		var err error
+		if name, err = r.Find(); err != nil {
+			return "", err
+		}
 	}
 	if name == "" {
 		name = "codex"

@@ -48,17 +48,35 @@ type Getter struct {
 	Client   *http.Client
 
 	mu sync.Mutex
+
+	checkMu sync.Mutex
+	checked fileID // bin/codex as it was when its hash last matched its record
 }
 
 // Binary is the installed codex, or "" when there is none. Only a complete unpack is ever at
-// Dir/<Version> (Get renames it there whole), so a binary there was checked.
-func (g *Getter) Binary() string {
+// Dir/<Version> (Get renames it there whole), with the sha256 of its bin/codex recorded
+// beside it (manifestName). Binary checks the file against that record: it hashes it again
+// when the file is not the one it last found matching (another inode, size, modification or
+// change time; docs/threats.md X11), and a file that does not match, or has no record, is an
+// error: it never runs.
+func (g *Getter) Binary() (string, error) {
 	bin := filepath.Join(g.Dir, Version, "bin", "codex")
 	st, err := os.Lstat(bin)
 	if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o100 == 0 {
-		return ""
+		return "", nil
 	}
-	return bin
+	g.checkMu.Lock()
+	defer g.checkMu.Unlock()
+	id := idOf(st)
+	if id == g.checked {
+		return bin, nil
+	}
+	if err := checkManifest(filepath.Join(g.Dir, Version)); err != nil {
+		g.checked = fileID{}
+		return "", err
+	}
+	g.checked = id
+	return bin, nil
 }
 
 // Get downloads, checks and unpacks the pinned package unless it is there, and returns the
@@ -69,7 +87,7 @@ func (g *Getter) Get(ctx context.Context, progress func(Progress)) (string, erro
 		return "", ErrBusy
 	}
 	defer g.mu.Unlock()
-	if bin := g.Binary(); bin != "" {
+	if bin, err := g.Binary(); bin != "" && err == nil {
 		return bin, nil
 	}
 	p, err := g.platform()
@@ -96,6 +114,9 @@ func (g *Getter) Get(ctx context.Context, progress func(Progress)) (string, erro
 	if err := checkBinary(ctx, filepath.Join(unpacked, "bin", "codex"), work); err != nil {
 		return "", err
 	}
+	if err := writeManifest(unpacked); err != nil {
+		return "", err
+	}
 	final := filepath.Join(g.Dir, Version)
 	if _, err := os.Lstat(final); err == nil { // a broken one (no runnable bin/codex): set aside, removed with work
 		if err := os.Rename(final, filepath.Join(work, "old")); err != nil {
@@ -108,7 +129,7 @@ func (g *Getter) Get(ctx context.Context, progress func(Progress)) (string, erro
 	if err := fsutil.SyncDir(g.Dir); err != nil {
 		return "", err
 	}
-	return g.Binary(), nil
+	return g.Binary()
 }
 
 func (g *Getter) platform() (Platform, error) {
