@@ -36,8 +36,10 @@ type Setup struct {
 	cancel context.CancelFunc
 	bg     sync.WaitGroup
 
-	mu     sync.Mutex
-	dl     owner.CodexDownload
+	mu           sync.Mutex
+	dl           owner.CodexDownload
+	stopDownload context.CancelFunc // the download under way's
+	canceled     bool               // the owner canceled it
 	check  *owner.ModelCheck // the last Check, forgotten when a setting changes
 	health codex.Health      // the last health check
 
