@@ -40,8 +40,8 @@ type Setup struct {
 	dl           owner.CodexDownload
 	stopDownload context.CancelFunc // the download under way's
 	canceled     bool               // the owner canceled it
-	check  *owner.ModelCheck // the last Check, forgotten when a setting changes
-	health codex.Health      // the last health check
+	check        *owner.ModelCheck  // the last Check, forgotten when a setting changes
+	health       codex.Health       // the last health check
 
 	models *modelgw.Gateway // set by StartModels
 }
