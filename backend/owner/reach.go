@@ -67,7 +67,7 @@ func (s *Service) ReachabilityChanged() {
 func (s *Service) SetFunnel(ctx context.Context, on bool) (Reachability, error) {
 	edit := func(p *policy.Policy) (int, error) {
 		if on && p.Pact.AllowInsecureLocalIssuers {
-			return -1, loopbackIssuers("Tailscale Funnel was not turned on")
+			return -1, errLoopbackIssuers
 		}
 		p.Pact.Funnel = on
 		return -1, nil
@@ -87,10 +87,9 @@ func (s *Service) UseFunnelURL(ctx context.Context) (Reachability, error) {
 	if r.State != ReachStatePublished || r.URL == "" {
 		return Reachability{}, fmt.Errorf("%w: the gateway is not published with Tailscale Funnel yet", ErrInvalid)
 	}
+	// No policy with allowInsecureLocalIssuers loads while Funnel publishes (N4), so none is
+	// kept here.
 	edit := func(p *policy.Policy) (int, error) {
-		if p.Pact.AllowInsecureLocalIssuers {
-			return -1, loopbackIssuers("Agents were not given the Funnel address")
-		}
 		p.Pact.PublicURL, p.Pact.Audience = r.URL, r.URL
 		return -1, nil
 	}
@@ -101,14 +100,12 @@ func (s *Service) UseFunnelURL(ctx context.Context) (Reachability, error) {
 	return s.Reachability(), nil
 }
 
-// loopbackIssuers says in the owner's words why a change that makes the gateway public is
-// refused while policy.json sets allowInsecureLocalIssuers; the policy check refuses the
-// pair whatever makes the gateway public (docs/threats.md N4).
-func loopbackIssuers(what string) error {
-	return fmt.Errorf("%w: %s: policy.json sets allowInsecureLocalIssuers, which is for tests on this computer only. "+
-		"With it, anyone who reaches the gateway from the internet could make this node fetch addresses on this computer. "+
-		"Remove it from policy.json, then try again", ErrInvalid, what)
-}
+// errLoopbackIssuers says in the owner's words why Funnel is not turned on while policy.json
+// sets allowInsecureLocalIssuers; the policy check refuses the pair whatever makes the gateway
+// public (docs/threats.md N4).
+var errLoopbackIssuers = fmt.Errorf("%w: Tailscale Funnel was not turned on: policy.json sets allowInsecureLocalIssuers, "+
+	"which is for tests on this computer only. With it, anyone who reaches the gateway from the internet could make this "+
+	"node fetch addresses on this computer. Remove it from policy.json, then try again", ErrInvalid)
 
 // isOwnHTTPS: an https:// publicUrl that is not loopback, i.e. the owner's own proxy or domain.
 func isOwnHTTPS(publicURL string) bool {
