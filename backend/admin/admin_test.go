@@ -251,6 +251,11 @@ func (f *fakeBackend) GetCodex() (owner.CodexDownload, error) {
 	return owner.CodexDownload{State: owner.DownloadRunning}, nil
 }
 
+func (f *fakeBackend) CancelCodex() (owner.CodexDownload, error) {
+	f.note("CancelCodex")
+	return owner.CodexDownload{State: owner.DownloadIdle}, nil
+}
+
 func (f *fakeBackend) CodexDownload() (owner.CodexDownload, error) {
 	f.note("CodexDownload")
 	return owner.CodexDownload{State: owner.DownloadIdle}, nil

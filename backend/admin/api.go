@@ -38,7 +38,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("/api/brands", get(s.getBrands))
 	mux.HandleFunc("/api/brands/{id}", methods(map[string]http.HandlerFunc{"PUT": s.putBrand, "DELETE": s.deleteBrand}))
 	mux.HandleFunc("/api/events", get(s.getEvents))
-	mux.HandleFunc("/api/codex/download", methods(map[string]http.HandlerFunc{"GET": s.getCodexDownload, "POST": s.postCodexDownload}))
+	mux.HandleFunc("/api/codex/download", methods(map[string]http.HandlerFunc{"GET": s.getCodexDownload, "POST": s.postCodexDownload, "DELETE": s.deleteCodexDownload}))
 	mux.HandleFunc("/api/codex/path", methods(map[string]http.HandlerFunc{"PUT": s.putCodexPath}))
 	mux.HandleFunc("/api/model", methods(map[string]http.HandlerFunc{"GET": s.getModel, "PUT": s.putModel}))
 	mux.HandleFunc("/api/model/check", post(s.postModelCheck))

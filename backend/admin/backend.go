@@ -29,6 +29,7 @@ type Backend interface {
 	Runtime() owner.Runtime
 	// Codex and its model (docs/admin-api.md): never the key, only whether one is set.
 	GetCodex() (owner.CodexDownload, error)
+	CancelCodex() (owner.CodexDownload, error)
 	CodexDownload() (owner.CodexDownload, error)
 	UseCodex(path string) (owner.ModelStatus, error)
 	Model() (owner.ModelStatus, error)

@@ -27,6 +27,15 @@ func (s *Server) postCodexDownload(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, d)
 }
 
+func (s *Server) deleteCodexDownload(w http.ResponseWriter, r *http.Request) {
+	d, err := s.b.CancelCodex()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
 func (s *Server) putCodexPath(w http.ResponseWriter, r *http.Request) {
 	var req owner.CodexPathRequest
 	if !s.decode(w, r, &req) {

@@ -44,20 +44,53 @@ func (e *IdentityRejectedError) Error() string {
 	return "the node refused the agent's identity token: " + e.Description
 }
 
-// rejectingTransport turns a 401 into an *IdentityRejectedError: the A2A
-// client reports only "unexpected HTTP status" and loses the reason.
+// rejectingTransport carries A2A calls. It turns a 401 into an
+// *IdentityRejectedError (the A2A client reports only "unexpected HTTP status"
+// and loses the reason), and caps every answer at maxAnswerBytes: a2a-go decodes
+// an answer, and gathers an SSE event's data lines, without a limit (docs/threats.md, R19).
 type rejectingTransport struct{ base http.RoundTripper }
+
+// maxAnswerBytes caps one A2A answer, a whole event stream included: far above what a node
+// sends (an answer of at most 16 MiB from Codex, the message of at most 4 MiB it answers).
+const maxAnswerBytes = 64 << 20
+
+// ErrAnswerTooLarge is a node's A2A answer (or event stream) over maxAnswerBytes.
+var ErrAnswerTooLarge = fmt.Errorf("the node's A2A answer is larger than %d MiB: refused", maxAnswerBytes>>20)
 
 func (t rejectingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := base(t.base).RoundTrip(req)
-	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+	if err != nil {
 		return resp, err
+	}
+	if resp.StatusCode != http.StatusUnauthorized {
+		resp.Body = &cappedBody{rc: resp.Body, left: maxAnswerBytes}
+		return resp, nil
 	}
 	desc := authParam(resp.Header.Get("WWW-Authenticate"), "error_description")
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	return nil, &IdentityRejectedError{Description: desc}
 }
+
+// cappedBody reads an answer of at most left bytes; a byte more fails it with
+// ErrAnswerTooLarge, and closing it drops the connection.
+type cappedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.rc.Read(p)
+	if b.left -= int64(n); b.left < 0 {
+		return 0, ErrAnswerTooLarge
+	}
+	return n, err
+}
+
+func (b *cappedBody) Close() error { return b.rc.Close() }
 
 func base(rt http.RoundTripper) http.RoundTripper {
 	if rt == nil {

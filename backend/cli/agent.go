@@ -19,7 +19,7 @@ consent, sends the turn again with the delegation token, and verifies the
 receipt with the node JWKS. The token is saved, so the next run needs no consent.
 
 Without --identity-token the agent runs its own issuer on loopback (the node's
-policy must set allowInsecureLocalIssuers); its key and address are kept in
+policy must set allowInsecureLocalIssuers, which a public node never does); its key and address are kept in
 --issuer-dir, so it stays the same identity across runs.
 
 Flags:
@@ -104,8 +104,9 @@ func agentHint(err error, externalIdentity bool) string {
 	var rejected *agentpkg.IdentityRejectedError
 	switch {
 	case errors.As(err, &rejected) && !externalIdentity:
-		return "The local issuer is on http://127.0.0.1: the node accepts it only when its policy sets \"allowInsecureLocalIssuers\": true,\n" +
-			"and only with the node's audience (pass --audience when the policy's audience is not its publicUrl)."
+		return "The local issuer is on http://127.0.0.1: the node accepts it only when its policy sets \"allowInsecureLocalIssuers\": true\n" +
+			"(a node on this computer only: a public one never accepts it), and only with the node's audience\n" +
+			"(pass --audience when the policy's audience is not its publicUrl)."
 	case errors.As(err, &rejected):
 		return "Check the identity token: its issuer must serve a JWKS the node can reach, its aud must be the node's audience, and it must not have expired."
 	case errors.Is(err, agentpkg.ErrExpired):

@@ -14,11 +14,12 @@ import (
 )
 
 // The descriptors of cmd.ExtraFiles, after stdin, stdout and stderr: bwrap writes the view's
-// first process to the first (--info-fd), and waits for a byte on the second before it starts
-// codex (--block-fd).
+// first process to the first (--info-fd), waits for a byte on the second before it starts
+// codex (--block-fd), and binds the third, the workspace the runner opened, into the view.
 const (
-	sandboxInfoFD  = 3
-	sandboxBlockFD = 4
+	sandboxInfoFD      = 3
+	sandboxBlockFD     = 4
+	sandboxWorkspaceFD = 5
 )
 
 // procOutcome is how one codex process ended.
@@ -40,7 +41,8 @@ type command struct {
 	bin       string
 	args, env []string
 	dir       string
-	prompt    string // codex's stdin
+	prompt    string   // codex's stdin
+	workspace *os.File // bound into the view (sandboxWorkspaceFD)
 }
 
 // runProcess runs codex in its own process group with the prompt on stdin and calls onLine
@@ -132,7 +134,7 @@ func startProcess(c command, grace time.Duration, stop context.CancelCauseFunc) 
 	cmd.Stdin = inR
 	cmd.Stdout = outW
 	cmd.Stderr = errW
-	cmd.ExtraFiles = []*os.File{infoW, goR} // sandboxInfoFD, sandboxBlockFD
+	cmd.ExtraFiles = []*os.File{infoW, goR, c.workspace} // sandboxInfoFD, sandboxBlockFD, sandboxWorkspaceFD
 	setProcessGroup(cmd)
 	startErr := cmd.Start()
 	for _, f := range []*os.File{inR, outW, errW, infoW, goR} {

@@ -70,8 +70,9 @@ var (
 type Runner struct {
 	Path string // codex binary; default Find's, else "codex" looked up on PATH
 	// Find, if set, names the codex binary when Path is empty, asked at every check and turn:
-	// the node's is the Codex the owner chose or got in the window ("" = look on PATH).
-	Find func() string
+	// the node's is the Codex the owner chose or got in the window ("" = look on PATH); an
+	// error (a Codex that is not the one got, X11) refuses the turn with it.
+	Find func() (string, error)
 	// Upstream, if set, is asked at every check and turn for the model the owner set in the
 	// window; its key comes before CODEX_API_KEY and codex's sign-in (credential).
 	Upstream func() (Upstream, error)
@@ -198,11 +199,22 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 		return finish(StatusFailed, why, err)
 	}
 	workspace := filepath.Clean(req.Workspace)
+	checked, err := os.Stat(workspace) // the folder the caller has just checked (P7)
+	if err != nil {
+		return finish(StatusFailed, "workspace: "+err.Error(), fmt.Errorf("%w: %v", ErrInvalidRequest, err))
+	}
 	release, err := r.acquire(ctx, workspace)
 	if err != nil {
 		return finish(queueEnded(err))
 	}
 	defer release()
+	// The wait may have been long: the view binds the folder opened now, after the wait,
+	// if it is still the one checked (W25).
+	ws, err := openWorkspace(workspace, checked)
+	if err != nil {
+		return finish(StatusFailed, "workspace: "+err.Error(), fmt.Errorf("%w: %v", ErrInvalidRequest, err))
+	}
+	defer ws.Close()
 
 	res.StartedAt = r.now()
 	dirs, err := r.prepareTurn(req.Conversation)
@@ -225,13 +237,13 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	env := r.environ(key)
 	red := newRedactor(append(r.extraEnv(), "CODEX_API_KEY="+key))
 	gate := progressGate{fn: progress, now: r.now, red: red}
-	t := &turn{req: req, workspace: workspace, guard: workspaceGuard{access: req.AccessMode},
+	t := &turn{req: req, workspace: workspace, root: descriptorPath(ws), guard: workspaceGuard{access: req.AccessMode},
 		red: red, outFile: outFile, timeout: r.timeout(), meta: meta}
 	t.tr.work = newWorkLog(workspace, r.now)
 
 	tctx, cancel := context.WithTimeoutCause(ctx, t.timeout, errTurnTimeout)
 	defer cancel()
-	c := command{bin: wrapper, args: wrapped, env: env, dir: workspace, prompt: req.Prompt}
+	c := command{bin: wrapper, args: wrapped, env: env, dir: workspace, prompt: req.Prompt, workspace: ws}
 	out := r.runProcess(tctx, c, t.hold(ctx, r.now), func(line []byte) {
 		gate.emit(t.tr.handle(line))
 	})
@@ -305,6 +317,7 @@ func queueEnded(err error) (string, string, error) {
 type turn struct {
 	req       Request
 	workspace string
+	root      string // the workspace the view binds, as the host reads it (descriptorPath)
 	guard     workspaceGuard
 	heldFor   string // why hold did not let codex start, for the Result
 	tr        transcript
@@ -324,7 +337,7 @@ func (t *turn) hold(ctx context.Context, now func() time.Time) func() error {
 		} else {
 			go func() { admitted <- t.req.Admit(ctx) }()
 		}
-		if err := t.guard.before(t.workspace, now()); err != nil {
+		if err := t.guard.before(t.root, now()); err != nil {
 			t.heldFor = "workspace: " + err.Error()
 			return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 		}
@@ -360,8 +373,8 @@ func (r *Runner) conclude(t *turn, out procOutcome, res *Result) {
 	res.OutputTruncated = errors.Is(out.stoppedBy, errOutputCap)
 
 	if out.startErr == nil { // else the workspace was not looked at before
-		files := t.guard.changes(t.workspace)
-		if why := r.guardAfter(&t.guard, t.workspace, res); why != "" {
+		files := t.guard.changes(t.root)
+		if why := r.guardAfter(&t.guard, t.root, res); why != "" {
 			status, reason = StatusViolation, why
 		}
 		res.Work = tr.work.finish(t.meta, files)
@@ -500,7 +513,10 @@ func checkRequest(req Request) error {
 func (r *Runner) binary() (string, error) {
 	name := r.Path
 	if name == "" && r.Find != nil {
-		name = r.Find()
+		var err error
+		if name, err = r.Find(); err != nil {
+			return "", err
+		}
 	}
 	if name == "" {
 		name = "codex"

@@ -195,7 +195,7 @@ func (r *Runner) turnView(bin, workspace string, writable bool, d turnDirs) conf
 	for _, p := range r.TestMounts {
 		add(p, "", true)
 	}
-	add(workspace, "", writable)
+	v.Mounts = append(v.Mounts, confine.Mount{Source: workspace, Writable: writable, FD: sandboxWorkspaceFD})
 	return v
 }
 

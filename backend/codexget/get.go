@@ -31,9 +31,14 @@ var (
 	ErrUnsafeArchive = errors.New("the package holds an entry that is not unpacked")
 	// errNotPinnedCodex: the unpacked codex is not codex-cli Version (X7).
 	errNotPinnedCodex = errors.New("the unpacked codex is not codex-cli " + Version)
+	// ErrStalled: the registry sent nothing for Getter.StallTimeout (X12).
+	ErrStalled = errors.New("the download stalled")
 	// ErrBusy: another Get is running.
 	ErrBusy = errors.New("Codex is being downloaded already")
 )
+
+// DefaultStallTimeout is how long a download may receive nothing before it is given up.
+const DefaultStallTimeout = 60 * time.Second
 
 // Progress is how far a download is, in bytes.
 type Progress struct {
@@ -46,19 +51,40 @@ type Getter struct {
 	Registry string   // default DefaultRegistry
 	Platform Platform // default ForThisMachine()
 	Client   *http.Client
+	// StallTimeout ends a download that receives nothing for so long, headers included
+	// (default DefaultStallTimeout).
+	StallTimeout time.Duration
 
 	mu sync.Mutex
+
+	checkMu sync.Mutex
+	checked fileID // bin/codex as it was when its hash last matched its record
 }
 
 // Binary is the installed codex, or "" when there is none. Only a complete unpack is ever at
-// Dir/<Version> (Get renames it there whole), so a binary there was checked.
-func (g *Getter) Binary() string {
+// Dir/<Version> (Get renames it there whole), with the sha256 of its bin/codex recorded
+// beside it (manifestName). Binary checks the file against that record: it hashes it again
+// when the file is not the one it last found matching (another inode, size, modification or
+// change time; docs/threats.md X11), and a file that does not match, or has no record, is an
+// error: it never runs.
+func (g *Getter) Binary() (string, error) {
 	bin := filepath.Join(g.Dir, Version, "bin", "codex")
 	st, err := os.Lstat(bin)
 	if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o100 == 0 {
-		return ""
+		return "", nil
 	}
-	return bin
+	g.checkMu.Lock()
+	defer g.checkMu.Unlock()
+	id := idOf(st)
+	if id == g.checked {
+		return bin, nil
+	}
+	if err := checkManifest(filepath.Join(g.Dir, Version)); err != nil {
+		g.checked = fileID{}
+		return "", err
+	}
+	g.checked = id
+	return bin, nil
 }
 
 // Get downloads, checks and unpacks the pinned package unless it is there, and returns the
@@ -69,7 +95,7 @@ func (g *Getter) Get(ctx context.Context, progress func(Progress)) (string, erro
 		return "", ErrBusy
 	}
 	defer g.mu.Unlock()
-	if bin := g.Binary(); bin != "" {
+	if bin, err := g.Binary(); bin != "" && err == nil {
 		return bin, nil
 	}
 	p, err := g.platform()
@@ -96,6 +122,9 @@ func (g *Getter) Get(ctx context.Context, progress func(Progress)) (string, erro
 	if err := checkBinary(ctx, filepath.Join(unpacked, "bin", "codex"), work); err != nil {
 		return "", err
 	}
+	if err := writeManifest(unpacked); err != nil {
+		return "", err
+	}
 	final := filepath.Join(g.Dir, Version)
 	if _, err := os.Lstat(final); err == nil { // a broken one (no runnable bin/codex): set aside, removed with work
 		if err := os.Rename(final, filepath.Join(work, "old")); err != nil {
@@ -108,7 +137,7 @@ func (g *Getter) Get(ctx context.Context, progress func(Progress)) (string, erro
 	if err := fsutil.SyncDir(g.Dir); err != nil {
 		return "", err
 	}
-	return g.Binary(), nil
+	return g.Binary()
 }
 
 func (g *Getter) platform() (Platform, error) {
@@ -138,7 +167,16 @@ func (g *Getter) download(ctx context.Context, p Platform, path string, progress
 	if u, err := url.Parse(src); err == nil {
 		host = u.Host
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
+	// A registry that stops sending, before or after its headers, ends the download (X12).
+	stall := g.StallTimeout
+	if stall <= 0 {
+		stall = DefaultStallTimeout
+	}
+	dctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	watchdog := time.AfterFunc(stall, func() { cancel(ErrStalled) })
+	defer watchdog.Stop()
+	req, err := http.NewRequestWithContext(dctx, http.MethodGet, src, nil)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
@@ -146,13 +184,20 @@ func (g *Getter) download(ctx context.Context, p Platform, path string, progress
 	if client == nil {
 		client = http.DefaultClient
 	}
+	var n int64
+	stalled := func() error {
+		return fmt.Errorf("%w: %s sent nothing for %s (%d of %d bytes came); try again", ErrStalled, host, stall, n, p.Size)
+	}
 	resp, err := client.Do(req)
+	if err != nil && context.Cause(dctx) == ErrStalled {
+		return stalled()
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %s cannot be reached (%v); check the connection and try again", ErrUnreachable, host, unwrapURL(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%w: %s answered %s for %s; try again later", ErrUnreachable, host, resp.Status, p.Package())
+		return fmt.Errorf("%w: %s answered %q for %s; try again later", ErrUnreachable, host, resp.Status, p.Package())
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -161,10 +206,13 @@ func (g *Getter) download(ctx context.Context, p Platform, path string, progress
 	defer f.Close()
 	sum := sha512.New()
 	w := &progressWriter{w: io.MultiWriter(f, sum), total: p.Size, fn: progress}
-	n, err := io.Copy(w, io.LimitReader(resp.Body, p.Size+1))
+	n, err = io.Copy(w, io.LimitReader(&stallReader{r: resp.Body, watchdog: watchdog, stall: stall}, p.Size+1))
 	w.report()
-	if err != nil && ctx.Err() != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
 		return fmt.Errorf("%w: stopped", ErrUnreachable)
+	case err != nil && context.Cause(dctx) == ErrStalled:
+		return stalled()
 	}
 	if n != p.Size {
 		return fmt.Errorf("%w: got %d bytes of %s, %d expected (%v); try again", ErrTruncated, n, p.Package(), p.Size, errOrEnd(err))
@@ -180,6 +228,21 @@ func (g *Getter) download(ctx context.Context, p Platform, path string, progress
 		return fmt.Errorf("%w: %s from %s is not the package Aether pins; nothing was unpacked", ErrIntegrity, p.Package(), host)
 	}
 	return f.Close()
+}
+
+// stallReader restarts the download's watchdog whenever bytes come.
+type stallReader struct {
+	r        io.Reader
+	watchdog *time.Timer
+	stall    time.Duration
+}
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 {
+		s.watchdog.Reset(s.stall)
+	}
+	return n, err
 }
 
 func errOrEnd(err error) any {

@@ -106,7 +106,7 @@ func serveBytes(data []byte) func(http.ResponseWriter, *http.Request) {
 // nothingRunnable asserts that dir holds no file at all: no partial unpack, no tarball.
 func nothingRunnable(t *testing.T, g *Getter) {
 	t.Helper()
-	if bin := g.Binary(); bin != "" {
+	if bin, _ := g.Binary(); bin != "" {
 		t.Errorf("a codex is in place after a refused download: %s", bin)
 	}
 	_ = filepath.WalkDir(g.Dir, func(p string, d fs.DirEntry, err error) error {

@@ -36,10 +36,12 @@ type Setup struct {
 	cancel context.CancelFunc
 	bg     sync.WaitGroup
 
-	mu     sync.Mutex
-	dl     owner.CodexDownload
-	check  *owner.ModelCheck // the last Check, forgotten when a setting changes
-	health codex.Health      // the last health check
+	mu           sync.Mutex
+	dl           owner.CodexDownload
+	stopDownload context.CancelFunc // the download under way's
+	canceled     bool               // the owner canceled it
+	check        *owner.ModelCheck  // the last Check, forgotten when a setting changes
+	health       codex.Health       // the last health check
 
 	models *modelgw.Gateway // set by StartModels
 }
@@ -59,7 +61,11 @@ func New(cfg Config) *Setup {
 		s.dl.State, s.dl.Error = owner.DownloadUnavailable, err.Error()
 	default:
 		s.dl.Package, s.dl.Total = p.Package(), p.Size
-		if bin := cfg.Getter.Binary(); bin != "" {
+		switch bin, err := cfg.Getter.Binary(); {
+		case err != nil: // swapped since it was unpacked (X11): Get Codex puts the pinned one back
+			s.dl.State, s.dl.Error = owner.DownloadFailed, err.Error()
+			s.log.Error("Get Codex: " + err.Error())
+		case bin != "":
 			s.dl.State, s.dl.Path, s.dl.Done = owner.DownloadInstalled, bin, p.Size
 		}
 	}
@@ -79,10 +85,11 @@ func (s *Setup) Close() {
 func (s *Setup) Getter() *codexget.Getter { return s.cfg.Getter }
 
 // find is the runner's codex when no --codex or AETHER_CODEX names one: the Codex the owner
-// named in the window, else the one Aether got, else "" (codex on PATH).
-func (s *Setup) find() string {
+// named in the window (trusted as it is, docs/codex-get.md), else the one Aether got if it is
+// still the one it unpacked (X11), else "" (codex on PATH).
+func (s *Setup) find() (string, error) {
 	if st, err := s.cfg.Models.Settings(); err == nil && st.CodexPath != "" {
-		return st.CodexPath
+		return st.CodexPath, nil
 	}
 	return s.cfg.Getter.Binary()
 }

@@ -32,8 +32,8 @@ func TestSettings(t *testing.T) {
 	s := New(Config{Runner: r, Models: &model.Store{Dir: dir}, Getter: &codexget.Getter{Dir: filepath.Join(dir, "codex-bin")},
 		ProbeDir: filepath.Join(dir, "codex"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	defer s.Close()
-	if r.Find() != "" {
-		t.Fatalf("with nothing set or got, the runner looks for %q", r.Find())
+	if bin, err := r.Find(); bin != "" || err != nil {
+		t.Fatalf("with nothing set or got, the runner looks for %q (%v)", bin, err)
 	}
 
 	notExec := filepath.Join(dir, "codex.txt")
@@ -43,7 +43,7 @@ func TestSettings(t *testing.T) {
 	if err := s.UseCodex(notExec); !errors.Is(err, owner.ErrInvalid) {
 		t.Fatalf("a file that is not executable: %v", err)
 	}
-	if r.Find() != "" {
+	if bin, _ := r.Find(); bin != "" {
 		t.Fatal("a refused Codex was kept")
 	}
 
@@ -51,8 +51,8 @@ func TestSettings(t *testing.T) {
 	if err := s.UseCodex(fake); err != nil {
 		t.Fatal(err)
 	}
-	if r.Find() != fake {
-		t.Fatalf("the runner looks for %q, want the one the owner named", r.Find())
+	if bin, _ := r.Find(); bin != fake {
+		t.Fatalf("the runner looks for %q, want the one the owner named", bin)
 	}
 	if st, _ := s.Health(); !st.Found || st.Path != fake {
 		t.Fatalf("health after naming a Codex: %+v", st)

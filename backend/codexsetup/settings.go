@@ -14,38 +14,66 @@ import (
 	"github.com/aether/aether/backend/owner"
 )
 
-// GetCodex starts the download unless one runs or Codex is there.
+// GetCodex starts the download unless Codex is there; a second press while one runs is
+// refused, saying so.
 func (s *Setup) GetCodex() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch s.dl.State {
-	case owner.DownloadRunning, owner.DownloadInstalled:
+	case owner.DownloadInstalled:
 		return nil
+	case owner.DownloadRunning:
+		return fmt.Errorf("%w: Codex is being downloaded already (%d of %d MB); wait for it, or cancel it", owner.ErrInvalid, s.dl.Done>>20, s.dl.Total>>20)
 	case owner.DownloadUnavailable:
 		return fmt.Errorf("%w: %s", owner.ErrInvalid, s.dl.Error)
 	}
 	s.dl.State, s.dl.Done, s.dl.Error = owner.DownloadRunning, 0, ""
+	ctx, cancel := context.WithCancel(s.ctx)
+	s.stopDownload = cancel
 	s.bg.Add(1)
-	go s.download()
+	go s.download(ctx)
+	return nil
+}
+
+// CancelCodex stops the download under way: nothing is left of it, and Get Codex can start
+// again.
+func (s *Setup) CancelCodex() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dl.State != owner.DownloadRunning {
+		return fmt.Errorf("%w: no download of Codex is running", owner.ErrInvalid)
+	}
+	s.canceled = true
+	s.stopDownload()
 	return nil
 }
 
 // download gets Codex, then checks it again so the Status page shows it at once. It stops
-// with Close.
-func (s *Setup) download() {
+// with CancelCodex and Close.
+func (s *Setup) download(ctx context.Context) {
 	defer s.bg.Done()
-	bin, err := s.cfg.Getter.Get(s.ctx, func(p codexget.Progress) {
+	bin, err := s.cfg.Getter.Get(ctx, func(p codexget.Progress) {
 		s.mu.Lock()
 		s.dl.Done, s.dl.Total = p.Done, p.Total
 		s.mu.Unlock()
 	})
 	s.mu.Lock()
-	if err != nil {
+	s.stopDownload()
+	canceled := s.canceled
+	s.canceled = false
+	switch {
+	case err != nil && canceled:
+		s.dl.State, s.dl.Done, s.dl.Error = owner.DownloadIdle, 0, ""
+	case err != nil:
 		s.dl.State, s.dl.Error = owner.DownloadFailed, err.Error()
-	} else {
+	default:
 		s.dl.State, s.dl.Path, s.check = owner.DownloadInstalled, bin, nil
 	}
 	s.mu.Unlock()
+	if err != nil && canceled {
+		s.log.Info("Get Codex: canceled by the owner", "package", s.dl.Package)
+		return
+	}
 	if err != nil {
 		s.log.Warn("Get Codex failed", "package", s.dl.Package, "err", err)
 		return

@@ -71,11 +71,14 @@ func (s *Sandbox) Wrap(v View, argv []string) (string, []string, error) {
 		if !filepath.IsAbs(m.Source) || !filepath.IsAbs(target) {
 			return "", nil, fmt.Errorf("confine: mount %q → %q: paths must be absolute", m.Source, target)
 		}
-		flag := "--ro-bind"
+		flag, src := "--ro-bind", m.Source
 		if m.Writable {
 			flag = "--bind"
 		}
-		args = append(args, flag, m.Source, target)
+		if m.FD > 0 {
+			flag, src = flag+"-fd", strconv.Itoa(m.FD)
+		}
+		args = append(args, flag, src, target)
 	}
 	// Mount points exist now; nothing may add to the view's root.
 	args = append(args, "--remount-ro", "/")

@@ -22,6 +22,9 @@ type Mount struct {
 	Source   string // host path (file or directory); must exist
 	Target   string // path inside the view; "" = Source
 	Writable bool   // read-only unless set
+	// FD, when above 0, is a descriptor (cmd.ExtraFiles[FD-3]) of Source that the caller
+	// opened and checked: the view binds it, whatever Source names by the time bwrap runs.
+	FD int
 }
 
 // View is what a confined process sees besides the system (see systemMounts).

@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/aether/aether/backend/codex/codextest"
+	"github.com/aether/aether/backend/node"
 	ownerpkg "github.com/aether/aether/backend/owner"
 	"github.com/aether/aether/backend/receipts"
 	"github.com/aether/aether/backend/version"
@@ -881,6 +883,53 @@ func TestBrowserGuards(t *testing.T) {
 		}
 	})
 
+	noBrowserProblems(t, o)
+}
+
+// TestGetCodexCancelInBrowser is X12 in Chromium: with no Codex found, the owner presses Get
+// Codex on the Status page against a registry that sends its headers and then nothing; the
+// Codex card shows Cancel while it downloads, and Cancel stops it: the node says idle and the
+// card offers Get Codex again.
+func TestGetCodexCancelInBrowser(t *testing.T) {
+	root := browserRoot(t)
+	t.Parallel()
+	var asked atomic.Int64
+	registry := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		w.Header().Set("Content-Length", "1000000")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer func() { registry.CloseClientConnections(); registry.Close() }() // a download left running ends too
+	e := newUIEnv(t, root, withNode(func(o *node.Options) {
+		o.CodexRegistry, o.CodexPath = registry.URL, filepath.Join(t.TempDir(), "no-codex")
+	}))
+	var d ownerpkg.CodexDownload
+	if e.admin.do("GET", "/api/codex/download", nil, &d); d.State == ownerpkg.DownloadUnavailable {
+		t.Skip("no pinned Codex for this machine")
+	}
+	o := startOwner(t, e, root)
+	browse[map[string]any](t, o, "signin", map[string]any{"link": e.n.SignInURL()})
+	t.Run("X12 Cancel on the Status page while the registry stalls", func(t *testing.T) {
+		type card struct {
+			Text   string
+			Cancel bool // the Cancel button is shown
+		}
+		got := browse[struct{ During, After card }](t, o, "cancelCodex", map[string]any{"shot": "codex-cancel.png"})
+		if !got.During.Cancel || !strings.Contains(got.During.Text, "Getting Codex…") {
+			t.Errorf("the Codex card while it downloads (Cancel shown: %v):\n%s", got.During.Cancel, got.During.Text)
+		}
+		if got.After.Cancel || !strings.Contains(got.After.Text, "Get Codex") {
+			t.Errorf("the Codex card after Cancel (Cancel shown: %v):\n%s", got.After.Cancel, got.After.Text)
+		}
+		if e.admin.do("GET", "/api/codex/download", nil, &d); d.State != ownerpkg.DownloadIdle || d.Error != "" {
+			t.Errorf("the download after Cancel: %+v; want idle", d)
+		}
+		if asked.Load() == 0 {
+			t.Error("the registry was never asked")
+		}
+	})
 	noBrowserProblems(t, o)
 }
 

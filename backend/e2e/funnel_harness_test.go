@@ -61,12 +61,16 @@ func newTailnet(t *testing.T, caps *tailcfg.NodeCapMap, requireAuth bool) *tailn
 	return &tailnet{control: c, url: c.HTTPTestServer.URL, ca: newTestCA(t)}
 }
 
-// withFunnel publishes the env's node on tn.
+// withFunnel publishes the env's node on tn; its agents' issuer is a public one, as a public
+// gateway accepts no other (docs/threats.md N4).
 func withFunnel(tn *tailnet) envOption {
-	return withNode(func(o *node.Options) {
-		o.Funnel = true
-		o.Reach = reach.Config{ControlURL: tn.url, Ephemeral: true, TLS: tn.ca.tlsConfig(), Hostname: "aether"}
-	})
+	return func(c *envConfig) {
+		withPublicIssuer()(c)
+		withNode(func(o *node.Options) {
+			o.Funnel = true
+			o.Reach = reach.Config{ControlURL: tn.url, Ephemeral: true, TLS: tn.ca.tlsConfig(), Hostname: "aether"}
+		})(c)
+	}
 }
 
 // waitReach waits until the node's Reachability satisfies ok, and returns it.

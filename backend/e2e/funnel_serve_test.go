@@ -23,7 +23,7 @@ func TestFunnelServeHeadless(t *testing.T) {
 	root := t.TempDir()
 	dataDir, pol := filepath.Join(root, "data"), filepath.Join(root, "policy.json")
 	gw := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	if err := os.WriteFile(pol, []byte(fmt.Sprintf(`{"pact":{"publicUrl":"http://%s","audience":"http://%s","allowInsecureLocalIssuers":true,"brands":[]}}`, gw, gw)), 0o600); err != nil {
+	if err := os.WriteFile(pol, []byte(fmt.Sprintf(`{"pact":{"publicUrl":"http://%s","audience":"http://%s","brands":[]}}`, gw, gw)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "node", "serve", "--funnel", "--policy", pol, "--data-dir", dataDir, "--port", "0", "--admin-port", "0", "--pact-listen", gw)

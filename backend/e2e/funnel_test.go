@@ -56,7 +56,8 @@ func TestFunnel(t *testing.T) {
 			t.Errorf("allow %s: %d %v", code, st, out)
 		}
 	}
-	if _, err := agentpkg.Run(ctx, agentpkg.Options{Card: oldURL, Brand: "review", Message: "first", Dir: oldDir, OnUserCode: allow}); err != nil {
+	if _, err := agentpkg.Run(ctx, agentpkg.Options{Card: oldURL, Brand: "review", Message: "first", Dir: oldDir, OnUserCode: allow,
+		IdentityToken: e.issuer.Token("old-agent", oldURL)}); err != nil {
 		t.Fatalf("the agent on loopback: %v", err)
 	}
 
@@ -76,7 +77,8 @@ func TestFunnel(t *testing.T) {
 	t.Run("N3 a token made under the old publicUrl", func(t *testing.T) {
 		moveTokens(t, oldDir, oldURL, funnelURL) // the agent tries its old token at the new address
 		res, err := agentpkg.Run(ctx, agentpkg.Options{Card: funnelURL, Brand: "review", Message: "again", Dir: oldDir, HTTPClient: hc,
-			OnUserCode: func(code, _ string) { t.Errorf("the owner was asked again (%s)", code) }})
+			IdentityToken: e.issuer.Token("old-agent", funnelURL),
+			OnUserCode:    func(code, _ string) { t.Errorf("the owner was asked again (%s)", code) }})
 		if err != nil {
 			t.Fatalf("the agent with an old grant through the Funnel: %v", err)
 		}
@@ -94,7 +96,8 @@ func TestFunnel(t *testing.T) {
 	t.Run("new agent streams", func(t *testing.T) {
 		var codes []string
 		res, err := agentpkg.Run(ctx, agentpkg.Options{Card: funnelURL, Brand: "review", Message: "Review main.go please", Dir: t.TempDir(),
-			HTTPClient: hc, Stream: true, OnUserCode: func(code, link string) { codes = append(codes, code); allow(code, link) }})
+			IdentityToken: e.issuer.Token("new-agent", funnelURL),
+			HTTPClient:    hc, Stream: true, OnUserCode: func(code, link string) { codes = append(codes, code); allow(code, link) }})
 		if err != nil {
 			t.Fatalf("a new agent through the Funnel: %v", err)
 		}
@@ -232,7 +235,8 @@ func TestFunnelRefused(t *testing.T) {
 	}
 	resp.Body.Close()
 	if _, err := agentpkg.Run(t.Context(), agentpkg.Options{Card: e.publicURL, Brand: "review", Message: "hi", Dir: t.TempDir(),
-		OnUserCode: func(code, _ string) { e.admin.decide(code, "allow") }}); err != nil {
+		IdentityToken: e.issuer.Token("local-agent", e.publicURL),
+		OnUserCode:    func(code, _ string) { e.admin.decide(code, "allow") }}); err != nil {
 		t.Fatalf("a turn on the local gateway with Funnel refused: %v", err)
 	}
 }
@@ -263,7 +267,7 @@ func TestFunnelLogin(t *testing.T) {
 func TestFunnelControlUnreachable(t *testing.T) {
 	tn := newTailnet(t, nil, false)
 	tn.control.HTTPTestServer.Close()
-	e := newEnv(t, withNode(func(o *node.Options) {
+	e := newEnv(t, withPublicIssuer(), withNode(func(o *node.Options) {
 		o.Funnel = true
 		o.Reach = reach.Config{ControlURL: tn.url, Ephemeral: true, ConnectTimeout: time.Second}
 	}))

@@ -26,6 +26,7 @@ import (
 
 	"github.com/aether/aether/backend/cardjson"
 	"github.com/aether/aether/backend/codex/codextest"
+	"github.com/aether/aether/backend/identity"
 	"github.com/aether/aether/backend/identity/identitytest"
 	"github.com/aether/aether/backend/node"
 
@@ -57,7 +58,15 @@ type envConfig struct {
 	log       io.Writer
 	proxies   []string // pact.trustedProxies
 	node      []func(*node.Options)
+	// publicIssuer: the policy leaves allowInsecureLocalIssuers off and the env's issuer is a
+	// public one (identitytest.WithPublicName), as a public gateway needs (docs/threats.md N4).
+	publicIssuer bool
+	// insecureIssuers sets allowInsecureLocalIssuers even so (the N4 tests try it).
+	insecureIssuers bool
 }
+
+// withPublicIssuer makes the env's issuer a public one and leaves the loopback flag off.
+func withPublicIssuer() envOption { return func(c *envConfig) { c.publicIssuer = true } }
 
 // withNode changes the node's options before it starts.
 func withNode(fn func(*node.Options)) envOption {
@@ -112,11 +121,21 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		e.publicURL = cfg.publicURL
 	}
 	proxies, _ := json.Marshal(append([]string{}, cfg.proxies...))
-	pol := fmt.Sprintf(`{"pact":{"publicUrl":%q,"audience":%q,"allowInsecureLocalIssuers":true,"trustedProxies":%s,"brands":%s}}`, e.publicURL, e.publicURL, proxies, cfg.brands)
+	insecure := !cfg.publicIssuer || cfg.insecureIssuers
+	pol := fmt.Sprintf(`{"pact":{"publicUrl":%q,"audience":%q,"allowInsecureLocalIssuers":%t,"trustedProxies":%s,"brands":%s}}`, e.publicURL, e.publicURL, insecure, proxies, cfg.brands)
 	if err := os.WriteFile(e.policy, []byte(pol), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.issuer = identitytest.NewIssuer(t)
+	if cfg.publicIssuer {
+		e.issuer = identitytest.NewIssuer(t, identitytest.WithPublicName())
+		cfg.node = append([]func(*node.Options){func(o *node.Options) {
+			o.IssuerNet = func(c *identity.Config) {
+				c.LookupIP, c.Dial, c.RootCAs = identitytest.LookupPublic, identitytest.DialPublic, e.issuer.RootCAs()
+			}
+		}}, cfg.node...)
+	} else {
+		e.issuer = identitytest.NewIssuer(t)
+	}
 	e.opts = node.Options{
 		PolicyPath: e.policy, DataDir: e.dataDir, PactListen: fmt.Sprintf("127.0.0.1:%d", port),
 		CodexPath: codextest.BuildFake(t),

@@ -41,6 +41,10 @@ type Config struct {
 	LookupIP func(ctx context.Context, host string) ([]net.IP, error)
 	// RootCAs verifies issuer TLS certificates. Default: the system roots.
 	RootCAs *x509.CertPool
+	// Dial connects to an address that passed every check (its scope, the node's own
+	// listeners). Default: a net.Dialer. Tests route a public address to an issuer of theirs on
+	// loopback, so a public issuer is tested without the loopback flag.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Logger receives key-fetch failures (with reason codes, never tokens). Default slog.Default().
 	Logger *slog.Logger
 

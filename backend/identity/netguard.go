@@ -214,7 +214,10 @@ func (e *blockedError) Error() string { return e.msg }
 // names itself and checks every resolved address at dial time (so DNS rebinding cannot slip a
 // private address in between check and connect), and redirect checks (J9–J11).
 func newClient(cfg *Config, sc scope) *http.Client {
-	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	connect := (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	if cfg.Dial != nil {
+		connect = cfg.Dial
+	}
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		host, port, err := net.SplitHostPort(addr)
 		if err != nil {
@@ -248,7 +251,7 @@ func newClient(cfg *Config, sc scope) *http.Client {
 		}
 		var firstErr error
 		for _, a := range addrs {
-			c, err := dialer.DialContext(ctx, network, net.JoinHostPort(a.Unmap().String(), port))
+			c, err := connect(ctx, network, net.JoinHostPort(a.Unmap().String(), port))
 			if err == nil {
 				return c, nil
 			}

@@ -80,6 +80,10 @@ type Options struct {
 	// Listen opens the node's listeners; nil is net.Listen. Tests wrap it to see what
 	// reaches the node.
 	Listen func(network, address string) (net.Listener, error)
+	// IssuerNet, set by tests only, changes how identity checks reach issuers (a resolver, a
+	// dialer and root CAs that put an issuer with a public name and address on loopback), so
+	// a public gateway is tested with public issuers (docs/threats.md N4).
+	IssuerNet func(*identity.Config)
 }
 
 func (o Options) listen(address string) (net.Listener, error) {

@@ -18,8 +18,10 @@ func (n *Node) openPolicy() error {
 		starter = policy.Starter(n.opts.PactListen)
 	}
 	// The data dir is what every workspace keeps clear of besides the policy file, so a save
-	// from the Brands page is checked by the same rules as a hand edit (docs/confinement.md).
-	f, err := policy.OpenFile(policy.FileConfig{Path: n.dir.PolicyPath(n.opts.PolicyPath), Limits: policy.Limits{DataDir: n.dir.Path}, Starter: starter, Logger: n.log})
+	// from the Brands page is checked by the same rules as a hand edit (docs/confinement.md);
+	// --funnel and the gateway's address make it public whatever the policy says (N4).
+	lim := policy.Limits{DataDir: n.dir.Path, Funnel: n.opts.Funnel, GatewayListen: n.opts.PactListen}
+	f, err := policy.OpenFile(policy.FileConfig{Path: n.dir.PolicyPath(n.opts.PolicyPath), Limits: lim, Starter: starter, Logger: n.log})
 	if err != nil {
 		return err
 	}

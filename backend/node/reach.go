@@ -52,8 +52,12 @@ func (n *Node) applyPublicURL(p *policy.Policy) {
 	}
 	n.consent.SetPublicURL(p.Pact.PublicURL)
 	n.ledger.SetIssuer(p.Pact.PublicURL)
-	n.ids.Set(identity.Config{Audience: p.Pact.Audience, AllowInsecureLocalIssuers: p.Pact.AllowInsecureLocalIssuers,
-		OwnListeners: n.ownListeners(), NodeIssuer: p.Pact.PublicURL, Logger: n.log})
+	ids := identity.Config{Audience: p.Pact.Audience, AllowInsecureLocalIssuers: p.Pact.AllowInsecureLocalIssuers,
+		OwnListeners: n.ownListeners(), NodeIssuer: p.Pact.PublicURL, Logger: n.log}
+	if n.opts.IssuerNet != nil {
+		n.opts.IssuerNet(&ids)
+	}
+	n.ids.Set(ids)
 	n.mu.Lock()
 	changed := n.addrs.PublicURL != p.Pact.PublicURL
 	n.addrs.PublicURL = p.Pact.PublicURL

@@ -66,6 +66,9 @@ func (s *Service) ReachabilityChanged() {
 // saved and served like a brand edit. The publicUrl does not change here (UseFunnelURL).
 func (s *Service) SetFunnel(ctx context.Context, on bool) (Reachability, error) {
 	edit := func(p *policy.Policy) (int, error) {
+		if on && p.Pact.AllowInsecureLocalIssuers {
+			return -1, errLoopbackIssuers
+		}
 		p.Pact.Funnel = on
 		return -1, nil
 	}
@@ -84,6 +87,8 @@ func (s *Service) UseFunnelURL(ctx context.Context) (Reachability, error) {
 	if r.State != ReachStatePublished || r.URL == "" {
 		return Reachability{}, fmt.Errorf("%w: the gateway is not published with Tailscale Funnel yet", ErrInvalid)
 	}
+	// No policy with allowInsecureLocalIssuers loads while Funnel publishes (N4), so none is
+	// kept here.
 	edit := func(p *policy.Policy) (int, error) {
 		p.Pact.PublicURL, p.Pact.Audience = r.URL, r.URL
 		return -1, nil
@@ -94,6 +99,13 @@ func (s *Service) UseFunnelURL(ctx context.Context) (Reachability, error) {
 	s.ReachabilityChanged() // now in use: the tray and the window follow
 	return s.Reachability(), nil
 }
+
+// errLoopbackIssuers says in the owner's words why Funnel is not turned on while policy.json
+// sets allowInsecureLocalIssuers; the policy check refuses the pair whatever makes the gateway
+// public (docs/threats.md N4).
+var errLoopbackIssuers = fmt.Errorf("%w: Tailscale Funnel was not turned on: policy.json sets allowInsecureLocalIssuers, "+
+	"which is for tests on this computer only. With it, anyone who reaches the gateway from the internet could make this "+
+	"node fetch addresses on this computer. Remove it from policy.json, then try again", ErrInvalid)
 
 // isOwnHTTPS: an https:// publicUrl that is not loopback, i.e. the owner's own proxy or domain.
 func isOwnHTTPS(publicURL string) bool {

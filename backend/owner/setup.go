@@ -15,6 +15,8 @@ import (
 type CodexSetup interface {
 	// GetCodex starts getting the pinned Codex in the background; CodexDownload follows it.
 	GetCodex() error
+	// CancelCodex stops the download under way.
+	CancelCodex() error
 	CodexDownload() CodexDownload
 	// UseCodex names a Codex the owner installed ("" forgets it).
 	UseCodex(path string) error
@@ -117,6 +119,18 @@ func (s *Service) GetCodex() (CodexDownload, error) {
 		return CodexDownload{}, err
 	}
 	if err := cs.GetCodex(); err != nil {
+		return cs.CodexDownload(), err
+	}
+	return cs.CodexDownload(), nil
+}
+
+// CancelCodex stops getting Codex (DELETE /api/codex/download).
+func (s *Service) CancelCodex() (CodexDownload, error) {
+	cs, err := s.setup()
+	if err != nil {
+		return CodexDownload{}, err
+	}
+	if err := cs.CancelCodex(); err != nil {
 		return cs.CodexDownload(), err
 	}
 	return cs.CodexDownload(), nil

@@ -1,6 +1,10 @@
 package policy
 
-import "path/filepath"
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+)
 
 // Limits tell Load the node's own places, which no workspace may show. Every Codex turn sees
 // its brand's workspace and nothing else of the disk (docs/confinement.md), so a workspace that
@@ -20,12 +24,20 @@ import "path/filepath"
 // DataDir. Paths are compared absolute, cleaned and with symlinks evaluated, a folder containing
 // another when it is a prefix ending at a separator (/a/b contains /a/b/c, not /a/bc).
 //
+// Limits also say how the node exposes its gateway beyond policy.json, for the rule that a
+// public gateway never accepts loopback issuers (see Public; docs/threats.md N4).
+//
 // A policy remembers the Limits it was loaded with: Validate and Save of it, or of its Clone,
 // apply them again.
 type Limits struct {
 	// DataDir is the node's data dir: its signing key, admin token and pact.sqlite. It need not
 	// exist yet. Empty skips the data-dir rules.
 	DataDir string
+	// Funnel: the node publishes the gateway with Tailscale Funnel whatever pact.funnel says
+	// (node serve --funnel).
+	Funnel bool
+	// GatewayListen is the gateway listener's address (host:port). Empty: unknown.
+	GatewayListen string
 }
 
 // Load reads and checks the policy file at path like the package-level Load, and also by l.
@@ -35,10 +47,25 @@ func (l Limits) Load(path string) (*Policy, error) { return load(path, l) }
 type bounds struct {
 	dataDir    string
 	policyFile string
+	public     string // why the node makes the gateway public whatever the policy says; "" if it does not
 }
 
 func resolveBounds(l Limits, policyFile string) bounds {
-	return bounds{dataDir: resolvePath(l.DataDir), policyFile: resolvePath(policyFile)}
+	bd := bounds{dataDir: resolvePath(l.DataDir), policyFile: resolvePath(policyFile)}
+	switch {
+	case l.Funnel:
+		bd.public = "the node publishes the gateway on the internet with Tailscale Funnel (--funnel)"
+	case l.GatewayListen != "" && !listensOnLoopback(l.GatewayListen):
+		bd.public = fmt.Sprintf("the gateway listens on %s, which other computers reach", l.GatewayListen)
+	}
+	return bd
+}
+
+// listensOnLoopback: a listen address (host:port) only this computer reaches. No host, or
+// 0.0.0.0 or ::, is every address; a name other than localhost may be any.
+func listensOnLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && isLoopback(host)
 }
 
 // resolvePath is p made absolute and clean, with the symlinks of its longest existing leading

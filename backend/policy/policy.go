@@ -33,7 +33,8 @@
 // and inside the managed sections; exact duplicate keys are errors at any depth, also inside
 // other sections.
 //
-// Every brand field is required except "instructions". "allowInsecureLocalIssuers" and
+// Every brand field is required except "instructions". "allowInsecureLocalIssuers" (loopback
+// issuers, for tests on this computer; refused while the gateway is public, see Limits) and
 // "funnel" (publish with Tailscale Funnel, docs/deploy.md) default to false, "brands" and
 // "scopes" to empty, "taskRetentionDays" (how many days a finished task is
 // kept; receipts are kept for ever) to 30. A policy without a "pact" section is valid and offers
@@ -195,14 +196,15 @@ type section struct {
 
 // Starter is the policy for a first run of a gateway listening on listen (host:port): its
 // publicUrl is the gateway's own loopback address, so agents on this machine can try it at
-// once (http://127.0.0.1:8080 when listen names no port), it accepts loopback issuers, and it
-// has no brands yet.
+// once (http://127.0.0.1:8080 when listen names no port), and it has no brands yet. It does
+// not set allowInsecureLocalIssuers: a gateway the owner publishes later must never keep it
+// (docs/threats.md N4).
 func Starter(listen string) *Policy {
 	url := "http://127.0.0.1:8080"
 	if _, port, err := net.SplitHostPort(listen); err == nil && port != "0" {
 		url = "http://127.0.0.1:" + port
 	}
-	return &Policy{Pact: &Pact{PublicURL: url, Audience: url, AllowInsecureLocalIssuers: true, Brands: []Brand{}}}
+	return &Policy{Pact: &Pact{PublicURL: url, Audience: url, Brands: []Brand{}}}
 }
 
 // Brand returns a copy of the brand with the given id.

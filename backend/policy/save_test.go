@@ -168,7 +168,7 @@ func TestSaveNewFileAndModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Pact.PublicURL != "http://127.0.0.1:8080" || !p.Pact.AllowInsecureLocalIssuers || len(p.Pact.Brands) != 0 || p.Scopes != nil {
+	if p.Pact.PublicURL != "http://127.0.0.1:8080" || p.Pact.AllowInsecureLocalIssuers || len(p.Pact.Brands) != 0 || p.Scopes != nil {
 		t.Errorf("starter reloaded as %+v", p.Pact)
 	}
 	if got := string(readFile(t, path)); !strings.Contains(got, `"brands": []`) || strings.Contains(got, "scopes") {

@@ -83,8 +83,13 @@ func (c *checker) policy(p *Policy) {
 }
 
 func (c *checker) pact(path string, pc *Pact) {
-	c.url(path+".publicUrl", pc.PublicURL, pc.AllowInsecureLocalIssuers)
-	c.url(path+".audience", pc.Audience, pc.AllowInsecureLocalIssuers)
+	c.url(path+".publicUrl", pc.PublicURL)
+	c.url(path+".audience", pc.Audience)
+	if why := c.public(pc); pc.AllowInsecureLocalIssuers && why != "" {
+		c.add(path+".allowInsecureLocalIssuers", "must not be set while "+why+": it is for tests on this computer only, "+
+			"and with it anyone who reaches the gateway can make this node fetch addresses on this computer (docs/threats.md N4). "+
+			"Remove it from policy.json")
+	}
 	for i, s := range pc.TrustedProxies {
 		if _, err := parseProxy(s); err != nil {
 			c.add(indexPath(path+".trustedProxies", i), fmt.Sprintf("%q is not an address or a CIDR; write the proxy's address, e.g. \"127.0.0.1/32\" or \"::1\"", s))
@@ -286,9 +291,29 @@ func scopeIDProblem(id string) string {
 	return ""
 }
 
-// url checks publicUrl and audience: absolute, lowercase scheme and host, https unless
-// allowInsecureLocalIssuers and a loopback host, nothing that breaks appending a path.
-func (c *checker) url(path, raw string, insecureOK bool) {
+// public says why the gateway is public, "" when only this computer reaches it: public is
+// reachable by, or told to, anyone but this computer's own processes. That is Funnel on
+// (pact.funnel, or the node's --funnel), a publicUrl or audience whose host is not loopback
+// (an https proxy or domain, a LAN address, a tailnet name), or a gateway listening on an
+// address that is not loopback (Limits). allowInsecureLocalIssuers never goes with it (N4).
+func (c *checker) public(pc *Pact) string {
+	switch {
+	case pc.Funnel:
+		return "pact.funnel is on (the gateway is on the internet)"
+	case c.bounds.public != "":
+		return c.bounds.public
+	}
+	for _, raw := range []string{pc.PublicURL, pc.Audience} {
+		if u, err := url.Parse(raw); err == nil && u.Host != "" && !isLoopback(u.Hostname()) {
+			return fmt.Sprintf("the gateway is reached at %q, which is not on this computer", raw)
+		}
+	}
+	return ""
+}
+
+// url checks publicUrl and audience: absolute, lowercase scheme and host, https unless the
+// host is loopback, nothing that breaks appending a path.
+func (c *checker) url(path, raw string) {
 	if raw == "" {
 		c.add(path, "is required: the URL agents use to reach this node, e.g. https://aether.example.com")
 		return
@@ -313,10 +338,8 @@ func (c *checker) url(path, raw string, insecureOK bool) {
 	case u.Port() != "" && !validPort(u.Port()):
 		msg = fmt.Sprintf("%q has an invalid port", raw)
 	case u.Scheme == "https":
-	case u.Scheme == "http" && !insecureOK:
-		msg = fmt.Sprintf("%q uses http; use https (put a TLS proxy in front of the gateway), or for local tests set pact.allowInsecureLocalIssuers to true", raw)
 	case u.Scheme == "http" && !isLoopback(u.Hostname()):
-		msg = fmt.Sprintf("%q uses http with a host that is not loopback; http is only for localhost, 127.0.0.1 or [::1], use https otherwise", raw)
+		msg = fmt.Sprintf("%q uses http with a host that is not loopback; use https (put a TLS proxy in front of the gateway): http is only for localhost, 127.0.0.1 or [::1]", raw)
 	case u.Scheme != "http":
 		msg = fmt.Sprintf("%q has the scheme %q; use https", raw, u.Scheme)
 	}

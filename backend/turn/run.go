@@ -155,7 +155,8 @@ func (s *Service) runModelTurn(ctx context.Context, req Request, creq codex.Requ
 }
 
 // runCodex resolves the workspace again at turn start — it must still be the folder the
-// policy named, not a symlink swapped in since (P7) — and runs Codex there.
+// policy named, not a symlink swapped in since (P7) — and runs Codex there; the runner checks
+// it once more after the turn's wait for it, and binds the folder it checked (W25).
 func (s *Service) runCodex(ctx context.Context, req Request, creq codex.Request, progress chan<- string) codex.Result {
 	dir, err := req.Policy.RecheckWorkspace(req.Brand.ID)
 	if err != nil {

@@ -463,6 +463,7 @@ export const api = {
   deleteBrand: (id: string) => request<BrandList>("DELETE", `/api/brands/${enc(id)}`),
   codexDownload: () => request<CodexDownload>("GET", "/api/codex/download"),
   getCodex: () => request<CodexDownload>("POST", "/api/codex/download"),
+  cancelCodex: () => request<CodexDownload>("DELETE", "/api/codex/download"),
   useCodex: (path: string) => request<ModelStatus>("PUT", "/api/codex/path", { path } satisfies CodexPathRequest),
   setModel: (req: ModelRequest) => request<ModelStatus>("PUT", "/api/model", req),
   checkModel: () => request<ModelCheck>("POST", "/api/model/check"),

@@ -299,6 +299,30 @@ const steps = {
   },
 
   /**
+   * cancelCodex (X12): the owner presses Get Codex on the Status page while the registry
+   * stalls; the Codex card shows Cancel, and pressing it ends the download: Cancel goes and
+   * Get Codex is offered again.
+   */
+  async cancelCodex({ shot: name }) {
+    await page.goto("/");
+    const get = page.locator("#get-codex");
+    await get.waitFor();
+    await get.click();
+    const cancel = page.locator("#cancel-codex");
+    await cancel.waitFor({ state: "visible" });
+    const during = { text: await page.locator("#codex").innerText(), cancel: await cancel.isVisible() };
+    await page.mouse.move(0, 0);
+    await shot(page, name);
+    await cancel.click();
+    await cancel.waitFor({ state: "hidden" });
+    await page.waitForFunction(() => {
+      const b = document.querySelector("#get-codex");
+      return b && b.textContent === "Get Codex" && !b.disabled;
+    });
+    return { during, after: { text: await page.locator("#codex").innerText(), cancel: await cancel.isVisible() } };
+  },
+
+  /**
    * modelKey (X9): the owner types an API key into the Status page's Model card and saves it
    * with Enter. Then neither the page's markup, its text, any field's value nor the screenshot's
    * page text holds it, and the card says a key is set.

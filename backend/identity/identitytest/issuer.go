@@ -1,11 +1,14 @@
 package identitytest
 
 import (
+	"context"
 	"crypto/x509"
 	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -22,14 +25,45 @@ const (
 type Option func(*options)
 
 type options struct {
-	tls  bool
-	keys []*Key
-	now  func() time.Time
-	addr string
+	tls    bool
+	public bool
+	keys   []*Key
+	now    func() time.Time
+	addr   string
 }
 
 // WithTLS serves https (a certificate for 127.0.0.1 trusted by RootCAs) instead of plain http.
 func WithTLS() Option { return func(o *options) { o.tls = true } }
+
+// WithPublicName serves https under PublicName instead of 127.0.0.1 (URL is
+// https://example.com:<port>): an issuer a node that refuses loopback issuers accepts, when its
+// verifier resolves with LookupPublic, connects with DialPublic and trusts RootCAs.
+func WithPublicName() Option { return func(o *options) { o.tls, o.public = true, true } }
+
+// PublicName is the host of a WithPublicName issuer, one the test certificate carries.
+const PublicName = "example.com"
+
+// publicAddr is the public address LookupPublic gives PublicName; DialPublic leads it to
+// loopback, so nothing leaves the machine.
+var publicAddr = netip.MustParseAddr("93.184.215.14")
+
+// LookupPublic resolves PublicName to a public address, and nothing else.
+func LookupPublic(_ context.Context, host string) ([]net.IP, error) {
+	if host != PublicName {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	return []net.IP{publicAddr.AsSlice()}, nil
+}
+
+// DialPublic connects to the address LookupPublic gave on loopback, with the same port, and
+// to every other address as it is.
+func DialPublic(ctx context.Context, network, addr string) (net.Conn, error) {
+	if ap, err := netip.ParseAddrPort(addr); err == nil && ap.Addr() == publicAddr {
+		addr = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ap.Port()).String()
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
+}
 
 // WithAddr serves on addr, e.g. "127.0.0.2:0": an issuer on another loopback address is
 // another issuer site (its registrable domain is the address). Default 127.0.0.1:0.
@@ -43,7 +77,7 @@ func WithKeys(keys ...*Key) Option { return func(o *options) { o.keys = keys } }
 func WithNow(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
 // Issuer is a running test issuer on loopback. Verifiers reach it with
-// AllowInsecureLocalIssuers (and RootCAs for WithTLS).
+// AllowInsecureLocalIssuers (and RootCAs for WithTLS), or as WithPublicName says.
 type Issuer struct {
 	// URL is the issuer identifier (the iss claim), e.g. "http://127.0.0.1:40123".
 	URL string
@@ -85,6 +119,9 @@ func NewIssuer(t testing.TB, opts ...Option) *Issuer {
 		is.srv.Start()
 	}
 	is.URL = is.srv.URL
+	if o.public {
+		is.URL = "https://" + net.JoinHostPort(PublicName, strconv.Itoa(is.srv.Listener.Addr().(*net.TCPAddr).Port))
+	}
 	t.Cleanup(is.Close)
 	return is
 }

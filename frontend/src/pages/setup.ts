@@ -83,10 +83,11 @@ function codexCard(reload: () => void) {
   const bar = h("progress", { class: "download-bar", max: 1, value: 0, "aria-label": "Codex download" });
   const barText = h("span", { class: "muted small download-text" });
   const getBtn = h("button", { type: "button", class: "btn btn-primary", id: "get-codex" }, "Get Codex");
+  const cancelBtn = h("button", { type: "button", class: "btn", id: "cancel-codex", hidden: true }, "Cancel");
   const getText = h("p", { class: "hint" });
   const getError = h("p", { class: "error-text", role: "alert", hidden: true });
   const progress = h("div", { class: "download", hidden: true }, bar, barText);
-  const get = h("div", { class: "get-codex" }, getText, h("div", { class: "form-actions" }, getBtn), progress, getError);
+  const get = h("div", { class: "get-codex" }, getText, h("div", { class: "form-actions" }, getBtn, cancelBtn), progress, getError);
   const path = h("input", { class: "input mono", id: "codex-path", type: "text", placeholder: "/usr/local/bin/codex", spellcheck: "false", autocomplete: "off" });
   const pathBtn = h("button", { type: "submit", class: "btn btn-sm" }, "Use this Codex");
   const pathError = h("p", { class: "field-error", hidden: true });
@@ -126,6 +127,8 @@ function codexCard(reload: () => void) {
     barText.textContent = running ? `Downloading: ${mb(d.done)} of ${mb(d.total)}` : d.state === "installed" ? "Installed and checked" : "";
     getBtn.disabled = running;
     getBtn.textContent = d.state === "failed" ? "Try again" : running ? "Getting Codex…" : "Get Codex";
+    cancelBtn.hidden = !running;
+    cancelBtn.disabled = false;
     getError.hidden = d.state !== "failed";
     getError.textContent = d.state === "failed" ? clean(d.error) : "";
   };
@@ -138,6 +141,22 @@ function codexCard(reload: () => void) {
       },
       (e) => {
         getBtn.disabled = false;
+        getError.hidden = false;
+        getError.textContent = errorMessage(e);
+      },
+    );
+  });
+  // Cancel stops the download under way; nothing of it is kept (docs/admin-api.md).
+  cancelBtn.addEventListener("click", () => {
+    cancelBtn.disabled = true;
+    api.cancelCodex().then(
+      (d) => {
+        getError.hidden = true;
+        showDownload(d);
+        reload();
+      },
+      (e) => {
+        cancelBtn.disabled = false;
         getError.hidden = false;
         getError.textContent = errorMessage(e);
       },
