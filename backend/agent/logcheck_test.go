@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/ed25519"
 	"database/sql"
 	"encoding/base64"
@@ -19,7 +20,6 @@ import (
 
 	_ "github.com/glebarez/go-sqlite" // raw access to the file, as whoever holds the data dir has
 	"golang.org/x/mod/sumdb/note"
-	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
@@ -88,6 +88,16 @@ func wantCaught(t *testing.T, err error, node string, key keys.Set, held, got in
 	if errA != nil || errB != nil || a.Size != held || b.Size != got {
 		t.Fatalf("evidence: %+v (%v), %+v (%v); want signed checkpoints of %d and %d", a, errA, b, errB, held, got)
 	}
+}
+
+// testLogCheck is the check of the node at publicURL with keys h from the agent folder dir.
+func testLogCheck(t *testing.T, publicURL string, h keys.History, dir string) *LogCheck {
+	t.Helper()
+	lc, err := NewLogCheck(&Client{}, publicURL, h, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lc
 }
 
 func loadKey(t *testing.T, dir string) keys.Set {
@@ -167,7 +177,7 @@ func TestAgentHoldsTheNodeToItsLog(t *testing.T) {
 		b := newRestartable(t, dirB)
 		a.turn(agentA)
 		b.turn(agentB)
-		peer, err := HeldCheckpoint(agentB, b.n.publicURL)
+		peer, err := HeldCheckpoint(agentB, b.n.publicURL, keys.History{Set: loadKey(t, dirB)})
 		if err != nil || peer == "" {
 			t.Fatalf("agent B holds %q (%v)", peer, err)
 		}
@@ -268,7 +278,7 @@ func TestPeerCheckpointOfAnotherKey(t *testing.T) {
 	r := newRestartable(t, t.TempDir())
 	agentDir := t.TempDir()
 	r.turn(agentDir)
-	held, _ := HeldCheckpoint(agentDir, r.n.publicURL)
+	held, _ := HeldCheckpoint(agentDir, r.n.publicURL, keys.History{Set: loadKey(t, r.dir)})
 	text, _, _ := strings.Cut(held, "\n\n")
 	_, priv, _ := ed25519.GenerateKey(nil)
 	other := keys.FromPrivate(priv)
@@ -294,8 +304,8 @@ func TestAnswerProofForged(t *testing.T) {
 	first := r.turn(agentDir)
 	second := r.turn(agentDir)
 	out1, out2 := ReadOutcome(first.Task), ReadOutcome(second.Task)
-	lc := newLogCheck(&Client{}, r.n.publicURL, keys.History{Set: loadKey(t, r.dir)}, agentDir)
-	if _, err := lc.answer(context.Background(), out2.ReceiptProof, out2.ReceiptJWS, second.Receipt.Seq); err != nil {
+	lc := testLogCheck(t, r.n.publicURL, keys.History{Set: loadKey(t, r.dir)}, agentDir)
+	if _, err := lc.CheckAnswer(context.Background(), out2.ReceiptProof, out2.ReceiptJWS, second.Receipt.Seq); err != nil {
 		t.Fatalf("the genuine proof: %v", err)
 	}
 	head, cp, _ := strings.Cut(out2.ReceiptProof, "\n\n")
@@ -311,24 +321,30 @@ func TestAnswerProofForged(t *testing.T) {
 		"L4 no proof":                             {"", out2.ReceiptJWS, "without its tlog-proof"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := lc.answer(context.Background(), c.proof, c.jws, second.Receipt.Seq); err == nil || !strings.Contains(err.Error(), c.want) {
+			if _, err := lc.CheckAnswer(context.Background(), c.proof, c.jws, second.Receipt.Seq); err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want %q", err, c.want)
 			}
 		})
 	}
 }
 
-func lines0(text string) string { origin, _, _ := strings.Cut(text, "\n"); return origin }
 
-// The node serves its log read-only as C2SP tlog-tiles, cacheable.
+// The node serves its log read-only as C2SP tlog-tiles, cacheable; its entries are the
+// receipts' commitments, and nothing it serves tells what a receipt says (L7).
 func TestLogServedAsTiles(t *testing.T) {
 	t.Parallel()
 	r := newRestartable(t, t.TempDir())
 	agentDir := t.TempDir()
 	var jws []string
-	for range 3 {
-		jws = append(jws, r.turn(agentDir).ReceiptJWS)
+	var first Result
+	for i := range 3 {
+		res := r.turn(agentDir)
+		if i == 0 {
+			first = res
+		}
+		jws = append(jws, res.ReceiptJWS)
 	}
+	var served []byte
 	get := func(path string) (int, http.Header, []byte) {
 		resp, err := http.Get(r.n.publicURL + "/log/" + path)
 		if err != nil {
@@ -336,10 +352,11 @@ func TestLogServedAsTiles(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
+		served = append(served, body...)
 		return resp.StatusCode, resp.Header, body
 	}
 	code, h, body := get("checkpoint")
-	cp, err := receipts.OpenCheckpoint(body, loadKey(t, r.dir), strings.TrimPrefix(r.n.publicURL, "http://")+"/log")
+	cp, err := receipts.OpenCheckpoint(body, loadKey(t, r.dir), strings.TrimPrefix(r.n.publicURL, "http://")+"/log/v2")
 	if code != 200 || err != nil || cp.Size != 3 || h.Get("Content-Type") != "text/plain; charset=utf-8" || h.Get("Cache-Control") != "public, max-age=5" {
 		t.Fatalf("checkpoint: %d %v %+v %v", code, h, cp, err)
 	}
@@ -348,19 +365,39 @@ func TestLogServedAsTiles(t *testing.T) {
 		t.Fatalf("partial tile: %d %v %d bytes", code, h, len(body))
 	}
 	for i, j := range jws {
-		if leaf := tlog.RecordHash([]byte(j)); string(body[i*32:(i+1)*32]) != string(leaf[:]) {
+		if leaf := receipts.LeafHash(cp.Origin, j); string(body[i*32:(i+1)*32]) != string(leaf[:]) {
 			t.Fatalf("tile hash %d is not receipt %d's leaf", i, i+1)
 		}
 	}
-	code, _, body = get("tile/entries/000.p/3")
-	var entries []string
-	for len(body) >= 2 && code == 200 {
-		n := int(body[0])<<8 | int(body[1])
-		entries, body = append(entries, string(body[2:2+n])), body[2+n:]
-	}
-	if code != 200 || strings.Join(entries, ",") != strings.Join(jws, ",") {
-		t.Fatalf("entry bundle: %d, %d entries", code, len(entries))
-	}
+	t.Run("L7 the public log serves commitments, never what a receipt says", func(t *testing.T) {
+		code, _, body := get("tile/entries/000.p/3")
+		var entries []string
+		for len(body) >= 2 && code == 200 {
+			n := int(body[0])<<8 | int(body[1])
+			entries, body = append(entries, string(body[2:2+n])), body[2+n:]
+		}
+		if code != 200 || len(entries) != 3 {
+			t.Fatalf("entry bundle: %d, %d entries", code, len(entries))
+		}
+		for i, j := range jws {
+			if sum := sha256.Sum256([]byte(j)); entries[i] != string(sum[:]) {
+				t.Fatalf("entry %d is not the SHA-256 of receipt %d: %x", i, i+1, entries[i])
+			}
+		}
+		claims, _ := json.Marshal(ReadOutcome(first.Task).ReceiptData)
+		for _, secret := range []string{DefaultSubject, "review", strings.Split(jws[0], ".")[1][:40], string(claims[:40])} {
+			if strings.Contains(string(served), secret) {
+				t.Errorf("the public log serves %q", secret)
+			}
+		}
+	})
+	t.Run("L8 a tile whose N·256 overflows is not tile 0: 404", func(t *testing.T) {
+		for _, p := range []string{"tile/0/x072/x057/x594/x037/x927/936.p/1", "tile/entries/x072/x057/x594/x037/x927/936.p/1"} {
+			if code, _, body := get(p); code != http.StatusNotFound {
+				t.Errorf("%s: %d (%d bytes), want 404", p, code, len(body))
+			}
+		}
+	})
 	for _, p := range []string{"tile/0/000", "tile/0/000.p/4", "tile/1/000.p/1", "tile/entries/000.p/4", "tile/8/0/000.p/3", "tile/data/000.p/3", "tile/0/0.p/3", "nothing"} {
 		if code, _, _ := get(p); code != http.StatusNotFound {
 			t.Errorf("%s: %d, want 404", p, code)

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"path/filepath"
 	"strings"
 	"unicode"
@@ -40,33 +41,35 @@ func (r *run) cosigner() (*keys.Cosigner, error) {
 	return k.Cosigner(witnessName(r.who), r.o.Now), nil
 }
 
-// cosign cosigns the checkpoint held for the node and keeps the cosignature for the next call.
-func (lc *logCheck) cosign(c *keys.Cosigner) error {
-	st, err := lc.load()
-	if err != nil {
-		return err
-	}
-	n, err := lc.held(st)
-	if err != nil {
-		return err
-	}
-	cosigned, err := receipts.Cosign([]byte(n.Checkpoint), c)
-	if err != nil {
-		return err
-	}
-	n.Cosigned, n.Witness = string(cosigned), c.VerifierKey()
-	return lc.save(st)
+// Cosign cosigns the checkpoint held for the node with the witness c and keeps the
+// cosignature for the next call (Cosignature).
+func (lc *LogCheck) Cosign(c *keys.Cosigner) error {
+	return lc.update(func(st *LogState) error {
+		l, err := lc.find(st)
+		if err != nil {
+			return err
+		}
+		if l == nil {
+			return errors.New("no checkpoint of the node's log is held to cosign")
+		}
+		cosigned, err := receipts.Cosign([]byte(l.Checkpoint), c)
+		if err != nil {
+			return err
+		}
+		l.Cosigned, l.Witness = string(cosigned), c.VerifierKey()
+		return nil
+	})
 }
 
-// cosignature is the metadata of the cosignature kept for the node, nil if none.
-func (lc *logCheck) cosignature() (map[string]any, error) {
-	st, err := lc.load()
-	if err != nil {
-		return nil, err
-	}
-	n := st.Nodes[lc.node]
-	if n == nil || n.Cosigned == "" {
-		return nil, nil
-	}
-	return map[string]any{metaCosignature: map[string]any{"checkpoint": n.Cosigned, "witness": n.Witness}}, nil
+// Cosignature is the message metadata of the cosignature kept for the node, nil if none.
+func (lc *LogCheck) Cosignature() (map[string]any, error) {
+	var meta map[string]any
+	err := lc.update(func(st *LogState) error {
+		l, err := lc.find(st)
+		if l != nil && l.Cosigned != "" {
+			meta = map[string]any{metaCosignature: map[string]any{"checkpoint": l.Cosigned, "witness": l.Witness}}
+		}
+		return err
+	})
+	return meta, err
 }

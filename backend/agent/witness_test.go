@@ -86,18 +86,18 @@ func TestWitnessCosignsTheCheckpoint(t *testing.T) {
 }
 
 // editCosigned rewrites the cosignature agentDir keeps for its next call.
-func editCosigned(t *testing.T, agentDir string, edit func(nl *nodeLog)) {
+func editCosigned(t *testing.T, agentDir string, edit func(nl *HeldLog)) {
 	t.Helper()
 	path := filepath.Join(agentDir, logsFile)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st logState
+	var st LogState
 	if err := json.Unmarshal(data, &st); err != nil {
 		t.Fatal(err)
 	}
-	for _, nl := range st.Nodes {
+	for _, nl := range st.Logs {
 		edit(nl)
 	}
 	if data, err = json.Marshal(st); err != nil {
@@ -122,10 +122,10 @@ func TestWitnessCosignatureRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]struct {
-		edit func(*nodeLog)
+		edit func(*HeldLog)
 		why  string
 	}{
-		"L6 a cosignature of a checkpoint the node never signed": {func(nl *nodeLog) {
+		"L6 a cosignature of a checkpoint the node never signed": {func(nl *HeldLog) {
 			lines := strings.Split(nl.Cosigned, "\n")
 			lines[2] = base64.StdEncoding.EncodeToString(make([]byte, tlog.HashSize)) // another root, same size
 			name, _, _ := strings.Cut(nl.Witness, "+")
@@ -135,7 +135,7 @@ func TestWitnessCosignatureRefused(t *testing.T) {
 			}
 			nl.Cosigned = string(forged)
 		}, "this node never signed that checkpoint of 1 receipts"},
-		"L6 a cosignature that does not verify": {func(nl *nodeLog) {
+		"L6 a cosignature that does not verify": {func(nl *HeldLog) {
 			i := strings.LastIndex(nl.Cosigned, " ") + 1
 			sig, _ := base64.StdEncoding.DecodeString(strings.TrimSpace(nl.Cosigned[i:]))
 			sig[len(sig)-1] ^= 1

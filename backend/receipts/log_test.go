@@ -31,7 +31,7 @@ func TestLogProofs(t *testing.T) {
 		if err != nil {
 			t.Fatalf("receipt %d: %v", r.Seq, err)
 		}
-		if cp.Origin != "node.example/log" || cp.Size < r.Seq {
+		if cp.Origin != "node.example/log/v2" || cp.Size < r.Seq {
 			t.Fatalf("receipt %d: checkpoint %+v", r.Seq, cp)
 		}
 		if _, err := VerifyProof(proof, r.JWS+"x", r.Seq, set); err == nil {
@@ -40,14 +40,14 @@ func TestLogProofs(t *testing.T) {
 	}
 	rep := e.verify(VerifyOptions{})
 	wantOK(t, rep, 40)
-	if rep.LogSize != 40 || rep.Checkpoints < 1 || rep.Origin != "node.example/log" {
+	if rep.LogSize != 40 || rep.Checkpoints < 1 || rep.Origin != "node.example/log/v2" {
 		t.Fatalf("log: %+v", rep)
 	}
 	size, note, ok, err := e.db.LatestCheckpoint(context.Background())
 	if err != nil || !ok || size != 40 {
 		t.Fatalf("latest checkpoint %d %v %v", size, ok, err)
 	}
-	cp, err := OpenCheckpoint(note, set, "node.example/log")
+	cp, err := OpenCheckpoint(note, set, "node.example/log/v2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestExportProofs(t *testing.T) {
 		p := proofOf(lines[4])
 		head, cp, _ := strings.Cut(p, "\n\n")
 		text, _, _ := strings.Cut(cp, "\n\n")
-		forged, err := note.Sign(&note.Note{Text: text + "\n"}, testKey(9).NoteSigner("node.example/log"))
+		forged, err := note.Sign(&note.Note{Text: text + "\n"}, testKey(9).NoteSigner("node.example/log/v2"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,15 +143,15 @@ func TestTamperedLogDetected(t *testing.T) {
 	})
 	t.Run("L5 a checkpoint signing another root, with the node key", func(t *testing.T) {
 		db := tampered(t, base, `DELETE FROM log_checkpoints WHERE size = 20`,
-			`INSERT INTO log_checkpoints (size, note) VALUES (20, `+root(20, "node.example/log", testKey(1))+`)`)
+			`INSERT INTO log_checkpoints (size, note) VALUES (20, `+root(20, "node.example/log/v2", testKey(1))+`)`)
 		wantProblem(t, verifyDB(t, db, set, VerifyOptions{}), 20, "", "signs a root the receipts do not make")
 	})
 	t.Run("L5 a checkpoint signed by another key", func(t *testing.T) {
-		db := tampered(t, base, `INSERT INTO log_checkpoints (size, note) VALUES (21, `+root(21, "node.example/log", testKey(9))+`)`)
+		db := tampered(t, base, `INSERT INTO log_checkpoints (size, note) VALUES (21, `+root(21, "node.example/log/v2", testKey(9))+`)`)
 		wantProblem(t, verifyDB(t, db, set, VerifyOptions{}), 21, "", "not signed by the node key")
 	})
 	t.Run("L5 a checkpoint of another log", func(t *testing.T) {
-		db := tampered(t, base, `INSERT INTO log_checkpoints (size, note) VALUES (21, `+root(21, "elsewhere.example/log", testKey(1))+`)`)
-		wantProblem(t, verifyDB(t, db, set, VerifyOptions{}), 21, "", `not "node.example/log"`)
+		db := tampered(t, base, `INSERT INTO log_checkpoints (size, note) VALUES (21, `+root(21, "elsewhere.example/log/v2", testKey(1))+`)`)
+		wantProblem(t, verifyDB(t, db, set, VerifyOptions{}), 21, "", `not "node.example/log/v2"`)
 	})
 }
