@@ -2,8 +2,8 @@ package agent
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
@@ -327,7 +327,6 @@ func TestAnswerProofForged(t *testing.T) {
 		})
 	}
 }
-
 
 // The node serves its log read-only as C2SP tlog-tiles, cacheable; its entries are the
 // receipts' commitments, and nothing it serves tells what a receipt says (L7).
