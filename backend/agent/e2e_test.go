@@ -83,10 +83,15 @@ func startNode(t *testing.T) *testNode {
 // returns it and stop, which stops it (its data dir stays, to start again).
 func startNodeIn(t *testing.T, dir string, ln net.Listener) (*testNode, func()) {
 	t.Helper()
+	return startNodeAt(t, dir, ln, "http://"+ln.Addr().String())
+}
+
+// startNodeAt is startNodeIn with the publicUrl pub (another spelling of ln's address).
+func startNodeAt(t *testing.T, dir string, ln net.Listener, pub string) (*testNode, func()) {
+	t.Helper()
 	if err := os.MkdirAll(filepath.Join(dir, "workspace"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	pub := "http://" + ln.Addr().String()
 	pol, err := policy.Parse([]byte(`{"pact": {"publicUrl": "`+pub+`", "audience": "`+pub+`", "allowInsecureLocalIssuers": true,
   "brands": [{"id": "review", "name": "Code review", "description": "Reviews code in my workspace.",
     "capability": "review", "workspace": "workspace", "accessMode": "read_only",

@@ -52,14 +52,17 @@ func newRestartable(t *testing.T, dir string) *restartable {
 	return r
 }
 
-func (r *restartable) restart() {
+func (r *restartable) restart() { r.restartAs("http://" + r.addr) }
+
+// restartAs starts the node again with the publicUrl pub, a spelling of its address.
+func (r *restartable) restartAs(pub string) {
 	r.t.Helper()
 	r.stop()
 	ln, err := net.Listen("tcp", r.addr)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	r.n, r.stop = startNodeIn(r.t, r.dir, ln)
+	r.n, r.stop = startNodeAt(r.t, r.dir, ln, pub)
 }
 
 // turn runs one agent turn from agentDir; it must verify.
@@ -191,6 +194,158 @@ func TestAgentHoldsTheNodeToItsLog(t *testing.T) {
 		}
 		wantRefused(t, a, agentA)
 	})
+}
+
+// A node that rolls its log back cannot hide it behind another spelling of its publicUrl, nor
+// behind another address: the agent holds a log by its key and origin (docs/threats.md L10).
+func TestRenamedURLHidesNoRollback(t *testing.T) {
+	t.Parallel()
+	rollback := func(t *testing.T, first, then string) (*restartable, string) {
+		r := newRestartable(t, t.TempDir())
+		_, port, _ := net.SplitHostPort(r.addr)
+		r.restartAs(first + port)
+		agentDir := t.TempDir()
+		for range 2 {
+			r.turn(agentDir)
+		}
+		r.stop()
+		backup := filepath.Join(t.TempDir(), "pact.sqlite")
+		copyFile(t, filepath.Join(r.dir, "pact.sqlite"), backup)
+		r.restartAs(first + port)
+		for range 3 {
+			r.turn(agentDir)
+		}
+		r.stop()
+		copyFile(t, backup, filepath.Join(r.dir, "pact.sqlite"))
+		os.Remove(filepath.Join(r.dir, "pact.sqlite-wal"))
+		os.Remove(filepath.Join(r.dir, "pact.sqlite-shm"))
+		r.restartAs(then + port)
+		return r, agentDir
+	}
+	t.Run("L10 rolled back and served at localhost instead of 127.0.0.1: one log at two addresses", func(t *testing.T) {
+		t.Parallel()
+		r, agentDir := rollback(t, "http://127.0.0.1:", "http://localhost:")
+		before := r.n.runner.count()
+		_, err := Run(context.Background(), r.n.options(t, agentDir, io.Discard))
+		var le *LogError
+		if !errors.As(err, &le) || !strings.Contains(le.Reason, "served at two addresses") || r.n.runner.count() != before {
+			t.Fatalf("err = %v, %d turns ran; want the node caught before its turn", err, r.n.runner.count()-before)
+		}
+		held, errH := receipts.OpenCheckpoint([]byte(le.Held), loadKey(t, r.dir), "")
+		got, errG := receipts.OpenCheckpoint([]byte(le.Got), loadKey(t, r.dir), held.Origin)
+		if errH != nil || errG != nil || held.Size != 5 || got.Size != 2 {
+			t.Fatalf("evidence: %+v (%v), %+v (%v)", held, errH, got, errG)
+		}
+		wantRefused(t, r, agentDir)
+	})
+}
+
+// Another spelling of the node's URL (upper case, its default port, a trailing dot or slash)
+// is the same node: a fork shown under it is caught, not taken as a first meeting (L10). A
+// node key that signs two origins is a contradiction whatever the address.
+func TestHeldLogSpellings(t *testing.T) {
+	t.Parallel()
+	_, priv, _ := ed25519.GenerateKey(nil)
+	key := keys.FromPrivate(priv)
+	h := keys.History{Set: key.Set()}
+	checkpoint := func(origin string, size int64, root byte) []byte {
+		text := fmt.Sprintf("%s\n%d\n%s\n", origin, size, base64.StdEncoding.EncodeToString(append(make([]byte, 31), root)))
+		n, err := note.Sign(&note.Note{Text: text}, key.NoteSigner(origin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, spelt := range []string{"HTTPS://Node.Example", "https://node.example:443", "https://node.example.", "https://NODE.EXAMPLE.:443/"} {
+		t.Run("L10 a fork shown under "+spelt, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := testLogCheck(t, "https://node.example", h, dir).Before(context.Background(), checkpoint("node.example/log/v2", 4, 1)); err != nil {
+				t.Fatal(err)
+			}
+			err := testLogCheck(t, spelt, h, dir).Before(context.Background(), checkpoint("node.example/log/v2", 4, 2))
+			var le *LogError
+			if !errors.As(err, &le) || !strings.Contains(le.Reason, "two different logs of 4 receipts") {
+				t.Fatalf("err = %v, want the fork caught", err)
+			}
+		})
+	}
+	t.Run("L10 one key signing two origins", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := testLogCheck(t, "https://node.example", h, dir).Before(context.Background(), checkpoint("node.example/log/v2", 4, 1)); err != nil {
+			t.Fatal(err)
+		}
+		err := testLogCheck(t, "https://node.example", h, dir).Before(context.Background(), checkpoint("other.example/log/v2", 9, 1))
+		var le *LogError
+		if !errors.As(err, &le) || !strings.Contains(le.Reason, "two logs") {
+			t.Fatalf("err = %v, want two origins under one key caught", err)
+		}
+	})
+	t.Run("L9 a checkpoint of 2^62 receipts ends the check instead of hanging it", func(t *testing.T) {
+		dir := t.TempDir()
+		lc := testLogCheck(t, "https://node.example", h, dir)
+		if err := lc.Before(context.Background(), checkpoint("node.example/log/v2", 4, 1)); err != nil {
+			t.Fatal(err)
+		}
+		huge := checkpoint("node.example/log/v2", 1<<62, 1)
+		done := make(chan [2]error)
+		go func() {
+			_, err := lc.CheckAnswer(context.Background(), receipts.ProofHeader+"\nindex 3\n\n"+string(huge), "a.b.c", 4)
+			done <- [2]error{lc.Before(context.Background(), huge), err}
+		}()
+		for i, err := range <-done {
+			if err == nil || !strings.Contains(err.Error(), "no log is that large") {
+				t.Errorf("check %d: %v, want the size refused", i, err)
+			}
+		}
+	})
+	t.Run("L7 the move to commitments: the log moved to holds every receipt of the one left", func(t *testing.T) {
+		for _, c := range []struct {
+			moved int64
+			why   string
+		}{{6, ""}, {4, "moved to commitments as one of 4: receipts were lost"}} {
+			dir := t.TempDir()
+			if err := testLogCheck(t, "https://node.example", h, dir).Before(context.Background(), checkpoint("node.example/log", 5, 1)); err != nil {
+				t.Fatal(err)
+			}
+			err := testLogCheck(t, "https://node.example", h, dir).Before(context.Background(), checkpoint("node.example/log/v2", c.moved, 1))
+			st, _ := LoadLogs(dir)
+			switch {
+			case c.why == "" && (err != nil || st.Logs[0].Origin != "node.example/log/v2"):
+				t.Fatalf("moved to a log of %d: %v, holding %+v", c.moved, err, st.Logs[0])
+			case c.why != "" && (err == nil || !strings.Contains(err.Error(), c.why)):
+				t.Fatalf("moved to a log of %d: %v, want %q", c.moved, err, c.why)
+			}
+		}
+	})
+	t.Run("L12 a checkpoint with 99 extra signature lines is kept with the node's alone", func(t *testing.T) {
+		dir := t.TempDir()
+		signed := checkpoint("node.example/log/v2", 4, 1)
+		for i := range 99 {
+			signed = fmt.Appendf(signed, "— w%d.example %s\n", i, base64.StdEncoding.EncodeToString(make([]byte, 100)))
+		}
+		if err := testLogCheck(t, "https://node.example", h, dir).Before(context.Background(), signed); err != nil {
+			t.Fatal(err)
+		}
+		st, err := LoadLogs(dir)
+		if err != nil || len(st.Logs) != 1 || st.Logs[0].Checkpoint != string(checkpoint("node.example/log/v2", 4, 1)) {
+			t.Fatalf("held %+v (%v), want the checkpoint with the node's signature only", st, err)
+		}
+		big := append(checkpoint("node.example/log/v2", 5, 1), strings.Repeat("— w.example "+base64.StdEncoding.EncodeToString(make([]byte, 100))+"\n", 70000)...)
+		if err := testLogCheck(t, "https://node.example", h, dir).Before(context.Background(), big); err == nil || !strings.Contains(err.Error(), "over 16384") {
+			t.Fatalf("a 10 MB checkpoint: %v, want it refused unread", err)
+		}
+		if fi, err := os.Stat(filepath.Join(dir, logsFile)); err != nil || fi.Size() > 2048 {
+			t.Fatalf("logs.json: %v bytes (%v)", fi.Size(), err)
+		}
+	})
+	for _, c := range []struct{ in, want string }{
+		{"HTTPS://Node.Example.:443/", "https://node.example"}, {"http://127.0.0.1:80", "http://127.0.0.1"},
+		{"http://[::1]:8080/a/", "http://[::1]:8080/a"}, {"https://node.example:8443", "https://node.example:8443"},
+	} {
+		if got, err := NodeURL(c.in); got != c.want || err != nil {
+			t.Errorf("NodeURL(%q) = %q, %v; want %q", c.in, got, err, c.want)
+		}
+	}
 }
 
 func copyFile(t *testing.T, from, to string) {
