@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -153,5 +155,82 @@ func TestTamperedLogDetected(t *testing.T) {
 	t.Run("L5 a checkpoint of another log", func(t *testing.T) {
 		db := tampered(t, base, `INSERT INTO log_checkpoints (size, note) VALUES (21, `+root(21, "elsewhere.example/log/v2", testKey(1))+`)`)
 		wantProblem(t, verifyDB(t, db, set, VerifyOptions{}), 21, "", `not "node.example/log/v2"`)
+	})
+}
+
+// A store whose log was made of the receipts' JWS (before migration 7) serves nothing of it
+// once upgraded, keeps that log's newest checkpoint, and rebuilds the log from commitments
+// under the origin with "/v2" at its next receipt (docs/threats.md L7).
+func TestLogMovesToCommitments(t *testing.T) {
+	e := newEnv(t)
+	e.run(0, 5, 1)
+	rows := e.rows()
+	e.close()
+	// The log as the code before migration 7 left it.
+	old := &memTree{}
+	for i, r := range rows {
+		if _, err := old.add(int64(i), []byte(r.JWS)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root, err := tlog.TreeHash(5, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy, err := note.Sign(&note.Note{Text: store.CheckpointText("node.example/log", 5, root)}, e.key.NoteSigner("node.example/log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmts := append([]string{}, untrigger...)
+	stmts = append(stmts, `DELETE FROM log_hashes`, `DELETE FROM log_checkpoints`, `PRAGMA user_version = 6`,
+		`UPDATE meta SET value = 'node.example/log' WHERE key = 'log.origin'`,
+		`INSERT INTO log_checkpoints (size, note) VALUES (5, `+sqlQuote(string(legacy))+`)`)
+	for i, h := range old.hashes {
+		stmts = append(stmts, fmt.Sprintf(`INSERT INTO log_hashes (idx, hash) VALUES (%d, X'%x')`, i, h[:]))
+	}
+	rawExec(t, e.path, stmts...)
+
+	t.Run("L7 an upgraded node serves nothing of the log made of the receipts", func(t *testing.T) {
+		e.open()
+		ctx := context.Background()
+		if _, ok, err := e.l.LatestCheckpoint(ctx); ok || err != nil {
+			t.Fatalf("a checkpoint is served before the log is rebuilt (%v)", err)
+		}
+		if _, err := e.l.Tile(ctx, tlog.Tile{H: TileHeight, L: -1, N: 0, W: 5}); !errors.Is(err, ErrNoTile) {
+			t.Fatalf("entry bundle: %v", err)
+		}
+		moved, _, err := e.db.GetMeta(ctx, "log.moved_from")
+		if err != nil || moved != string(legacy) {
+			t.Fatalf("the old log's checkpoint kept: %q (%v)", moved, err)
+		}
+	})
+	t.Run("L7 the next receipt rebuilds it from commitments under the origin with /v2", func(t *testing.T) {
+		recs := e.run(5, 6, 1)
+		cp, err := VerifyProof(recs[5].Proof(), recs[5].JWS, 6, e.key.Set())
+		if err != nil || cp.Origin != "node.example/log/v2" || cp.Size != 6 {
+			t.Fatalf("checkpoint %+v (%v)", cp, err)
+		}
+		rep := e.verify(VerifyOptions{})
+		wantOK(t, rep, 6)
+		if rep.LogSize != 6 || rep.Origin != "node.example/log/v2" {
+			t.Fatalf("log: %+v", rep)
+		}
+	})
+}
+
+// golang.org/x/mod/sumdb/tlog never ends on a tree of 2^62 leaves: no checkpoint or proof that
+// large is read, so `verify --in` and the witness path end (docs/threats.md L9).
+func TestLogSizesBounded(t *testing.T) {
+	root := base64.StdEncoding.EncodeToString(make([]byte, 32))
+	t.Run("L9 a checkpoint or a proof index of 2^62", func(t *testing.T) {
+		if _, err := ParseCheckpoint("node.example/log/v2\n4611686018427387904\n" + root + "\n"); err == nil || !strings.Contains(err.Error(), "no log is that large") {
+			t.Errorf("checkpoint: %v", err)
+		}
+		if _, err := ParseProof(ProofHeader + "\nindex 4611686018427387904\n\nx"); err == nil || !strings.Contains(err.Error(), "no log is that large") {
+			t.Errorf("proof: %v", err)
+		}
+		if _, err := ParseCheckpoint("node.example/log/v2\n99999999999999999999\n" + root + "\n"); err == nil {
+			t.Error("a size over int64 read")
+		}
 	})
 }

@@ -193,8 +193,8 @@ CREATE TABLE model_use (
 INSERT OR REPLACE INTO meta (key, value) SELECT 'log.moved_from', note FROM log_checkpoints ORDER BY size DESC LIMIT 1;
 UPDATE meta SET value = value || '/v2' WHERE key = 'log.origin';
 DROP TABLE log_cosignatures;
-DROP TRIGGER log_hashes_no_delete;
-DROP TRIGGER log_checkpoints_no_delete;
+DROP TRIGGER IF EXISTS log_hashes_no_delete;
+DROP TRIGGER IF EXISTS log_checkpoints_no_delete;
 DELETE FROM log_hashes;
 DELETE FROM log_checkpoints;
 CREATE TRIGGER log_hashes_no_delete BEFORE DELETE ON log_hashes BEGIN SELECT RAISE(ABORT, 'the receipts log is append-only'); END;
