@@ -61,6 +61,7 @@ func (r *fakeRunner) count() int {
 }
 
 type testNode struct {
+	dir       string // its data dir
 	publicURL string
 	consent   *consent.Service
 	policy    *policy.Policy // the policy its gateway serves, which the owner decides by
@@ -125,7 +126,7 @@ func startNodeAt(t *testing.T, dir string, ln net.Listener, pub string) (*testNo
 	go srv.Serve(ln)
 	stop := func() { srv.Close(); ledger.Close(); db.Close() }
 	t.Cleanup(stop)
-	return &testNode{publicURL: pub, consent: cs, policy: pol, db: db, runner: runner, ledger: ledger}, stop
+	return &testNode{dir: dir, publicURL: pub, consent: cs, policy: pol, db: db, runner: runner, ledger: ledger}, stop
 }
 
 // owner answers the device flow like the node owner on the consent page.

@@ -1,10 +1,13 @@
 package agent
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"path/filepath"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/receipts"
@@ -21,15 +24,25 @@ const witnessKeyFile = "witness-key.pem"
 const metaCosignature = "aether.cosignature"
 
 // witnessName is the witness's signed-note key name: the agent's identity, issuer host and
-// subject, with what a key name may not hold (spaces, "+") as "_".
+// subject, with what a key name may not hold (spaces, "+") as "_"; one over the
+// keys.MaxCosignerName a node takes is cut and ends with "~" and 12 hex digits of its SHA-256.
 func witnessName(who Who) string {
 	host := strings.TrimPrefix(strings.TrimPrefix(who.Issuer, "https://"), "http://")
-	return strings.Map(func(r rune) rune {
+	name := strings.Map(func(r rune) rune {
 		if unicode.IsSpace(r) || r == '+' {
 			return '_'
 		}
 		return r
 	}, host+"#"+who.Subject)
+	if len(name) <= keys.MaxCosignerName {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	cut := keys.MaxCosignerName - 13
+	for !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return name[:cut] + "~" + hex.EncodeToString(sum[:6])
 }
 
 // cosigner is the agent's witness, its key made on first use.

@@ -12,12 +12,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/aether/aether/backend/keys"
+	"github.com/aether/aether/backend/receipts"
 	"github.com/aether/aether/backend/store"
 )
 
@@ -156,4 +158,67 @@ func TestWitnessCosignatureRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Cosignatures cannot fill the node's disk: a witness key name over keys.MaxCosignerName is
+// refused before anything is stored, and an agent has one cosignature stored, its newest
+// (docs/threats.md L11).
+func TestCosignaturesBounded(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	agentDir := t.TempDir()
+	for range 3 {
+		if _, err := witnessRun(t, n, agentDir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("L11 an agent's cosignatures of three checkpoints: one kept, the newest", func(t *testing.T) {
+		var rows, size int64
+		raw := rawStore(t, n)
+		if err := raw.QueryRow(`SELECT COUNT(*), MAX(size) FROM log_cosignatures`).Scan(&rows, &size); err != nil || rows != 1 || size != 2 {
+			t.Fatalf("%d cosignatures stored, the largest of size %d (%v); want 1, of 2", rows, size, err)
+		}
+	})
+	t.Run("L11 a witness key name of 1 MB is refused, nothing stored", func(t *testing.T) {
+		k, err := keys.LoadOrCreate(filepath.Join(agentDir, witnessKeyFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		copyFile(t, filepath.Join(agentDir, logsFile), filepath.Join(dir, logsFile))
+		editCosigned(t, dir, func(nl *HeldLog) {
+			c := k.Cosigner(strings.Repeat("w", 1<<20), time.Now)
+			cosigned, err := receipts.Cosign([]byte(nl.Checkpoint), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nl.Cosigned, nl.Witness = string(cosigned), c.VerifierKey()
+		})
+		before := n.runner.count()
+		_, err = Run(context.Background(), n.options(t, dir, io.Discard))
+		if !errors.Is(err, a2a.ErrInvalidParams) || n.runner.count() != before {
+			t.Fatalf("got %v, %d turns ran; want INVALID_PARAMS before the turn", err, n.runner.count()-before)
+		}
+		var longest int
+		if err := rawStore(t, n).QueryRow(`SELECT MAX(length(witness) + length(line)) FROM log_cosignatures`).Scan(&longest); err != nil || longest > 1024 {
+			t.Fatalf("a stored cosignature of %d bytes (%v)", longest, err)
+		}
+	})
+	t.Run("L11 an agent's own long identity makes a name the node takes", func(t *testing.T) {
+		name := witnessName(Who{Issuer: "https://issuer.example", Subject: strings.Repeat("é", 200)})
+		if len(name) > keys.MaxCosignerName || !utf8.ValidString(name) {
+			t.Fatalf("witness name of %d bytes: %q", len(name), name)
+		}
+	})
+}
+
+// rawStore opens the node's pact.sqlite read-only, as whoever holds its data dir.
+func rawStore(t *testing.T, n *testNode) *sql.DB {
+	t.Helper()
+	raw, err := sql.Open("sqlite", "file:"+filepath.Join(n.dir, "pact.sqlite")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	return raw
 }
