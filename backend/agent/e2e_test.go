@@ -39,13 +39,19 @@ type fakeRunner struct {
 	mu   sync.Mutex
 	fail string // when set, turns fail with this reason
 	runs int
+	// hold, when set, keeps each turn running until it is closed; started hears of each.
+	hold, started chan struct{}
 }
 
 func (r *fakeRunner) Run(ctx context.Context, req codex.Request, progress func(codex.Progress)) (codex.Result, error) {
 	r.mu.Lock()
 	r.runs++
-	fail := r.fail
+	fail, hold, started := r.fail, r.hold, r.started
 	r.mu.Unlock()
+	if hold != nil {
+		started <- struct{}{}
+		<-hold
+	}
 	start := time.Now()
 	progress(codex.Progress{Text: "reading the workspace"})
 	if fail != "" {

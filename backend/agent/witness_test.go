@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -21,6 +22,7 @@ import (
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/receipts"
 	"github.com/aether/aether/backend/store"
+	"github.com/aether/aether/backend/turn"
 )
 
 // witnessRun is one turn from agentDir that cosigns the checkpoint it verified.
@@ -221,4 +223,45 @@ func rawStore(t *testing.T, n *testNode) *sql.DB {
 	}
 	t.Cleanup(func() { raw.Close() })
 	return raw
+}
+
+// A turn refused before any work (here: its grant already runs turn.MaxPerGrant turns) leaves
+// a task that keeps a preview and the hash of the agent's message, not the message: refused
+// turns cannot fill the node's disk (docs/threats.md L11).
+func TestRefusedTurnKeepsNoMessage(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	agentDir := t.TempDir()
+	if _, err := Run(context.Background(), n.options(t, agentDir, io.Discard)); err != nil {
+		t.Fatal(err)
+	}
+	hold, started := make(chan struct{}), make(chan struct{}, turn.MaxPerGrant)
+	n.runner.mu.Lock()
+	n.runner.hold, n.runner.started = hold, started
+	n.runner.mu.Unlock()
+	var wg sync.WaitGroup
+	for range turn.MaxPerGrant {
+		wg.Go(func() { Run(context.Background(), n.options(t, agentDir, io.Discard)) })
+	}
+	for range turn.MaxPerGrant {
+		<-started
+	}
+	t.Run("L11 a refused turn's 1 MB message is not kept", func(t *testing.T) {
+		o := n.options(t, agentDir, io.Discard)
+		o.Message = strings.Repeat("Nightingale acquisition ", 1<<20/24)
+		res, err := Run(context.Background(), o)
+		var te *TurnError
+		if !errors.As(err, &te) || !strings.Contains(te.Reason, "too many turns of this grant") {
+			t.Fatalf("got %v, want the turn refused", err)
+		}
+		var data string
+		if err := rawStore(t, n).QueryRow(`SELECT data FROM tasks WHERE id = ?`, string(res.Task.ID)).Scan(&data); err != nil {
+			t.Fatal(err)
+		}
+		if len(data) > 4096 || strings.Count(data, "Nightingale") > 20 || !strings.Contains(data, "aether.withheld") {
+			t.Fatalf("the refused task is stored in %d bytes: %.300s", len(data), data)
+		}
+	})
+	close(hold)
+	wg.Wait()
 }
