@@ -596,3 +596,33 @@ func TestLogFullTiles(t *testing.T) {
 		t.Fatalf("checkpoint %+v", res.Checkpoint)
 	}
 }
+
+// logs.json as agents wrote it before logs were known by key and origin is moved on its first
+// run: the node it held keeps being held to its log.
+func TestOldLogsFileMoved(t *testing.T) {
+	t.Parallel()
+	r := newRestartable(t, t.TempDir())
+	agentDir := t.TempDir()
+	r.turn(agentDir)
+	st, err := LoadLogs(agentDir)
+	if err != nil || len(st.Logs) != 1 {
+		t.Fatalf("%+v %v", st, err)
+	}
+	old, _ := json.Marshal(map[string]any{"nodes": map[string]any{r.n.publicURL: map[string]string{"checkpoint": st.Logs[0].Checkpoint}}})
+	if err := os.WriteFile(filepath.Join(agentDir, logsFile), old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res := r.turn(agentDir)
+	st, err = LoadLogs(agentDir)
+	if err != nil || len(st.Logs) != 1 || len(st.Logs[0].Keys) != 1 || res.Checkpoint.Size != 2 || lines0(st.Logs[0].Checkpoint) != res.Checkpoint.Origin {
+		t.Fatalf("after the move: %+v (%v), checkpoint %+v", st.Logs, err, res.Checkpoint)
+	}
+	tok := &Token{AccessToken: "t", Scope: "s"}
+	k := TokenKey{Node: r.n.publicURL, Brand: "review", Issuer: "https://issuer.example", Subject: "bob"}
+	if err := SaveToken(agentDir, k, tok); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := LoadToken(agentDir, k); err != nil || got == nil || got.AccessToken != "t" {
+		t.Fatalf("token kept: %+v (%v)", got, err)
+	}
+}

@@ -169,7 +169,7 @@ type run struct {
 	who     Who
 	conn    *Conn
 	store   tokenStore
-	key     tokenKey
+	key     TokenKey
 	// refreshTried: the grant refresh was asked once; a second ask would get the same answer.
 	refreshTried bool
 }
@@ -281,7 +281,7 @@ func (r *run) identify() (func(), error) {
 func (r *run) loadToken(ctx context.Context) {
 	card, say := r.card, r.say
 	r.store = tokenStore{path: filepath.Join(r.o.Dir, tokensFile), now: r.o.Now}
-	r.key = tokenKey{Node: card.PublicURL, Brand: card.Brand, Issuer: r.who.Issuer, Subject: r.who.Subject}
+	r.key = TokenKey{Node: card.PublicURL, Brand: card.Brand, Issuer: r.who.Issuer, Subject: r.who.Subject}
 	tok, err := r.store.load(r.key)
 	if err != nil {
 		say("Warning: %v (ignored)", err)
@@ -533,7 +533,7 @@ func refresh(ctx context.Context, c *Client, tokenURL, publicURL, brand string, 
 	return t
 }
 
-func saveToken(s tokenStore, k tokenKey, t *Token, say func(string, ...any)) {
+func saveToken(s tokenStore, k TokenKey, t *Token, say func(string, ...any)) {
 	if err := s.save(k, t); err != nil {
 		say("Warning: %v", err)
 	}
