@@ -116,13 +116,14 @@ func (st *LogState) Save(dir string) error {
 	return fsutil.WriteFileAtomic(filepath.Join(dir, logsFile), data, 0o600)
 }
 
-// clip bounds a note kept from an older logs.json: a checkpoint over MaxCheckpointNote was
-// never the node's alone.
+// clip bounds a note kept by an older agent, which kept checkpoints whole: at most
+// MaxCheckpointNote bytes, cut after a whole line (the node's signature comes first).
 func clip(s string) string {
-	if len(s) > receipts.MaxCheckpointNote {
-		return s[:receipts.MaxCheckpointNote]
+	if len(s) <= receipts.MaxCheckpointNote {
+		return s
 	}
-	return s
+	s = s[:receipts.MaxCheckpointNote]
+	return s[:strings.LastIndex(s, "\n")+1]
 }
 
 func lines0(text string) string { first, _, _ := strings.Cut(text, "\n"); return first }
@@ -183,8 +184,9 @@ func (lc *LogCheck) update(change func(*LogState) error) error {
 // find is the log held for this node, nil if none: the one whose checkpoints a key of the
 // node JWKS signed (a log held from an older logs.json, with no keys yet, by its address once
 // its checkpoint verifies). A node key seen signing two logs, or the node's log held at
-// another address, is a contradiction (L10); a log held that its keys do not sign is an error.
-func (lc *LogCheck) find(st *LogState) (*HeldLog, error) {
+// another address, is a contradiction (L10); a log held at its address that none of its keys
+// signs is an error (it proves nothing, and starting afresh would forget it).
+func (lc *LogCheck) find(ctx context.Context, st *LogState) (*HeldLog, error) {
 	var found *HeldLog
 	for _, l := range st.Logs {
 		if len(l.Keys) == 0 && l.Node == lc.node && l.Checkpoint != "" {
@@ -207,11 +209,16 @@ func (lc *LogCheck) find(st *LogState) (*HeldLog, error) {
 	}
 	if found != nil && found.Node != lc.node {
 		return nil, lc.distrust(found, &LogError{Reason: fmt.Sprintf("its log %q is served at two addresses, %s and %s: a node moved to a new address, or one rolled back under another",
-			found.Origin, found.Node, lc.node), Held: found.Checkpoint, Got: lc.latest()})
+			found.Origin, found.Node, lc.node), Held: found.Checkpoint, Got: lc.latest(ctx)})
 	}
 	for _, l := range st.Logs {
-		if l != found && l.Node == lc.node && l.Distrusted != nil {
+		switch {
+		case l == found || l.Node != lc.node:
+		case l.Distrusted != nil:
 			return nil, l.Distrusted
+		case found == nil:
+			return nil, fmt.Errorf("the node %s no longer signs with the key of the log held for it (%s): it is another node, or its key was replaced without `aether keys rotate`; remove that log from %s to trust it anew",
+				lc.node, strings.Join(l.Keys, ", "), filepath.Join(lc.dir, logsFile))
 		}
 	}
 	return found, nil
@@ -225,11 +232,11 @@ func (lc *LogCheck) distrust(l *HeldLog, le *LogError) *LogError {
 }
 
 // latest is the node's current checkpoint, its signatures only, or "" when it shows none.
-func (lc *LogCheck) latest() string {
+func (lc *LogCheck) latest(ctx context.Context) string {
 	if lc.c == nil {
 		return ""
 	}
-	b, err := lc.c.get(context.Background(), lc.base+"/log/checkpoint", "the node's log checkpoint")
+	b, err := lc.c.get(ctx, lc.base+"/log/checkpoint", "the node's log checkpoint")
 	if err != nil {
 		return ""
 	}
@@ -250,7 +257,7 @@ func HeldCheckpoint(dir, publicURL string, h keys.History) (string, error) {
 	}
 	var held string
 	err = lc.update(func(st *LogState) error {
-		l, err := lc.find(st)
+		l, err := lc.find(context.Background(), st)
 		if l != nil {
 			held = l.Checkpoint
 		}
@@ -263,13 +270,14 @@ func HeldCheckpoint(dir, publicURL string, h keys.History) (string, error) {
 // given, with the one held (the gossip step, L2).
 func (lc *LogCheck) Before(ctx context.Context, peer []byte) error {
 	return lc.update(func(st *LogState) error {
-		if _, err := lc.find(st); err != nil || len(peer) == 0 {
+		l, err := lc.find(ctx, st)
+		if err != nil || len(peer) == 0 {
 			return err
 		}
 		if _, err := receipts.OpenCheckpointOf(peer, lc.keys, ""); err != nil {
 			return fmt.Errorf("the peer's checkpoint: %w", err)
 		}
-		return lc.observe(ctx, st, peer)
+		return lc.observe(ctx, st, l, peer)
 	})
 }
 
@@ -286,16 +294,17 @@ func (lc *LogCheck) CheckAnswer(ctx context.Context, proof, jws string, seq int6
 	}
 	p, _ := receipts.ParseProof(proof)
 	return cp, lc.update(func(st *LogState) error {
-		if _, err := lc.find(st); err != nil {
+		l, err := lc.find(ctx, st)
+		if err != nil {
 			return err
 		}
-		return lc.observe(ctx, st, p.Checkpoint)
+		return lc.observe(ctx, st, l, p.Checkpoint)
 	})
 }
 
-// observe checks a signed checkpoint of the node's log against the one held, keeps the newer
-// one, and distrusts the node on a contradiction.
-func (lc *LogCheck) observe(ctx context.Context, st *LogState, got []byte) error {
+// observe checks a signed checkpoint of the node's log against l, the log held (nil: none),
+// keeps the newer one, and distrusts the node on a contradiction.
+func (lc *LogCheck) observe(ctx context.Context, st *LogState, l *HeldLog, got []byte) error {
 	g, err := receipts.OpenCheckpointOf(got, lc.keys, "")
 	if err != nil {
 		return err
@@ -304,7 +313,6 @@ func (lc *LogCheck) observe(ctx context.Context, st *LogState, got []byte) error
 	if err != nil {
 		return err
 	}
-	l, _ := lc.find(st)
 	if l == nil {
 		st.Logs = append(st.Logs, &HeldLog{Origin: g.Origin, Keys: kids, Node: lc.node, Checkpoint: string(kept)})
 		return nil

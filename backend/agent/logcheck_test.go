@@ -298,6 +298,17 @@ func TestHeldLogSpellings(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a new key at the address of a log held is not a fresh start", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := testLogCheck(t, "https://node.example", h, dir).Before(context.Background(), checkpoint("node.example/log/v2", 4, 1)); err != nil {
+			t.Fatal(err)
+		}
+		_, priv, _ := ed25519.GenerateKey(nil)
+		other := keys.History{Set: keys.FromPrivate(priv).Set()}
+		if err := testLogCheck(t, "https://node.example", other, dir).Before(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "no longer signs with the key") {
+			t.Fatalf("err = %v", err)
+		}
+	})
 	t.Run("L7 the move to commitments: the log moved to holds every receipt of the one left", func(t *testing.T) {
 		for _, c := range []struct {
 			moved int64
