@@ -216,6 +216,18 @@ func TestLogMovesToCommitments(t *testing.T) {
 			t.Fatalf("log: %+v", rep)
 		}
 	})
+	t.Run("L7 receipts verify checks the move kept the old log's receipts", func(t *testing.T) {
+		var other tlog.Hash
+		other[0] = 1
+		forged, err := note.Sign(&note.Note{Text: store.CheckpointText("node.example/log", 5, other)}, e.key.NoteSigner("node.example/log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.close()
+		rawExec(t, e.path, `UPDATE meta SET value = `+sqlQuote(string(forged))+` WHERE key = 'log.moved_from'`)
+		e.open()
+		wantProblem(t, e.verify(VerifyOptions{}), 5, "", "receipts before the move were rewritten")
+	})
 }
 
 // golang.org/x/mod/sumdb/tlog never ends on a tree of 2^62 leaves: no checkpoint or proof that

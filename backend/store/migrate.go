@@ -187,7 +187,7 @@ CREATE TABLE model_use (
 	// no one what a receipt says (docs/threats.md L7). The log made of the receipts' JWS is
 	// emptied: catchUpLog rebuilds it from the receipts with the next receipt, under the origin
 	// the old log's with "/v2" (receipts.MovedOrigin: a new log, as its roots differ). The old
-	// log's newest checkpoint is kept in meta (log.moved_from). The cosignatures were of the old
+	// log's newest checkpoint is kept in meta (MetaLogMovedFrom), which `receipts verify` checks. The cosignatures were of the old
 	// log's checkpoints; from now on an agent has one, its newest (docs/threats.md L11).
 	`
 INSERT OR REPLACE INTO meta (key, value) SELECT 'log.moved_from', note FROM log_checkpoints ORDER BY size DESC LIMIT 1;

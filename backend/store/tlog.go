@@ -26,6 +26,10 @@ import (
 // metaLogOrigin is the meta key of the log's origin, fixed by its first checkpoint.
 const metaLogOrigin = "log.origin"
 
+// MetaLogMovedFrom is the meta key of the newest checkpoint of the log made of the receipts'
+// JWS, kept by migration 7 when it moved the log to commitments.
+const MetaLogMovedFrom = "log.moved_from"
+
 // MaxReceipt is the largest receipt (compact JWS) the node stores: the ledger makes what a
 // turn did fit it (docs/wire.md, "What the turn did"), so that every reader can bound a receipt.
 const MaxReceipt = 1<<16 - 1
