@@ -60,7 +60,7 @@ type HeldLog struct {
 	Origin string `json:"origin,omitempty"`
 	// Keys are the ids of the node keys seen signing its checkpoints.
 	Keys []string `json:"keys,omitempty"`
-	// Node is the publicUrl it is served at (NodeURL).
+	// Node is the publicUrl it was last met at (NodeURL).
 	Node       string    `json:"node"`
 	Checkpoint string    `json:"checkpoint,omitempty"` // signed note, the node's signatures only
 	Distrusted *LogError `json:"distrusted,omitempty"`
@@ -182,11 +182,12 @@ func (lc *LogCheck) update(change func(*LogState) error) error {
 }
 
 // find is the log held for this node, nil if none: the one whose checkpoints a key of the
-// node JWKS signed (a log held from an older logs.json, with no keys yet, by its address once
-// its checkpoint verifies). A node key seen signing two logs, or the node's log held at
-// another address, is a contradiction (L10); a log held at its address that none of its keys
-// signs is an error (it proves nothing, and starting afresh would forget it).
-func (lc *LogCheck) find(ctx context.Context, st *LogState) (*HeldLog, error) {
+// node JWKS signed, at whatever address it was met (L10), which becomes its address (a log
+// held from an older logs.json, with no keys yet, is found by its address once its checkpoint
+// verifies). A node key seen signing two logs is a contradiction; a log held at its address
+// that none of its keys signs is an error (it proves nothing, and starting afresh would
+// forget it).
+func (lc *LogCheck) find(st *LogState) (*HeldLog, error) {
 	var found *HeldLog
 	for _, l := range st.Logs {
 		if len(l.Keys) == 0 && l.Node == lc.node && l.Checkpoint != "" {
@@ -207,10 +208,6 @@ func (lc *LogCheck) find(ctx context.Context, st *LogState) (*HeldLog, error) {
 		}
 		found = l
 	}
-	if found != nil && found.Node != lc.node {
-		return nil, lc.distrust(found, &LogError{Reason: fmt.Sprintf("its log %q is served at two addresses, %s and %s: a node moved to a new address, or one rolled back under another",
-			found.Origin, found.Node, lc.node), Held: found.Checkpoint, Got: lc.latest(ctx)})
-	}
 	for _, l := range st.Logs {
 		switch {
 		case l == found || l.Node != lc.node:
@@ -221,6 +218,9 @@ func (lc *LogCheck) find(ctx context.Context, st *LogState) (*HeldLog, error) {
 				lc.node, strings.Join(l.Keys, ", "), filepath.Join(lc.dir, logsFile))
 		}
 	}
+	if found != nil { // a node may move (Funnel): its log is held to what it signed wherever it is served
+		found.Node = lc.node
+	}
 	return found, nil
 }
 
@@ -229,22 +229,6 @@ func (lc *LogCheck) distrust(l *HeldLog, le *LogError) *LogError {
 	le.Node, le.At = lc.node, time.Now().UTC()
 	l.Distrusted = le
 	return le
-}
-
-// latest is the node's current checkpoint, its signatures only, or "" when it shows none.
-func (lc *LogCheck) latest(ctx context.Context) string {
-	if lc.c == nil {
-		return ""
-	}
-	b, err := lc.c.get(ctx, lc.base+"/log/checkpoint", "the node's log checkpoint")
-	if err != nil {
-		return ""
-	}
-	kept, _, err := receipts.NodeSigned(b, lc.keys.Set)
-	if err != nil {
-		return ""
-	}
-	return string(kept)
 }
 
 // HeldCheckpoint is the newest checkpoint of the log of the node at publicURL (whose JWKS is
@@ -257,7 +241,7 @@ func HeldCheckpoint(dir, publicURL string, h keys.History) (string, error) {
 	}
 	var held string
 	err = lc.update(func(st *LogState) error {
-		l, err := lc.find(context.Background(), st)
+		l, err := lc.find(st)
 		if l != nil {
 			held = l.Checkpoint
 		}
@@ -270,7 +254,7 @@ func HeldCheckpoint(dir, publicURL string, h keys.History) (string, error) {
 // given, with the one held (the gossip step, L2).
 func (lc *LogCheck) Before(ctx context.Context, peer []byte) error {
 	return lc.update(func(st *LogState) error {
-		l, err := lc.find(ctx, st)
+		l, err := lc.find(st)
 		if err != nil || len(peer) == 0 {
 			return err
 		}
@@ -294,7 +278,7 @@ func (lc *LogCheck) CheckAnswer(ctx context.Context, proof, jws string, seq int6
 	}
 	p, _ := receipts.ParseProof(proof)
 	return cp, lc.update(func(st *LogState) error {
-		l, err := lc.find(ctx, st)
+		l, err := lc.find(st)
 		if err != nil {
 			return err
 		}

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -59,7 +58,7 @@ func (r *run) cosigner() (*keys.Cosigner, error) {
 // cosignature for the next call (Cosignature).
 func (lc *LogCheck) Cosign(c *keys.Cosigner) error {
 	return lc.update(func(st *LogState) error {
-		l, err := lc.find(context.Background(), st)
+		l, err := lc.find(st)
 		if err != nil {
 			return err
 		}
@@ -79,7 +78,7 @@ func (lc *LogCheck) Cosign(c *keys.Cosigner) error {
 func (lc *LogCheck) Cosignature() (map[string]any, error) {
 	var meta map[string]any
 	err := lc.update(func(st *LogState) error {
-		l, err := lc.find(context.Background(), st)
+		l, err := lc.find(st)
 		if l != nil && l.Cosigned != "" {
 			meta = map[string]any{metaCosignature: map[string]any{"checkpoint": l.Cosigned, "witness": l.Witness}}
 		}
