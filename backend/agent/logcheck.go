@@ -314,9 +314,7 @@ func (lc *LogCheck) observe(ctx context.Context, st *LogState, l *HeldLog, got [
 			l.Keys = append(l.Keys, k)
 		}
 	}
-	if newest != l.Checkpoint {
-		l.Origin, l.Checkpoint, l.Cosigned, l.Witness = lines0(newest), newest, "", ""
-	}
+	l.Origin, l.Checkpoint = lines0(newest), newest
 	return nil
 }
 
