@@ -49,7 +49,11 @@ func TestAgentVerb(t *testing.T) {
 	}
 
 	t.Run("peer checkpoint", func(t *testing.T) {
-		held, err := agent.HeldCheckpoint(dir, pub)
+		st, err := agent.LoadLogs(dir)
+		var held string
+		if err == nil && len(st.Logs) == 1 {
+			held = st.Logs[0].Checkpoint
+		}
 		if err != nil || !strings.Contains(out, "in the node's log") || held == "" {
 			t.Fatalf("held %q (%v), stdout:\n%s", held, err, out)
 		}

@@ -39,13 +39,19 @@ type fakeRunner struct {
 	mu   sync.Mutex
 	fail string // when set, turns fail with this reason
 	runs int
+	// hold, when set, keeps each turn running until it is closed; started hears of each.
+	hold, started chan struct{}
 }
 
 func (r *fakeRunner) Run(ctx context.Context, req codex.Request, progress func(codex.Progress)) (codex.Result, error) {
 	r.mu.Lock()
 	r.runs++
-	fail := r.fail
+	fail, hold, started := r.fail, r.hold, r.started
 	r.mu.Unlock()
+	if hold != nil {
+		started <- struct{}{}
+		<-hold
+	}
 	start := time.Now()
 	progress(codex.Progress{Text: "reading the workspace"})
 	if fail != "" {
@@ -61,6 +67,7 @@ func (r *fakeRunner) count() int {
 }
 
 type testNode struct {
+	dir       string // its data dir
 	publicURL string
 	consent   *consent.Service
 	policy    *policy.Policy // the policy its gateway serves, which the owner decides by
@@ -83,10 +90,15 @@ func startNode(t *testing.T) *testNode {
 // returns it and stop, which stops it (its data dir stays, to start again).
 func startNodeIn(t *testing.T, dir string, ln net.Listener) (*testNode, func()) {
 	t.Helper()
+	return startNodeAt(t, dir, ln, "http://"+ln.Addr().String())
+}
+
+// startNodeAt is startNodeIn with the publicUrl pub (another spelling of ln's address).
+func startNodeAt(t *testing.T, dir string, ln net.Listener, pub string) (*testNode, func()) {
+	t.Helper()
 	if err := os.MkdirAll(filepath.Join(dir, "workspace"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	pub := "http://" + ln.Addr().String()
 	pol, err := policy.Parse([]byte(`{"pact": {"publicUrl": "`+pub+`", "audience": "`+pub+`", "allowInsecureLocalIssuers": true,
   "brands": [{"id": "review", "name": "Code review", "description": "Reviews code in my workspace.",
     "capability": "review", "workspace": "workspace", "accessMode": "read_only",
@@ -120,7 +132,7 @@ func startNodeIn(t *testing.T, dir string, ln net.Listener) (*testNode, func()) 
 	go srv.Serve(ln)
 	stop := func() { srv.Close(); ledger.Close(); db.Close() }
 	t.Cleanup(stop)
-	return &testNode{publicURL: pub, consent: cs, policy: pol, db: db, runner: runner, ledger: ledger}, stop
+	return &testNode{dir: dir, publicURL: pub, consent: cs, policy: pol, db: db, runner: runner, ledger: ledger}, stop
 }
 
 // owner answers the device flow like the node owner on the consent page.

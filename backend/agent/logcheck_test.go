@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
@@ -19,7 +20,6 @@ import (
 
 	_ "github.com/glebarez/go-sqlite" // raw access to the file, as whoever holds the data dir has
 	"golang.org/x/mod/sumdb/note"
-	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
@@ -52,14 +52,17 @@ func newRestartable(t *testing.T, dir string) *restartable {
 	return r
 }
 
-func (r *restartable) restart() {
+func (r *restartable) restart() { r.restartAs("http://" + r.addr) }
+
+// restartAs starts the node again with the publicUrl pub, a spelling of its address.
+func (r *restartable) restartAs(pub string) {
 	r.t.Helper()
 	r.stop()
 	ln, err := net.Listen("tcp", r.addr)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	r.n, r.stop = startNodeIn(r.t, r.dir, ln)
+	r.n, r.stop = startNodeAt(r.t, r.dir, ln, pub)
 }
 
 // turn runs one agent turn from agentDir; it must verify.
@@ -88,6 +91,16 @@ func wantCaught(t *testing.T, err error, node string, key keys.Set, held, got in
 	if errA != nil || errB != nil || a.Size != held || b.Size != got {
 		t.Fatalf("evidence: %+v (%v), %+v (%v); want signed checkpoints of %d and %d", a, errA, b, errB, held, got)
 	}
+}
+
+// testLogCheck is the check of the node at publicURL with keys h from the agent folder dir.
+func testLogCheck(t *testing.T, publicURL string, h keys.History, dir string) *LogCheck {
+	t.Helper()
+	lc, err := NewLogCheck(&Client{}, publicURL, h, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lc
 }
 
 func loadKey(t *testing.T, dir string) keys.Set {
@@ -167,7 +180,7 @@ func TestAgentHoldsTheNodeToItsLog(t *testing.T) {
 		b := newRestartable(t, dirB)
 		a.turn(agentA)
 		b.turn(agentB)
-		peer, err := HeldCheckpoint(agentB, b.n.publicURL)
+		peer, err := HeldCheckpoint(agentB, b.n.publicURL, keys.History{Set: loadKey(t, dirB)})
 		if err != nil || peer == "" {
 			t.Fatalf("agent B holds %q (%v)", peer, err)
 		}
@@ -181,6 +194,172 @@ func TestAgentHoldsTheNodeToItsLog(t *testing.T) {
 		}
 		wantRefused(t, a, agentA)
 	})
+}
+
+// A node that rolls its log back cannot hide it behind another spelling of its publicUrl, nor
+// behind another address: the agent holds a log by its key and origin (docs/threats.md L10).
+func TestRenamedURLHidesNoRollback(t *testing.T) {
+	t.Parallel()
+	rollback := func(t *testing.T, first, then string) (*restartable, string) {
+		r := newRestartable(t, t.TempDir())
+		_, port, _ := net.SplitHostPort(r.addr)
+		r.restartAs(first + port)
+		agentDir := t.TempDir()
+		for range 2 {
+			r.turn(agentDir)
+		}
+		r.stop()
+		backup := filepath.Join(t.TempDir(), "pact.sqlite")
+		copyFile(t, filepath.Join(r.dir, "pact.sqlite"), backup)
+		r.restartAs(first + port)
+		for range 3 {
+			r.turn(agentDir)
+		}
+		r.stop()
+		copyFile(t, backup, filepath.Join(r.dir, "pact.sqlite"))
+		os.Remove(filepath.Join(r.dir, "pact.sqlite-wal"))
+		os.Remove(filepath.Join(r.dir, "pact.sqlite-shm"))
+		r.restartAs(then + port)
+		return r, agentDir
+	}
+	t.Run("L10 rolled back and served at localhost instead of 127.0.0.1: caught on the next turn", func(t *testing.T) {
+		t.Parallel()
+		r, agentDir := rollback(t, "http://127.0.0.1:", "http://localhost:")
+		_, err := Run(context.Background(), r.n.options(t, agentDir, io.Discard))
+		_, port, _ := net.SplitHostPort(r.addr)
+		wantCaught(t, err, "http://localhost:"+port, loadKey(t, r.dir), 5, 3, "shrank")
+		wantRefused(t, r, agentDir)
+	})
+}
+
+// Another spelling of the node's URL (upper case, its default port, a trailing dot or slash)
+// is the same node: a fork shown under it is caught, not taken as a first meeting (L10). A
+// node key that signs two origins is a contradiction whatever the address.
+func TestHeldLogSpellings(t *testing.T) {
+	t.Parallel()
+	_, priv, _ := ed25519.GenerateKey(nil)
+	key := keys.FromPrivate(priv)
+	h := keys.History{Set: key.Set()}
+	checkpoint := func(origin string, size int64, root byte) []byte {
+		text := fmt.Sprintf("%s\n%d\n%s\n", origin, size, base64.StdEncoding.EncodeToString(append(make([]byte, 31), root)))
+		n, err := note.Sign(&note.Note{Text: text}, key.NoteSigner(origin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, spelt := range []string{"HTTPS://Node.Example", "https://node.example:443", "https://node.example.", "https://NODE.EXAMPLE.:443/"} {
+		t.Run("L10 a fork shown under "+spelt, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := testLogCheck(t, "https://node.example", h, dir).Before(context.Background(), checkpoint("node.example/log/v2", 4, 1)); err != nil {
+				t.Fatal(err)
+			}
+			err := testLogCheck(t, spelt, h, dir).Before(context.Background(), checkpoint("node.example/log/v2", 4, 2))
+			var le *LogError
+			if !errors.As(err, &le) || !strings.Contains(le.Reason, "two different logs of 4 receipts") {
+				t.Fatalf("err = %v, want the fork caught", err)
+			}
+		})
+	}
+	t.Run("L10 one key signing a second log at another address", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := testLogCheck(t, "https://node.example", h, dir).Before(context.Background(), checkpoint("node.example/log/v2", 4, 1)); err != nil {
+			t.Fatal(err)
+		}
+		err := testLogCheck(t, "https://other.example", h, dir).Before(context.Background(), checkpoint("other.example/log/v2", 1, 1))
+		var le *LogError
+		if !errors.As(err, &le) || !strings.Contains(le.Reason, "two logs") {
+			t.Fatalf("err = %v, want the key's second log caught", err)
+		}
+	})
+	t.Run("L10 a fork shown at another address", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := testLogCheck(t, "https://node.example", h, dir).Before(context.Background(), checkpoint("node.example/log/v2", 4, 1)); err != nil {
+			t.Fatal(err)
+		}
+		err := testLogCheck(t, "https://moved.example", h, dir).Before(context.Background(), checkpoint("node.example/log/v2", 4, 2))
+		var le *LogError
+		if !errors.As(err, &le) || !strings.Contains(le.Reason, "two different logs of 4 receipts") {
+			t.Fatalf("err = %v, want the fork caught", err)
+		}
+	})
+	t.Run("L9 a checkpoint of 2^62 receipts ends the check instead of hanging it", func(t *testing.T) {
+		dir := t.TempDir()
+		lc := testLogCheck(t, "https://node.example", h, dir)
+		if err := lc.Before(context.Background(), checkpoint("node.example/log/v2", 4, 1)); err != nil {
+			t.Fatal(err)
+		}
+		huge := checkpoint("node.example/log/v2", 1<<62, 1)
+		done := make(chan [2]error)
+		go func() {
+			_, err := lc.CheckAnswer(context.Background(), receipts.ProofHeader+"\nindex 3\n\n"+string(huge), "a.b.c", 4)
+			done <- [2]error{lc.Before(context.Background(), huge), err}
+		}()
+		for i, err := range <-done {
+			if err == nil || !strings.Contains(err.Error(), "no log is that large") {
+				t.Errorf("check %d: %v, want the size refused", i, err)
+			}
+		}
+	})
+	t.Run("a new key at the address of a log held is not a fresh start", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := testLogCheck(t, "https://node.example", h, dir).Before(context.Background(), checkpoint("node.example/log/v2", 4, 1)); err != nil {
+			t.Fatal(err)
+		}
+		_, priv, _ := ed25519.GenerateKey(nil)
+		other := keys.History{Set: keys.FromPrivate(priv).Set()}
+		if err := testLogCheck(t, "https://node.example", other, dir).Before(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "no longer signs with the key") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("L7 the move to commitments: the log moved to holds every receipt of the one left", func(t *testing.T) {
+		for _, c := range []struct {
+			moved int64
+			why   string
+		}{{6, ""}, {4, "moved to commitments as one of 4: receipts were lost"}} {
+			dir := t.TempDir()
+			if err := testLogCheck(t, "https://node.example", h, dir).Before(context.Background(), checkpoint("node.example/log", 5, 1)); err != nil {
+				t.Fatal(err)
+			}
+			err := testLogCheck(t, "https://node.example", h, dir).Before(context.Background(), checkpoint("node.example/log/v2", c.moved, 1))
+			st, _ := LoadLogs(dir)
+			switch {
+			case c.why == "" && (err != nil || st.Logs[0].Origin != "node.example/log/v2"):
+				t.Fatalf("moved to a log of %d: %v, holding %+v", c.moved, err, st.Logs[0])
+			case c.why != "" && (err == nil || !strings.Contains(err.Error(), c.why)):
+				t.Fatalf("moved to a log of %d: %v, want %q", c.moved, err, c.why)
+			}
+		}
+	})
+	t.Run("L12 a checkpoint with 99 extra signature lines is kept with the node's alone", func(t *testing.T) {
+		dir := t.TempDir()
+		signed := checkpoint("node.example/log/v2", 4, 1)
+		for i := range 99 {
+			signed = fmt.Appendf(signed, "— w%d.example %s\n", i, base64.StdEncoding.EncodeToString(make([]byte, 100)))
+		}
+		if err := testLogCheck(t, "https://node.example", h, dir).Before(context.Background(), signed); err != nil {
+			t.Fatal(err)
+		}
+		st, err := LoadLogs(dir)
+		if err != nil || len(st.Logs) != 1 || st.Logs[0].Checkpoint != string(checkpoint("node.example/log/v2", 4, 1)) {
+			t.Fatalf("held %+v (%v), want the checkpoint with the node's signature only", st, err)
+		}
+		big := append(checkpoint("node.example/log/v2", 5, 1), strings.Repeat("— w.example "+base64.StdEncoding.EncodeToString(make([]byte, 100))+"\n", 70000)...)
+		if err := testLogCheck(t, "https://node.example", h, dir).Before(context.Background(), big); err == nil || !strings.Contains(err.Error(), "over 16384") {
+			t.Fatalf("a 10 MB checkpoint: %v, want it refused unread", err)
+		}
+		if fi, err := os.Stat(filepath.Join(dir, logsFile)); err != nil || fi.Size() > 2048 {
+			t.Fatalf("logs.json: %v bytes (%v)", fi.Size(), err)
+		}
+	})
+	for _, c := range []struct{ in, want string }{
+		{"HTTPS://Node.Example.:443/", "https://node.example"}, {"http://127.0.0.1:80", "http://127.0.0.1"},
+		{"http://[::1]:8080/a/", "http://[::1]:8080/a"}, {"https://node.example:8443", "https://node.example:8443"},
+	} {
+		if got, err := NodeURL(c.in); got != c.want || err != nil {
+			t.Errorf("NodeURL(%q) = %q, %v; want %q", c.in, got, err, c.want)
+		}
+	}
 }
 
 func copyFile(t *testing.T, from, to string) {
@@ -268,7 +447,7 @@ func TestPeerCheckpointOfAnotherKey(t *testing.T) {
 	r := newRestartable(t, t.TempDir())
 	agentDir := t.TempDir()
 	r.turn(agentDir)
-	held, _ := HeldCheckpoint(agentDir, r.n.publicURL)
+	held, _ := HeldCheckpoint(agentDir, r.n.publicURL, keys.History{Set: loadKey(t, r.dir)})
 	text, _, _ := strings.Cut(held, "\n\n")
 	_, priv, _ := ed25519.GenerateKey(nil)
 	other := keys.FromPrivate(priv)
@@ -294,8 +473,8 @@ func TestAnswerProofForged(t *testing.T) {
 	first := r.turn(agentDir)
 	second := r.turn(agentDir)
 	out1, out2 := ReadOutcome(first.Task), ReadOutcome(second.Task)
-	lc := newLogCheck(&Client{}, r.n.publicURL, keys.History{Set: loadKey(t, r.dir)}, agentDir)
-	if _, err := lc.answer(context.Background(), out2.ReceiptProof, out2.ReceiptJWS, second.Receipt.Seq); err != nil {
+	lc := testLogCheck(t, r.n.publicURL, keys.History{Set: loadKey(t, r.dir)}, agentDir)
+	if _, err := lc.CheckAnswer(context.Background(), out2.ReceiptProof, out2.ReceiptJWS, second.Receipt.Seq); err != nil {
 		t.Fatalf("the genuine proof: %v", err)
 	}
 	head, cp, _ := strings.Cut(out2.ReceiptProof, "\n\n")
@@ -311,24 +490,29 @@ func TestAnswerProofForged(t *testing.T) {
 		"L4 no proof":                             {"", out2.ReceiptJWS, "without its tlog-proof"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := lc.answer(context.Background(), c.proof, c.jws, second.Receipt.Seq); err == nil || !strings.Contains(err.Error(), c.want) {
+			if _, err := lc.CheckAnswer(context.Background(), c.proof, c.jws, second.Receipt.Seq); err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want %q", err, c.want)
 			}
 		})
 	}
 }
 
-func lines0(text string) string { origin, _, _ := strings.Cut(text, "\n"); return origin }
-
-// The node serves its log read-only as C2SP tlog-tiles, cacheable.
+// The node serves its log read-only as C2SP tlog-tiles, cacheable; its entries are the
+// receipts' commitments, and nothing it serves tells what a receipt says (L7).
 func TestLogServedAsTiles(t *testing.T) {
 	t.Parallel()
 	r := newRestartable(t, t.TempDir())
 	agentDir := t.TempDir()
 	var jws []string
-	for range 3 {
-		jws = append(jws, r.turn(agentDir).ReceiptJWS)
+	var first Result
+	for i := range 3 {
+		res := r.turn(agentDir)
+		if i == 0 {
+			first = res
+		}
+		jws = append(jws, res.ReceiptJWS)
 	}
+	var served []byte
 	get := func(path string) (int, http.Header, []byte) {
 		resp, err := http.Get(r.n.publicURL + "/log/" + path)
 		if err != nil {
@@ -336,10 +520,11 @@ func TestLogServedAsTiles(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
+		served = append(served, body...)
 		return resp.StatusCode, resp.Header, body
 	}
 	code, h, body := get("checkpoint")
-	cp, err := receipts.OpenCheckpoint(body, loadKey(t, r.dir), strings.TrimPrefix(r.n.publicURL, "http://")+"/log")
+	cp, err := receipts.OpenCheckpoint(body, loadKey(t, r.dir), strings.TrimPrefix(r.n.publicURL, "http://")+"/log/v2")
 	if code != 200 || err != nil || cp.Size != 3 || h.Get("Content-Type") != "text/plain; charset=utf-8" || h.Get("Cache-Control") != "public, max-age=5" {
 		t.Fatalf("checkpoint: %d %v %+v %v", code, h, cp, err)
 	}
@@ -348,19 +533,39 @@ func TestLogServedAsTiles(t *testing.T) {
 		t.Fatalf("partial tile: %d %v %d bytes", code, h, len(body))
 	}
 	for i, j := range jws {
-		if leaf := tlog.RecordHash([]byte(j)); string(body[i*32:(i+1)*32]) != string(leaf[:]) {
+		if leaf := receipts.LeafHash(cp.Origin, j); string(body[i*32:(i+1)*32]) != string(leaf[:]) {
 			t.Fatalf("tile hash %d is not receipt %d's leaf", i, i+1)
 		}
 	}
-	code, _, body = get("tile/entries/000.p/3")
-	var entries []string
-	for len(body) >= 2 && code == 200 {
-		n := int(body[0])<<8 | int(body[1])
-		entries, body = append(entries, string(body[2:2+n])), body[2+n:]
-	}
-	if code != 200 || strings.Join(entries, ",") != strings.Join(jws, ",") {
-		t.Fatalf("entry bundle: %d, %d entries", code, len(entries))
-	}
+	t.Run("L7 the public log serves commitments, never what a receipt says", func(t *testing.T) {
+		code, _, body := get("tile/entries/000.p/3")
+		var entries []string
+		for len(body) >= 2 && code == 200 {
+			n := int(body[0])<<8 | int(body[1])
+			entries, body = append(entries, string(body[2:2+n])), body[2+n:]
+		}
+		if code != 200 || len(entries) != 3 {
+			t.Fatalf("entry bundle: %d, %d entries", code, len(entries))
+		}
+		for i, j := range jws {
+			if sum := sha256.Sum256([]byte(j)); entries[i] != string(sum[:]) {
+				t.Fatalf("entry %d is not the SHA-256 of receipt %d: %x", i, i+1, entries[i])
+			}
+		}
+		claims, _ := json.Marshal(ReadOutcome(first.Task).ReceiptData)
+		for _, secret := range []string{DefaultSubject, "review", strings.Split(jws[0], ".")[1][:40], string(claims[:40])} {
+			if strings.Contains(string(served), secret) {
+				t.Errorf("the public log serves %q", secret)
+			}
+		}
+	})
+	t.Run("L8 a tile whose N·256 overflows is not tile 0: 404", func(t *testing.T) {
+		for _, p := range []string{"tile/0/x072/x057/x594/x037/x927/936.p/1", "tile/entries/x072/x057/x594/x037/x927/936.p/1"} {
+			if code, _, body := get(p); code != http.StatusNotFound {
+				t.Errorf("%s: %d (%d bytes), want 404", p, code, len(body))
+			}
+		}
+	})
 	for _, p := range []string{"tile/0/000", "tile/0/000.p/4", "tile/1/000.p/1", "tile/entries/000.p/4", "tile/8/0/000.p/3", "tile/data/000.p/3", "tile/0/0.p/3", "nothing"} {
 		if code, _, _ := get(p); code != http.StatusNotFound {
 			t.Errorf("%s: %d, want 404", p, code)
@@ -403,5 +608,35 @@ func TestLogFullTiles(t *testing.T) {
 	res := r.turn(agentDir)
 	if res.Checkpoint == nil || res.Checkpoint.Size != 302 {
 		t.Fatalf("checkpoint %+v", res.Checkpoint)
+	}
+}
+
+// logs.json as agents wrote it before logs were known by key and origin is moved on its first
+// run: the node it held keeps being held to its log.
+func TestOldLogsFileMoved(t *testing.T) {
+	t.Parallel()
+	r := newRestartable(t, t.TempDir())
+	agentDir := t.TempDir()
+	r.turn(agentDir)
+	st, err := LoadLogs(agentDir)
+	if err != nil || len(st.Logs) != 1 {
+		t.Fatalf("%+v %v", st, err)
+	}
+	old, _ := json.Marshal(map[string]any{"nodes": map[string]any{r.n.publicURL: map[string]string{"checkpoint": st.Logs[0].Checkpoint}}})
+	if err := os.WriteFile(filepath.Join(agentDir, logsFile), old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res := r.turn(agentDir)
+	st, err = LoadLogs(agentDir)
+	if err != nil || len(st.Logs) != 1 || len(st.Logs[0].Keys) != 1 || res.Checkpoint.Size != 2 || lines0(st.Logs[0].Checkpoint) != res.Checkpoint.Origin {
+		t.Fatalf("after the move: %+v (%v), checkpoint %+v", st.Logs, err, res.Checkpoint)
+	}
+	tok := &Token{AccessToken: "t", Scope: "s"}
+	k := TokenKey{Node: r.n.publicURL, Brand: "review", Issuer: "https://issuer.example", Subject: "bob"}
+	if err := SaveToken(agentDir, k, tok); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := LoadToken(agentDir, k); err != nil || got == nil || got.AccessToken != "t" {
+		t.Fatalf("token kept: %+v (%v)", got, err)
 	}
 }

@@ -206,13 +206,13 @@ func TestCheckpointRetiredKey(t *testing.T) {
 		return n
 	}
 	peer := func(size int64) error {
-		return newLogCheck(&Client{}, "http://node.example", nodeKeys, t.TempDir()).before(context.Background(), checkpoint(size))
+		return testLogCheck(t, "http://node.example", nodeKeys, t.TempDir()).Before(context.Background(), checkpoint(size))
 	}
 	if err := peer(7); err != nil {
 		t.Fatalf("the old key's checkpoint of its last receipt: %v", err)
 	}
 	t.Run("T13 the retired key signs a checkpoint of a log that grew after its rotation", func(t *testing.T) {
-		if err := newLogCheck(&Client{}, "http://node.example", keys.History{Set: nodeKeys.Set}, t.TempDir()).before(context.Background(), checkpoint(8)); err != nil {
+		if err := testLogCheck(t, "http://node.example", keys.History{Set: nodeKeys.Set}, t.TempDir()).Before(context.Background(), checkpoint(8)); err != nil {
 			t.Fatalf("without the statement the forged checkpoint is well signed: %v", err)
 		}
 		if err := peer(8); err == nil || !strings.Contains(err.Error(), "a retired key signs nothing after its rotation") {

@@ -165,11 +165,11 @@ type run struct {
 
 	card    *Card
 	keysURL string
-	logs    *logCheck
+	logs    *LogCheck
 	who     Who
 	conn    *Conn
 	store   tokenStore
-	key     tokenKey
+	key     TokenKey
 	// refreshTried: the grant refresh was asked once; a second ask would get the same answer.
 	refreshTried bool
 }
@@ -232,8 +232,10 @@ func (r *run) readCard(ctx context.Context) error {
 		return err
 	}
 	say("      card signature verified with the node JWKS at %s", r.keysURL)
-	r.logs = newLogCheck(r.c, card.PublicURL, nodeKeys, o.Dir)
-	return r.logs.before(ctx, o.PeerCheckpoint)
+	if r.logs, err = NewLogCheck(r.c, card.PublicURL, nodeKeys, o.Dir); err != nil {
+		return err
+	}
+	return r.logs.Before(ctx, o.PeerCheckpoint)
 }
 
 // identify sets the client's identity: the token given, else the local issuer's, which
@@ -279,7 +281,7 @@ func (r *run) identify() (func(), error) {
 func (r *run) loadToken(ctx context.Context) {
 	card, say := r.card, r.say
 	r.store = tokenStore{path: filepath.Join(r.o.Dir, tokensFile), now: r.o.Now}
-	r.key = tokenKey{Node: card.PublicURL, Brand: card.Brand, Issuer: r.who.Issuer, Subject: r.who.Subject}
+	r.key = TokenKey{Node: card.PublicURL, Brand: card.Brand, Issuer: r.who.Issuer, Subject: r.who.Subject}
 	tok, err := r.store.load(r.key)
 	if err != nil {
 		say("Warning: %v (ignored)", err)
@@ -305,7 +307,7 @@ func (r *run) loadToken(ctx context.Context) {
 func (r *run) turn(ctx context.Context) (*a2a.Task, error) {
 	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(r.o.Message))
 	msg.TaskID = a2a.TaskID(r.o.TaskID)
-	meta, err := r.logs.cosignature()
+	meta, err := r.logs.Cosignature()
 	if err != nil {
 		return nil, err
 	}
@@ -481,7 +483,7 @@ func (r *run) witness() error {
 	if err != nil {
 		return fmt.Errorf("the witness key: %w", err)
 	}
-	if err := r.logs.cosign(c); err != nil {
+	if err := r.logs.Cosign(c); err != nil {
 		return fmt.Errorf("cosign the node's checkpoint: %w", err)
 	}
 	r.say("      cosigned that checkpoint as witness %s; the next call sends the cosignature.", c.Name())
@@ -531,7 +533,7 @@ func refresh(ctx context.Context, c *Client, tokenURL, publicURL, brand string, 
 	return t
 }
 
-func saveToken(s tokenStore, k tokenKey, t *Token, say func(string, ...any)) {
+func saveToken(s tokenStore, k TokenKey, t *Token, say func(string, ...any)) {
 	if err := s.save(k, t); err != nil {
 		say("Warning: %v", err)
 	}

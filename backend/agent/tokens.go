@@ -11,9 +11,10 @@ import (
 	"github.com/aether/aether/backend/fsutil"
 )
 
-// tokenKey names a saved delegation token: one per node, brand and agent
-// identity (a token is bound to the identity it was issued to).
-type tokenKey struct {
+// TokenKey names a saved delegation token: one per node, brand and agent
+// identity (a token is bound to the identity it was issued to). Node is the
+// publicUrl the card gives.
+type TokenKey struct {
 	Node    string `json:"node"`
 	Brand   string `json:"brand"`
 	Issuer  string `json:"iss"`
@@ -21,7 +22,7 @@ type tokenKey struct {
 }
 
 type savedToken struct {
-	tokenKey
+	TokenKey
 	Token     string    `json:"token"`
 	Scope     string    `json:"scope,omitempty"`
 	ExpiresAt time.Time `json:"expiresAt,omitzero"`
@@ -55,13 +56,13 @@ func (s tokenStore) read() (tokenFile, error) {
 }
 
 // load returns the saved token for k, or nil.
-func (s tokenStore) load(k tokenKey) (*Token, error) {
+func (s tokenStore) load(k TokenKey) (*Token, error) {
 	f, err := s.read()
 	if err != nil {
 		return nil, err
 	}
 	for _, t := range f.Tokens {
-		if t.tokenKey == k {
+		if t.TokenKey == k {
 			return &Token{AccessToken: t.Token, Scope: t.Scope, ExpiresAt: t.ExpiresAt}, nil
 		}
 	}
@@ -69,7 +70,7 @@ func (s tokenStore) load(k tokenKey) (*Token, error) {
 }
 
 // save stores t for k (nil forgets k) and drops expired tokens.
-func (s tokenStore) save(k tokenKey, t *Token) error {
+func (s tokenStore) save(k TokenKey, t *Token) error {
 	f, err := s.read()
 	if err != nil {
 		f = tokenFile{} // an unreadable file is replaced rather than block the agent
@@ -77,12 +78,12 @@ func (s tokenStore) save(k tokenKey, t *Token) error {
 	now := s.now()
 	kept := f.Tokens[:0]
 	for _, old := range f.Tokens {
-		if old.tokenKey != k && (old.ExpiresAt.IsZero() || old.ExpiresAt.After(now)) {
+		if old.TokenKey != k && (old.ExpiresAt.IsZero() || old.ExpiresAt.After(now)) {
 			kept = append(kept, old)
 		}
 	}
 	if t != nil {
-		kept = append(kept, savedToken{tokenKey: k, Token: t.AccessToken, Scope: t.Scope, ExpiresAt: t.ExpiresAt.UTC()})
+		kept = append(kept, savedToken{TokenKey: k, Token: t.AccessToken, Scope: t.Scope, ExpiresAt: t.ExpiresAt.UTC()})
 	}
 	f.Tokens = kept
 	if f.Tokens == nil {
@@ -99,4 +100,15 @@ func (s tokenStore) save(k tokenKey, t *Token) error {
 		return fmt.Errorf("save token: %w", err)
 	}
 	return nil
+}
+
+// LoadToken is the delegation token the agent folder dir keeps for k (nil if none): what
+// another client of the package (an MCP server) reuses of `aether agent`'s tokens.
+func LoadToken(dir string, k TokenKey) (*Token, error) {
+	return tokenStore{path: filepath.Join(dir, tokensFile), now: time.Now}.load(k)
+}
+
+// SaveToken keeps t for k in the agent folder dir (nil forgets k), dropping expired tokens.
+func SaveToken(dir string, k TokenKey, t *Token) error {
+	return tokenStore{path: filepath.Join(dir, tokensFile), now: time.Now}.save(k, t)
 }

@@ -1,9 +1,13 @@
 package agent
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"path/filepath"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/receipts"
@@ -20,15 +24,25 @@ const witnessKeyFile = "witness-key.pem"
 const metaCosignature = "aether.cosignature"
 
 // witnessName is the witness's signed-note key name: the agent's identity, issuer host and
-// subject, with what a key name may not hold (spaces, "+") as "_".
+// subject, with what a key name may not hold (spaces, "+") as "_"; one over the
+// keys.MaxCosignerName a node takes is cut and ends with "~" and 12 hex digits of its SHA-256.
 func witnessName(who Who) string {
 	host := strings.TrimPrefix(strings.TrimPrefix(who.Issuer, "https://"), "http://")
-	return strings.Map(func(r rune) rune {
+	name := strings.Map(func(r rune) rune {
 		if unicode.IsSpace(r) || r == '+' {
 			return '_'
 		}
 		return r
 	}, host+"#"+who.Subject)
+	if len(name) <= keys.MaxCosignerName {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	cut := keys.MaxCosignerName - 13
+	for !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return name[:cut] + "~" + hex.EncodeToString(sum[:6])
 }
 
 // cosigner is the agent's witness, its key made on first use.
@@ -40,33 +54,35 @@ func (r *run) cosigner() (*keys.Cosigner, error) {
 	return k.Cosigner(witnessName(r.who), r.o.Now), nil
 }
 
-// cosign cosigns the checkpoint held for the node and keeps the cosignature for the next call.
-func (lc *logCheck) cosign(c *keys.Cosigner) error {
-	st, err := lc.load()
-	if err != nil {
-		return err
-	}
-	n, err := lc.held(st)
-	if err != nil {
-		return err
-	}
-	cosigned, err := receipts.Cosign([]byte(n.Checkpoint), c)
-	if err != nil {
-		return err
-	}
-	n.Cosigned, n.Witness = string(cosigned), c.VerifierKey()
-	return lc.save(st)
+// Cosign cosigns the checkpoint held for the node with the witness c and keeps the
+// cosignature for the next call (Cosignature).
+func (lc *LogCheck) Cosign(c *keys.Cosigner) error {
+	return lc.update(func(st *LogState) error {
+		l, err := lc.find(st)
+		if err != nil {
+			return err
+		}
+		if l == nil {
+			return errors.New("no checkpoint of the node's log is held to cosign")
+		}
+		cosigned, err := receipts.Cosign([]byte(l.Checkpoint), c)
+		if err != nil {
+			return err
+		}
+		l.Cosigned, l.Witness = string(cosigned), c.VerifierKey()
+		return nil
+	})
 }
 
-// cosignature is the metadata of the cosignature kept for the node, nil if none.
-func (lc *logCheck) cosignature() (map[string]any, error) {
-	st, err := lc.load()
-	if err != nil {
-		return nil, err
-	}
-	n := st.Nodes[lc.node]
-	if n == nil || n.Cosigned == "" {
-		return nil, nil
-	}
-	return map[string]any{metaCosignature: map[string]any{"checkpoint": n.Cosigned, "witness": n.Witness}}, nil
+// Cosignature is the message metadata of the cosignature kept for the node, nil if none.
+func (lc *LogCheck) Cosignature() (map[string]any, error) {
+	var meta map[string]any
+	err := lc.update(func(st *LogState) error {
+		l, err := lc.find(st)
+		if l != nil && l.Cosigned != "" {
+			meta = map[string]any{metaCosignature: map[string]any{"checkpoint": l.Cosigned, "witness": l.Witness}}
+		}
+		return err
+	})
+	return meta, err
 }

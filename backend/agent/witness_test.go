@@ -10,15 +10,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/aether/aether/backend/keys"
+	"github.com/aether/aether/backend/receipts"
 	"github.com/aether/aether/backend/store"
+	"github.com/aether/aether/backend/turn"
 )
 
 // witnessRun is one turn from agentDir that cosigns the checkpoint it verified.
@@ -86,18 +90,18 @@ func TestWitnessCosignsTheCheckpoint(t *testing.T) {
 }
 
 // editCosigned rewrites the cosignature agentDir keeps for its next call.
-func editCosigned(t *testing.T, agentDir string, edit func(nl *nodeLog)) {
+func editCosigned(t *testing.T, agentDir string, edit func(nl *HeldLog)) {
 	t.Helper()
 	path := filepath.Join(agentDir, logsFile)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st logState
+	var st LogState
 	if err := json.Unmarshal(data, &st); err != nil {
 		t.Fatal(err)
 	}
-	for _, nl := range st.Nodes {
+	for _, nl := range st.Logs {
 		edit(nl)
 	}
 	if data, err = json.Marshal(st); err != nil {
@@ -122,10 +126,10 @@ func TestWitnessCosignatureRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]struct {
-		edit func(*nodeLog)
+		edit func(*HeldLog)
 		why  string
 	}{
-		"L6 a cosignature of a checkpoint the node never signed": {func(nl *nodeLog) {
+		"L6 a cosignature of a checkpoint the node never signed": {func(nl *HeldLog) {
 			lines := strings.Split(nl.Cosigned, "\n")
 			lines[2] = base64.StdEncoding.EncodeToString(make([]byte, tlog.HashSize)) // another root, same size
 			name, _, _ := strings.Cut(nl.Witness, "+")
@@ -135,7 +139,7 @@ func TestWitnessCosignatureRefused(t *testing.T) {
 			}
 			nl.Cosigned = string(forged)
 		}, "this node never signed that checkpoint of 1 receipts"},
-		"L6 a cosignature that does not verify": {func(nl *nodeLog) {
+		"L6 a cosignature that does not verify": {func(nl *HeldLog) {
 			i := strings.LastIndex(nl.Cosigned, " ") + 1
 			sig, _ := base64.StdEncoding.DecodeString(strings.TrimSpace(nl.Cosigned[i:]))
 			sig[len(sig)-1] ^= 1
@@ -156,4 +160,108 @@ func TestWitnessCosignatureRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Cosignatures cannot fill the node's disk: a witness key name over keys.MaxCosignerName is
+// refused before anything is stored, and an agent has one cosignature stored, its newest
+// (docs/threats.md L11).
+func TestCosignaturesBounded(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	agentDir := t.TempDir()
+	for range 3 {
+		if _, err := witnessRun(t, n, agentDir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("L11 an agent's cosignatures of three checkpoints: one kept, the newest", func(t *testing.T) {
+		var rows, size int64
+		raw := rawStore(t, n)
+		if err := raw.QueryRow(`SELECT COUNT(*), MAX(size) FROM log_cosignatures`).Scan(&rows, &size); err != nil || rows != 1 || size != 2 {
+			t.Fatalf("%d cosignatures stored, the largest of size %d (%v); want 1, of 2", rows, size, err)
+		}
+	})
+	t.Run("L11 a witness key name of 1 MB is refused, nothing stored", func(t *testing.T) {
+		k, err := keys.LoadOrCreate(filepath.Join(agentDir, witnessKeyFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		copyFile(t, filepath.Join(agentDir, logsFile), filepath.Join(dir, logsFile))
+		editCosigned(t, dir, func(nl *HeldLog) {
+			c := k.Cosigner(strings.Repeat("w", 1<<20), time.Now)
+			cosigned, err := receipts.Cosign([]byte(nl.Checkpoint), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nl.Cosigned, nl.Witness = string(cosigned), c.VerifierKey()
+		})
+		before := n.runner.count()
+		_, err = Run(context.Background(), n.options(t, dir, io.Discard))
+		if !errors.Is(err, a2a.ErrInvalidParams) || n.runner.count() != before {
+			t.Fatalf("got %v, %d turns ran; want INVALID_PARAMS before the turn", err, n.runner.count()-before)
+		}
+		var longest int
+		if err := rawStore(t, n).QueryRow(`SELECT MAX(length(witness) + length(line)) FROM log_cosignatures`).Scan(&longest); err != nil || longest > 1024 {
+			t.Fatalf("a stored cosignature of %d bytes (%v)", longest, err)
+		}
+	})
+	t.Run("L11 an agent's own long identity makes a name the node takes", func(t *testing.T) {
+		name := witnessName(Who{Issuer: "https://issuer.example", Subject: strings.Repeat("é", 200)})
+		if len(name) > keys.MaxCosignerName || !utf8.ValidString(name) {
+			t.Fatalf("witness name of %d bytes: %q", len(name), name)
+		}
+	})
+}
+
+// rawStore opens the node's pact.sqlite read-only, as whoever holds its data dir.
+func rawStore(t *testing.T, n *testNode) *sql.DB {
+	t.Helper()
+	raw, err := sql.Open("sqlite", "file:"+filepath.Join(n.dir, "pact.sqlite")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	return raw
+}
+
+// A turn refused before any work (here: its grant already runs turn.MaxPerGrant turns) leaves
+// a task that keeps a preview and the hash of the agent's message, not the message: refused
+// turns cannot fill the node's disk (docs/threats.md L11).
+func TestRefusedTurnKeepsNoMessage(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	agentDir := t.TempDir()
+	if _, err := Run(context.Background(), n.options(t, agentDir, io.Discard)); err != nil {
+		t.Fatal(err)
+	}
+	hold, started := make(chan struct{}), make(chan struct{}, turn.MaxPerGrant)
+	n.runner.mu.Lock()
+	n.runner.hold, n.runner.started = hold, started
+	n.runner.mu.Unlock()
+	var wg sync.WaitGroup
+	for range turn.MaxPerGrant {
+		wg.Go(func() { Run(context.Background(), n.options(t, agentDir, io.Discard)) })
+	}
+	for range turn.MaxPerGrant {
+		<-started
+	}
+	t.Run("L11 a refused turn's 1 MB message is not kept", func(t *testing.T) {
+		o := n.options(t, agentDir, io.Discard)
+		o.Message = strings.Repeat("Nightingale acquisition ", 1<<20/24)
+		res, err := Run(context.Background(), o)
+		var te *TurnError
+		if !errors.As(err, &te) || !strings.Contains(te.Reason, "too many turns of this grant") {
+			t.Fatalf("got %v, want the turn refused", err)
+		}
+		var data string
+		if err := rawStore(t, n).QueryRow(`SELECT data FROM tasks WHERE id = ?`, string(res.Task.ID)).Scan(&data); err != nil {
+			t.Fatal(err)
+		}
+		if len(data) > 4096 || strings.Count(data, "Nightingale") > 20 || !strings.Contains(data, "aether.withheld") {
+			t.Fatalf("the refused task is stored in %d bytes: %.300s", len(data), data)
+		}
+	})
+	close(hold)
+	wg.Wait()
 }

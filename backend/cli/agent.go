@@ -39,7 +39,7 @@ func agent(args []string, env Env) int {
 	task := fs.String("task", "", "send the turn on this existing task")
 	timeout := fs.Duration("timeout", 0, "give up after this long, e.g. 15m (default: no limit; Ctrl-C stops)")
 	witness := fs.Bool("witness", false, "cosign the node's log checkpoint this run verified (with the agent's witness key, witness-key.pem) and send the cosignature with the next run")
-	peer := fs.String("peer-checkpoint", "", "a file holding a signed checkpoint of the node's receipts log that another agent holds (from its logs.json: nodes.<publicUrl>.checkpoint), compared with this agent's before the turn")
+	peer := fs.String("peer-checkpoint", "", "a file holding a signed checkpoint of the node's receipts log that another agent holds (from its logs.json: logs[].checkpoint), compared with this agent's before the turn")
 	fs.Usage = func() {
 		fmt.Fprint(env.Stderr, agentUsage)
 		fs.PrintDefaults()

@@ -131,6 +131,28 @@ func (t *turnRun) status(state a2a.TaskState, text string) bool {
 	return t.yield(a2a.NewStatusUpdateEvent(t.ec, state, msg), nil)
 }
 
+// withhold makes the task of a turn refused before any work keep the agent's message as a
+// waiting task does (withheld: a preview and the hash of the whole), when the task is not
+// stored yet: a refused turn leaves nothing of its size behind (docs/threats.md L11).
+func (t *turnRun) withhold() {
+	msg := t.ec.Message
+	if t.created || msg == nil {
+		return
+	}
+	kept, err := withheld(msg, t.task)
+	if err != nil {
+		return // the task keeps the message, as before
+	}
+	task := *t.task
+	task.History = slices.Clone(task.History)
+	for i, m := range task.History {
+		if m == msg || m.ID == msg.ID {
+			task.History[i] = kept
+		}
+	}
+	t.task = &task
+}
+
 // finish sends the artifacts and the final status: as events on a stream, as
 // the finished task in one write on a plain send (nobody watches its events).
 func (t *turnRun) finish(arts []*a2a.TaskArtifactUpdateEvent, final *a2a.TaskStatusUpdateEvent) {
@@ -214,6 +236,7 @@ func (e *executor) run(ctx context.Context, c call, t *turnRun) *turn.Finished {
 	var refusal *turn.Refusal
 	switch {
 	case errors.As(err, &refusal):
+		t.withhold()
 		t.status(a2a.TaskStateFailed, refusal.Text)
 	case errors.Is(err, turn.ErrRunning):
 		t.yield(nil, a2a.NewError(a2a.ErrUnsupportedOperation, err.Error()))

@@ -67,9 +67,17 @@ type CosigVerifier struct {
 	Time time.Time
 }
 
+// MaxCosignerName bounds a witness's key name, in bytes: C2SP key names are short, and a node
+// stores the name of each agent's cosignature (docs/threats.md L11).
+const MaxCosignerName = 128
+
 // ParseCosigVerifier reads a witness's vkey (VerifierKey); anything but an Ed25519
-// cosignature/v1 key whose hash matches is refused.
+// cosignature/v1 key whose hash matches, under a name of at most MaxCosignerName bytes, is
+// refused.
 func ParseCosigVerifier(vkey string) (*CosigVerifier, error) {
+	if name, _, _ := strings.Cut(vkey, "+"); len(name) > MaxCosignerName || len(vkey) > len(name)+64 {
+		return nil, fmt.Errorf("the witness key's name is over %d bytes, or the key too long", MaxCosignerName)
+	}
 	name, rest, ok1 := strings.Cut(vkey, "+")
 	hash16, key64, ok2 := strings.Cut(rest, "+")
 	h, err := strconv.ParseUint(hash16, 16, 32)

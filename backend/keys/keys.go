@@ -3,6 +3,7 @@
 package keys
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
@@ -86,16 +87,27 @@ func (k *Key) Public() ed25519.PublicKey { return k.priv.Public().(ed25519.Publi
 // Set is the public key set that verifies this key's signatures.
 func (k *Key) Set() Set { return Set{k.kid: k.Public()} }
 
-// Sign makes a compact JWS (alg EdDSA) of claims with the given typ header.
+// Sign makes a compact JWS (alg EdDSA) of claims with the given typ header. The claims are
+// JSON without HTML escaping: `<`, `>` and `&` stay one byte each, so what a receipt says
+// is no larger signed than written (docs/threats.md T15).
 func (k *Key) Sign(typ string, claims jwt.Claims) (string, error) {
-	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
-	t.Header["kid"] = k.kid
-	t.Header["typ"] = typ
-	s, err := t.SignedString(k.priv)
+	header, err := json.Marshal(map[string]string{"alg": jwt.SigningMethodEdDSA.Alg(), "kid": k.kid, "typ": typ})
 	if err != nil {
 		return "", fmt.Errorf("sign %s: %w", typ, err)
 	}
-	return s, nil
+	var payload bytes.Buffer
+	enc := json.NewEncoder(&payload)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(claims); err != nil {
+		return "", fmt.Errorf("sign %s: %w", typ, err)
+	}
+	b64 := base64.RawURLEncoding.EncodeToString
+	signing := b64(header) + "." + b64(bytes.TrimSuffix(payload.Bytes(), []byte("\n")))
+	sig, err := jwt.SigningMethodEdDSA.Sign(signing, k.priv)
+	if err != nil {
+		return "", fmt.Errorf("sign %s: %w", typ, err)
+	}
+	return signing + "." + b64(sig), nil
 }
 
 // Set maps key ids to public keys.

@@ -21,6 +21,9 @@ var ErrCosignature = errors.New("cosignature refused")
 // witness's signature line, vkey the witness's key. The checkpoint must be one the node
 // signed, byte for byte, and the cosignature must verify with vkey.
 func (l *Ledger) Witness(ctx context.Context, agent domain.Agent, cosigned []byte, vkey string) error {
+	if len(cosigned) > MaxCheckpointNote {
+		return fmt.Errorf("%w: the cosigned checkpoint is %d bytes, over %d", ErrCosignature, len(cosigned), MaxCheckpointNote)
+	}
 	v, err := keys.ParseCosigVerifier(vkey)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrCosignature, err)

@@ -91,7 +91,7 @@ func (c *checkpoints) proven(r store.Receipt) string {
 	if err != nil {
 		return "its log proof's " + err.Error()
 	}
-	if err := tlog.CheckRecord(p.Hashes, cp.Size, cp.Root, p.Index, tlog.RecordHash([]byte(r.JWS))); err != nil {
+	if err := checkInclusion(p, cp, r.JWS); err != nil {
 		return fmt.Sprintf("its log proof does not put it in the checkpoint of size %d: %v", cp.Size, err)
 	}
 	return ""

@@ -16,6 +16,7 @@ import (
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/store"
+	"github.com/aether/aether/backend/work"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -374,7 +375,7 @@ func (l *Ledger) sign(turns []Turn, tail store.Checkpoint, revoked func(grantID 
 			Violation: t.Violation, GrantRevoked: t.GrantRevokedDuringTurn, Kid: l.key.ID(), V: Version, Work: t.Work}
 		c.Issuer, c.ID = *l.issuer.Load(), rid
 		c.IssuedAt = jwt.NewNumericDate(now)
-		jws, err := l.key.Sign(Typ, c)
+		jws, err := l.signFitting(&c)
 		if err != nil {
 			return nil, nil, fmt.Errorf("sign the receipt of turn %s: %w", t.ID, err)
 		}
@@ -387,6 +388,21 @@ func (l *Ledger) sign(turns []Turn, tail store.Checkpoint, revoked func(grantID 
 		prev = hash
 	}
 	return rows, recs, nil
+}
+
+// signFitting signs c, its work cut to fewer items (work.Work.Keep: 16, 8, …, none, each list
+// keeping its count and the digest of all) until the receipt is at most store.MaxReceipt
+// bytes: the signed size is the bound, and a turn cannot lose its receipt, nor hide what it
+// did, by making the receipt too big (docs/threats.md T15).
+func (l *Ledger) signFitting(c *Claims) (string, error) {
+	full := c.Work
+	for keep := work.MaxEntries; ; keep /= 2 {
+		jws, err := l.key.Sign(Typ, c)
+		if err != nil || len(jws) <= store.MaxReceipt || full == nil || keep == 0 {
+			return jws, err
+		}
+		c.Work = full.Keep(keep / 2)
+	}
 }
 
 // newID is a receipt id: "r_" and 120 random bits in lowercase base32.

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -23,9 +24,52 @@ import (
 const ProofHeader = "c2sp.org/tlog-proof@v1"
 
 // Origin is the ledger's log origin for a log that has none yet: the node's publicUrl without
-// its scheme, and "/log" (the log's prefix, as C2SP tlog-tiles recommends). The store keeps the
-// origin of the first checkpoint, so a later publicUrl does not make it another log.
+// its scheme, "/log" (the log's prefix, as C2SP tlog-tiles recommends) and MovedSuffix. The
+// store keeps the origin of the first checkpoint, so a later publicUrl does not make it
+// another log.
 func (l *Ledger) Origin() string { return OriginOf(*l.issuer.Load()) }
+
+// MovedSuffix ends the origin of a log whose leaves are commitments (store.LeafData). A log
+// of the node key whose origin lacks it was made before, its leaves the receipts' JWS; it
+// moved to the origin with the suffix (store migration 7, docs/wire.md "The receipts log").
+const MovedSuffix = "/v2"
+
+// MaxLogSize bounds the tree size of a checkpoint and the index of a proof anyone reads:
+// golang.org/x/mod/sumdb/tlog loops for ever on trees of 2^62 leaves and more (threats.md L9),
+// and no node signs a trillion receipts.
+const MaxLogSize = 1 << 40
+
+// MaxOrigin bounds a checkpoint's origin, in bytes.
+const MaxOrigin = 256
+
+// MaxCheckpointNote bounds a signed checkpoint anyone reads (the node's carries one signature
+// a key), and MaxProof a tlog-proof: what a hostile node hands an agent is bounded before it
+// is read, and never kept whole (NodeSigned).
+const (
+	MaxCheckpointNote = 1 << 14
+	MaxProof          = 1 << 15
+)
+
+// IsCommitmentLog reports whether the log of origin has commitments as its leaves.
+func IsCommitmentLog(origin string) bool { return strings.HasSuffix(origin, MovedSuffix) }
+
+// MovedFrom is the origin of the log made before commitments that the log of origin
+// continues ("" for an origin of such a log).
+func MovedFrom(origin string) string {
+	if !IsCommitmentLog(origin) {
+		return ""
+	}
+	return strings.TrimSuffix(origin, MovedSuffix)
+}
+
+// LeafHash is the record hash of the receipt jws in the log of origin: of its commitment,
+// or, in a log made before them, of the JWS itself.
+func LeafHash(origin, jws string) tlog.Hash {
+	if IsCommitmentLog(origin) {
+		return tlog.RecordHash(store.LeafData(jws))
+	}
+	return tlog.RecordHash([]byte(jws))
+}
 
 // OriginOf is the log origin of a node at publicURL.
 func OriginOf(publicURL string) string {
@@ -37,7 +81,7 @@ func OriginOf(publicURL string) string {
 	if s == "" {
 		s = "aether"
 	}
-	return s + "/log"
+	return s + "/log" + MovedSuffix
 }
 
 // Sign signs a checkpoint's text as a signed note with the node key, under the checkpoint's
@@ -61,9 +105,12 @@ func ParseCheckpoint(text string) (Checkpoint, error) {
 	if len(lines) != 4 || lines[3] != "" || lines[0] == "" {
 		return Checkpoint{}, errors.New("a checkpoint is three lines: origin, size, root hash")
 	}
-	size, err := strconv.ParseInt(lines[1], 10, 64)
-	if err != nil || size < 0 || strconv.FormatInt(size, 10) != lines[1] {
-		return Checkpoint{}, fmt.Errorf("checkpoint size %q is not a decimal number", lines[1])
+	if len(lines[0]) > MaxOrigin {
+		return Checkpoint{}, fmt.Errorf("checkpoint origin is %d bytes, over %d", len(lines[0]), MaxOrigin)
+	}
+	size, err := parseBounded(lines[1])
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("checkpoint size: %w", err)
 	}
 	root, err := base64.StdEncoding.DecodeString(lines[2])
 	if err != nil || len(root) != tlog.HashSize {
@@ -75,6 +122,9 @@ func ParseCheckpoint(text string) (Checkpoint, error) {
 // OpenCheckpoint checks a signed checkpoint against the node keys (under the name of its own
 // origin) and reads it. origin, when set, is the origin it must name.
 func OpenCheckpoint(signed []byte, set keys.Set, origin string) (Checkpoint, error) {
+	if len(signed) > MaxCheckpointNote {
+		return Checkpoint{}, fmt.Errorf("the checkpoint is %d bytes, over %d", len(signed), MaxCheckpointNote)
+	}
 	first, _, _ := bytes.Cut(signed, []byte("\n"))
 	if origin != "" && string(first) != origin {
 		return Checkpoint{}, fmt.Errorf("the checkpoint is of log %q, not %q", first, origin)
@@ -96,6 +146,25 @@ func openNote(signed []byte, set keys.Set, name string) (*note.Note, error) {
 		return nil, fmt.Errorf("the checkpoint is not signed by the node key: %w", err)
 	}
 	return n, nil
+}
+
+// NodeSigned is signed, a checkpoint OpenCheckpoint accepts, with only the signatures of the
+// node keys set holds (whatever else it carried dropped), and the ids of those keys: what an
+// agent keeps of it.
+func NodeSigned(signed []byte, set keys.Set) (kept []byte, kids []string, err error) {
+	first, _, _ := bytes.Cut(signed, []byte("\n"))
+	n, err := openNote(signed, set, string(first))
+	if err != nil {
+		return nil, nil, err
+	}
+	b := []byte(n.Text + "\n")
+	for _, sig := range n.Sigs {
+		b = append(b, "— "+sig.Name+" "+sig.Base64+"\n"...)
+		if kid := set.NoteKid(sig.Name, sig.Hash); !slices.Contains(kids, kid) {
+			kids = append(kids, kid)
+		}
+	}
+	return b, kids, nil
 }
 
 // OpenCheckpointOf is OpenCheckpoint against the node's key history: a checkpoint signed only
@@ -125,6 +194,18 @@ func OpenCheckpointOf(signed []byte, h keys.History, origin string) (Checkpoint,
 	return cp, why
 }
 
+// parseBounded reads a tree size or leaf index: a decimal number below MaxLogSize.
+func parseBounded(s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange), err == nil && (n < 0 || strconv.FormatInt(n, 10) != s):
+		return 0, fmt.Errorf("%q is not a decimal number", s)
+	case err != nil || n >= MaxLogSize:
+		return 0, fmt.Errorf("%.24s is not below %d: no log is that large", s, int64(MaxLogSize))
+	}
+	return n, nil
+}
+
 // FormatProof writes p as a C2SP tlog-proof: the header, the index, the inclusion proof's
 // hashes, a blank line and the signed checkpoint.
 func FormatProof(p *store.LogProof) string {
@@ -140,6 +221,9 @@ func FormatProof(p *store.LogProof) string {
 
 // ParseProof reads a C2SP tlog-proof (without extra data: the node writes none).
 func ParseProof(text string) (*store.LogProof, error) {
+	if len(text) > MaxProof {
+		return nil, fmt.Errorf("tlog-proof: %d bytes, over %d", len(text), MaxProof)
+	}
 	head, signed, ok := strings.Cut(text, "\n\n")
 	if !ok {
 		return nil, errors.New("tlog-proof: no blank line before the checkpoint")
@@ -148,10 +232,9 @@ func ParseProof(text string) (*store.LogProof, error) {
 	if len(lines) < 2 || lines[0] != ProofHeader || !strings.HasPrefix(lines[1], "index ") {
 		return nil, errors.New("tlog-proof: not a " + ProofHeader + " with an index line")
 	}
-	idx := strings.TrimPrefix(lines[1], "index ")
-	n, err := strconv.ParseInt(idx, 10, 64)
-	if err != nil || n < 0 || strconv.FormatInt(n, 10) != idx {
-		return nil, fmt.Errorf("tlog-proof: index %q is not a decimal number", idx)
+	n, err := parseBounded(strings.TrimPrefix(lines[1], "index "))
+	if err != nil {
+		return nil, fmt.Errorf("tlog-proof: index: %w", err)
 	}
 	p := &store.LogProof{Index: n, Checkpoint: []byte(signed)}
 	for i, l := range lines[2:] {
@@ -178,8 +261,16 @@ func VerifyProof(proof, jws string, seq int64, set keys.Set) (Checkpoint, error)
 	if err != nil {
 		return Checkpoint{}, err
 	}
-	if err := tlog.CheckRecord(p.Hashes, cp.Size, cp.Root, p.Index, tlog.RecordHash([]byte(jws))); err != nil {
+	if err := checkInclusion(p, cp, jws); err != nil {
 		return Checkpoint{}, fmt.Errorf("tlog-proof: receipt %d is not in the log of size %d the checkpoint signs: %w", seq, cp.Size, err)
 	}
 	return cp, nil
+}
+
+// checkInclusion checks p's inclusion proof of the receipt jws in the tree cp signs.
+func checkInclusion(p *store.LogProof, cp Checkpoint, jws string) error {
+	if p.Index >= cp.Size {
+		return fmt.Errorf("leaf %d is not in a tree of %d", p.Index, cp.Size)
+	}
+	return tlog.CheckRecord(p.Hashes, cp.Size, cp.Root, p.Index, LeafHash(cp.Origin, jws))
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,7 +33,7 @@ func TestLogProofs(t *testing.T) {
 		if err != nil {
 			t.Fatalf("receipt %d: %v", r.Seq, err)
 		}
-		if cp.Origin != "node.example/log" || cp.Size < r.Seq {
+		if cp.Origin != "node.example/log/v2" || cp.Size < r.Seq {
 			t.Fatalf("receipt %d: checkpoint %+v", r.Seq, cp)
 		}
 		if _, err := VerifyProof(proof, r.JWS+"x", r.Seq, set); err == nil {
@@ -40,14 +42,14 @@ func TestLogProofs(t *testing.T) {
 	}
 	rep := e.verify(VerifyOptions{})
 	wantOK(t, rep, 40)
-	if rep.LogSize != 40 || rep.Checkpoints < 1 || rep.Origin != "node.example/log" {
+	if rep.LogSize != 40 || rep.Checkpoints < 1 || rep.Origin != "node.example/log/v2" {
 		t.Fatalf("log: %+v", rep)
 	}
 	size, note, ok, err := e.db.LatestCheckpoint(context.Background())
 	if err != nil || !ok || size != 40 {
 		t.Fatalf("latest checkpoint %d %v %v", size, ok, err)
 	}
-	cp, err := OpenCheckpoint(note, set, "node.example/log")
+	cp, err := OpenCheckpoint(note, set, "node.example/log/v2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +115,7 @@ func TestExportProofs(t *testing.T) {
 		p := proofOf(lines[4])
 		head, cp, _ := strings.Cut(p, "\n\n")
 		text, _, _ := strings.Cut(cp, "\n\n")
-		forged, err := note.Sign(&note.Note{Text: text + "\n"}, testKey(9).NoteSigner("node.example/log"))
+		forged, err := note.Sign(&note.Note{Text: text + "\n"}, testKey(9).NoteSigner("node.example/log/v2"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,15 +145,104 @@ func TestTamperedLogDetected(t *testing.T) {
 	})
 	t.Run("L5 a checkpoint signing another root, with the node key", func(t *testing.T) {
 		db := tampered(t, base, `DELETE FROM log_checkpoints WHERE size = 20`,
-			`INSERT INTO log_checkpoints (size, note) VALUES (20, `+root(20, "node.example/log", testKey(1))+`)`)
+			`INSERT INTO log_checkpoints (size, note) VALUES (20, `+root(20, "node.example/log/v2", testKey(1))+`)`)
 		wantProblem(t, verifyDB(t, db, set, VerifyOptions{}), 20, "", "signs a root the receipts do not make")
 	})
 	t.Run("L5 a checkpoint signed by another key", func(t *testing.T) {
-		db := tampered(t, base, `INSERT INTO log_checkpoints (size, note) VALUES (21, `+root(21, "node.example/log", testKey(9))+`)`)
+		db := tampered(t, base, `INSERT INTO log_checkpoints (size, note) VALUES (21, `+root(21, "node.example/log/v2", testKey(9))+`)`)
 		wantProblem(t, verifyDB(t, db, set, VerifyOptions{}), 21, "", "not signed by the node key")
 	})
 	t.Run("L5 a checkpoint of another log", func(t *testing.T) {
-		db := tampered(t, base, `INSERT INTO log_checkpoints (size, note) VALUES (21, `+root(21, "elsewhere.example/log", testKey(1))+`)`)
-		wantProblem(t, verifyDB(t, db, set, VerifyOptions{}), 21, "", `not "node.example/log"`)
+		db := tampered(t, base, `INSERT INTO log_checkpoints (size, note) VALUES (21, `+root(21, "elsewhere.example/log/v2", testKey(1))+`)`)
+		wantProblem(t, verifyDB(t, db, set, VerifyOptions{}), 21, "", `not "node.example/log/v2"`)
+	})
+}
+
+// A store whose log was made of the receipts' JWS (before migration 7) serves nothing of it
+// once upgraded, keeps that log's newest checkpoint, and rebuilds the log from commitments
+// under the origin with "/v2" at its next receipt (docs/threats.md L7).
+func TestLogMovesToCommitments(t *testing.T) {
+	e := newEnv(t)
+	e.run(0, 5, 1)
+	rows := e.rows()
+	e.close()
+	// The log as the code before migration 7 left it.
+	old := &memTree{}
+	for i, r := range rows {
+		if _, err := old.add(int64(i), []byte(r.JWS)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root, err := tlog.TreeHash(5, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy, err := note.Sign(&note.Note{Text: store.CheckpointText("node.example/log", 5, root)}, e.key.NoteSigner("node.example/log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmts := append([]string{}, untrigger...)
+	stmts = append(stmts, `DELETE FROM log_hashes`, `DELETE FROM log_checkpoints`, `PRAGMA user_version = 6`,
+		`UPDATE meta SET value = 'node.example/log' WHERE key = 'log.origin'`,
+		`INSERT INTO log_checkpoints (size, note) VALUES (5, `+sqlQuote(string(legacy))+`)`)
+	for i, h := range old.hashes {
+		stmts = append(stmts, fmt.Sprintf(`INSERT INTO log_hashes (idx, hash) VALUES (%d, X'%x')`, i, h[:]))
+	}
+	rawExec(t, e.path, stmts...)
+
+	t.Run("L7 an upgraded node serves nothing of the log made of the receipts", func(t *testing.T) {
+		e.open()
+		ctx := context.Background()
+		if _, ok, err := e.l.LatestCheckpoint(ctx); ok || err != nil {
+			t.Fatalf("a checkpoint is served before the log is rebuilt (%v)", err)
+		}
+		if _, err := e.l.Tile(ctx, tlog.Tile{H: TileHeight, L: -1, N: 0, W: 5}); !errors.Is(err, ErrNoTile) {
+			t.Fatalf("entry bundle: %v", err)
+		}
+		moved, _, err := e.db.GetMeta(ctx, "log.moved_from")
+		if err != nil || moved != string(legacy) {
+			t.Fatalf("the old log's checkpoint kept: %q (%v)", moved, err)
+		}
+	})
+	t.Run("L7 the next receipt rebuilds it from commitments under the origin with /v2", func(t *testing.T) {
+		recs := e.run(5, 6, 1)
+		cp, err := VerifyProof(recs[5].Proof(), recs[5].JWS, 6, e.key.Set())
+		if err != nil || cp.Origin != "node.example/log/v2" || cp.Size != 6 {
+			t.Fatalf("checkpoint %+v (%v)", cp, err)
+		}
+		rep := e.verify(VerifyOptions{})
+		wantOK(t, rep, 6)
+		if rep.LogSize != 6 || rep.Origin != "node.example/log/v2" {
+			t.Fatalf("log: %+v", rep)
+		}
+	})
+	t.Run("L7 receipts verify checks the move kept the old log's receipts", func(t *testing.T) {
+		var other tlog.Hash
+		other[0] = 1
+		forged, err := note.Sign(&note.Note{Text: store.CheckpointText("node.example/log", 5, other)}, e.key.NoteSigner("node.example/log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.close()
+		rawExec(t, e.path, `UPDATE meta SET value = `+sqlQuote(string(forged))+` WHERE key = 'log.moved_from'`)
+		e.open()
+		wantProblem(t, e.verify(VerifyOptions{}), 5, "", "receipts before the move were rewritten")
+	})
+}
+
+// golang.org/x/mod/sumdb/tlog never ends on a tree of 2^62 leaves: no checkpoint or proof that
+// large is read, so `verify --in` and the witness path end (docs/threats.md L9).
+func TestLogSizesBounded(t *testing.T) {
+	root := base64.StdEncoding.EncodeToString(make([]byte, 32))
+	t.Run("L9 a checkpoint or a proof index of 2^62", func(t *testing.T) {
+		if _, err := ParseCheckpoint("node.example/log/v2\n4611686018427387904\n" + root + "\n"); err == nil || !strings.Contains(err.Error(), "no log is that large") {
+			t.Errorf("checkpoint: %v", err)
+		}
+		if _, err := ParseProof(ProofHeader + "\nindex 4611686018427387904\n\nx"); err == nil || !strings.Contains(err.Error(), "no log is that large") {
+			t.Errorf("proof: %v", err)
+		}
+		if _, err := ParseCheckpoint("node.example/log/v2\n99999999999999999999\n" + root + "\n"); err == nil {
+			t.Error("a size over int64 read")
+		}
 	})
 }

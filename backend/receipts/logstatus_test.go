@@ -26,7 +26,7 @@ func TestLogStatusAndWitnesses(t *testing.T) {
 	}
 	recs := e.run(0, 5, 1)
 	st, ok, err := e.l.LogStatus(ctx, h)
-	if !ok || err != nil || st.Problem != "" || st.Checkpoint.Size != 5 || st.Checkpoint.Origin != "node.example/log" {
+	if !ok || err != nil || st.Problem != "" || st.Checkpoint.Size != 5 || st.Checkpoint.Origin != "node.example/log/v2" {
 		t.Fatalf("status %+v, ok %v, %v", st, ok, err)
 	}
 	if last := recs[4]; !st.Time.Equal(last.Claims.IssuedAt.Time) || st.Witnesses != 0 || len(st.Agents) != 3 {

@@ -41,11 +41,8 @@ func (l *Ledger) Tile(ctx context.Context, t tlog.Tile) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []byte
-	for i, e := range entries {
-		if len(e) > 1<<16-1 {
-			return nil, fmt.Errorf("log entry %d is %d bytes, over an entry bundle's 65535", t.N<<TileHeight+int64(i), len(e))
-		}
+	out := make([]byte, 0, len(entries)*(2+len(entries[0])))
+	for _, e := range entries { // each a 32-byte commitment (store.LeafData)
 		out = binary.BigEndian.AppendUint16(out, uint16(len(e)))
 		out = append(out, e...)
 	}
@@ -59,7 +56,8 @@ func tileIn(t tlog.Tile, size int64) bool {
 		return false
 	}
 	have := size >> (uint(level) * TileHeight) // hashes at the tile's level
-	return t.W > 0 && t.N<<TileHeight+int64(t.W) <= have
+	// N·256 + W ≤ have, written so that no N overflows it (threats.md L8)
+	return t.W > 0 && int64(t.W) <= have && t.N <= (have-int64(t.W))>>TileHeight
 }
 
 // withProof is a stored receipt with its proof against the newest checkpoint (none when the

@@ -40,6 +40,10 @@ func (m *memTree) add(n int64, data []byte) ([]tlog.Hash, error) {
 // log's origin and sign the rebuilt root at its size. It returns the problem, or nil.
 func verifyLog(ctx context.Context, db *store.DB, set keys.Set, rep *Report) (*Problem, error) {
 	tree := &memTree{}
+	moved, p, err := openMovedFrom(ctx, db, set)
+	if p != nil || err != nil {
+		return p, err
+	}
 	next, stop := iter.Pull2(db.AllLogHashes(ctx))
 	defer stop()
 	var leaves, n int64
@@ -47,9 +51,14 @@ func verifyLog(ctx context.Context, db *store.DB, set keys.Set, rep *Report) (*P
 		if err != nil {
 			return nil, err
 		}
-		hs, err := tree.add(n, []byte(r.JWS))
+		hs, err := tree.add(n, store.LeafData(r.JWS))
 		if err != nil {
 			return nil, err
+		}
+		if moved != nil && n < moved.cp.Size {
+			if _, err := moved.tree.add(n, []byte(r.JWS)); err != nil {
+				return nil, err
+			}
 		}
 		n++
 		for k, want := range hs {
@@ -72,7 +81,50 @@ func verifyLog(ctx context.Context, db *store.DB, set keys.Set, rep *Report) (*P
 		return &Problem{Reason: fmt.Sprintf("the receipts log holds more than the %d receipts' leaves", n)}, err
 	}
 	rep.LogSize = leaves
+	if p, err := moved.check(n); p != nil || err != nil {
+		return p, err
+	}
 	return checkCheckpoints(ctx, db, set, tree, leaves, rep)
+}
+
+// movedLog is the log made of the receipts' JWS that store migration 7 moved to commitments:
+// its newest checkpoint, and its tree rebuilt from the receipts.
+type movedLog struct {
+	cp   Checkpoint
+	tree *memTree
+}
+
+// openMovedFrom reads the checkpoint of the log moved from, if the store keeps one: it must
+// verify with the node keys.
+func openMovedFrom(ctx context.Context, db *store.DB, set keys.Set) (*movedLog, *Problem, error) {
+	note, ok, err := db.GetMeta(ctx, store.MetaLogMovedFrom)
+	if !ok || err != nil {
+		return nil, nil, err
+	}
+	cp, err := OpenCheckpoint([]byte(note), set, "")
+	if err != nil {
+		return nil, &Problem{Reason: "the checkpoint of the log moved to commitments does not verify: " + err.Error()}, nil
+	}
+	return &movedLog{cp: cp, tree: &memTree{}}, nil, nil
+}
+
+// check says whether the first receipts, of n, make the root the checkpoint of the log moved
+// from signs: the move kept every receipt that log held (wire.md, "The receipts log").
+func (m *movedLog) check(n int64) (*Problem, error) {
+	if m == nil {
+		return nil, nil
+	}
+	if m.cp.Size > n {
+		return &Problem{Reason: fmt.Sprintf("the log moved to commitments held %d receipts; the store has %d", m.cp.Size, n)}, nil
+	}
+	root, err := tlog.TreeHash(m.cp.Size, m.tree)
+	if err != nil {
+		return nil, err
+	}
+	if root != m.cp.Root {
+		return &Problem{Seq: m.cp.Size, Reason: fmt.Sprintf("the log %s moved to commitments signs a root its %d receipts do not make: receipts before the move were rewritten", m.cp.Origin, m.cp.Size)}, nil
+	}
+	return nil, nil
 }
 
 // checkCheckpoints checks every stored checkpoint against the tree rebuilt to leaves.

@@ -3,13 +3,14 @@ package receipts
 import (
 	"bytes"
 	"context"
-	"github.com/aether/aether/backend/domain"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/store"
 	"github.com/aether/aether/backend/work"
 )
@@ -185,4 +186,56 @@ func TestWorkBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantOK(t, rep, 1)
+}
+
+// A turn whose 32 commands, files and patches are named with <, > and & gets a receipt the node
+// keeps: signed without HTML escaping. One whose names JSON doubles (\ and ") gets one too, its
+// work cut to fit, each list still saying how many there were and the digest of all
+// (docs/threats.md T15).
+func TestReceiptTooBigToKeep(t *testing.T) {
+	for _, c := range []struct {
+		name, chars string
+		cut         bool
+	}{
+		{"T15 32 files and commands named with <>& keep their receipt, whole", "<>&", false},
+		{"T15 32 files and commands named with \\ and \" keep their receipt, cut to fit with the count and digest of all", `\"`, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			w := &work.Work{Codex: "0.169.0", Sandbox: "workspace-write", Confinement: "bubblewrap 0.9.0"}
+			for i := range 32 {
+				line := work.Text(fmt.Sprintf("echo %d ", i)+strings.Repeat(c.chars, 200), work.MaxCommandBytes)
+				w.Commands.Add(work.Command{Line: line, LineSHA256: HashBytes([]byte(line)), Status: "completed"})
+				path := work.Text(fmt.Sprintf("%d-", i)+strings.Repeat(c.chars, 100), work.MaxPathBytes)
+				w.Files.Add(work.File{Path: path, Kind: work.Added, SHA256: HashBytes([]byte(path))})
+				w.Patches.Add(work.Patch{Path: path, Kind: "add", Status: "completed"})
+			}
+			tr := testTurn(0)
+			ctx := context.Background()
+			if err := e.l.Start(ctx, tr); err != nil {
+				t.Fatal(err)
+			}
+			tr.Work = w
+			r, err := e.l.Append(ctx, tr)
+			if err != nil {
+				t.Fatalf("the receipt was not kept: %v", err)
+			}
+			got, err := VerifyOne(r.JWS, only(e.key.Set()))
+			if err != nil || len(r.JWS) > store.MaxReceipt {
+				t.Fatalf("receipt of %d bytes: %v", len(r.JWS), err)
+			}
+			if payload, _ := jwsPart(r.JWS, 1); c.chars == "<>&" && !bytes.Contains(payload, []byte("<>&")) {
+				t.Error("the claims were signed HTML-escaped")
+			}
+			files := got.Work.Files
+			want := w.Files
+			if c.cut { // the digest of all 32 files: what Keep(0) of the whole list says
+				want.Digest = w.Files.Keep(0).Digest
+			}
+			if files.Count != 32 || (len(files.Items) < 32) != c.cut || files.Digest != want.Digest || got.Work.Commands.Count != 32 || got.Work.Patches.Count != 32 {
+				t.Fatalf("work kept: %d files of %d (digest %q), %d commands, %d patches", len(files.Items), files.Count, files.Digest, got.Work.Commands.Count, got.Work.Patches.Count)
+			}
+			t.Logf("receipt: %d bytes, %d of 32 items a list", len(r.JWS), len(files.Items))
+		})
+	}
 }

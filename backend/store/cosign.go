@@ -35,10 +35,14 @@ func (db *DB) CheckpointAt(ctx context.Context, size int64) (note []byte, ok boo
 	return []byte(s), true, nil
 }
 
-// AddCosignature stores c, replacing the agent's earlier one of the same checkpoint.
+// AddCosignature stores c as the agent's cosignature: one an agent, its newest (of the largest
+// checkpoint, the latest for that one), so that cosignatures cannot fill the disk
+// (docs/threats.md L11).
 func (db *DB) AddCosignature(ctx context.Context, c Cosignature) error {
 	return db.write(ctx, func(tx *gorm.DB) error {
-		return tx.Exec(`INSERT OR REPLACE INTO log_cosignatures (agent_issuer, agent_subject, size, witness, signed_at, line) VALUES (?, ?, ?, ?, ?, ?)`,
+		return tx.Exec(`INSERT INTO log_cosignatures (agent_issuer, agent_subject, size, witness, signed_at, line) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (agent_issuer, agent_subject) DO UPDATE SET size = excluded.size, witness = excluded.witness,
+			signed_at = excluded.signed_at, line = excluded.line WHERE excluded.size >= log_cosignatures.size`,
 			c.Agent.Issuer, c.Agent.Subject, c.Size, c.Witness, c.SignedAt.Unix(), c.Line).Error
 	})
 }

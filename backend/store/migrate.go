@@ -183,6 +183,32 @@ CREATE TABLE model_use (
 	PRIMARY KEY (grant_id, day)
 ) WITHOUT ROWID;
 `,
+	// 7: the receipts log's leaves become commitments (LeafData), so that the public log tells
+	// no one what a receipt says (docs/threats.md L7). The log made of the receipts' JWS is
+	// emptied: catchUpLog rebuilds it from the receipts with the next receipt, under the origin
+	// the old log's with "/v2" (receipts.MovedOrigin: a new log, as its roots differ). The old
+	// log's newest checkpoint is kept in meta (MetaLogMovedFrom), which `receipts verify` checks. The cosignatures were of the old
+	// log's checkpoints; from now on an agent has one, its newest (docs/threats.md L11).
+	`
+INSERT OR REPLACE INTO meta (key, value) SELECT 'log.moved_from', note FROM log_checkpoints ORDER BY size DESC LIMIT 1;
+UPDATE meta SET value = value || '/v2' WHERE key = 'log.origin';
+DROP TABLE log_cosignatures;
+DROP TRIGGER IF EXISTS log_hashes_no_delete;
+DROP TRIGGER IF EXISTS log_checkpoints_no_delete;
+DELETE FROM log_hashes;
+DELETE FROM log_checkpoints;
+CREATE TRIGGER log_hashes_no_delete BEFORE DELETE ON log_hashes BEGIN SELECT RAISE(ABORT, 'the receipts log is append-only'); END;
+CREATE TRIGGER log_checkpoints_no_delete BEFORE DELETE ON log_checkpoints BEGIN SELECT RAISE(ABORT, 'the receipts log is append-only'); END;
+CREATE TABLE log_cosignatures (
+	agent_issuer  TEXT NOT NULL,
+	agent_subject TEXT NOT NULL,
+	size          INTEGER NOT NULL REFERENCES log_checkpoints (size),
+	witness       TEXT NOT NULL,    -- the witness's vkey
+	signed_at     INTEGER NOT NULL, -- the cosignature's time, Unix seconds
+	line          TEXT NOT NULL,    -- the cosignature, a signed-note signature line
+	PRIMARY KEY (agent_issuer, agent_subject)
+);
+`,
 }
 
 func (db *DB) migrate() error {

@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"iter"
@@ -16,16 +18,29 @@ import (
 
 // The receipts log (docs/wire.md, "The receipts log"): every receipt is also a leaf of an
 // append-only Merkle tree (RFC 6962 hashing, golang.org/x/mod/sumdb/tlog), leaf n being the
-// receipt with seq n+1 and its data the receipt's compact JWS. The tree's stored hashes
+// receipt with seq n+1 and its data a commitment to the receipt, LeafData: the log tells no
+// one what a receipt says, and whoever holds the receipt can prove it is in. The tree's stored hashes
 // (tlog.StoredHashes) go into log_hashes and a signed checkpoint of the tree into
 // log_checkpoints in the receipts' own write, so the durable-before-answer rule holds for both.
 
 // metaLogOrigin is the meta key of the log's origin, fixed by its first checkpoint.
 const metaLogOrigin = "log.origin"
 
-// MaxLogEntry is the largest receipt a leaf can hold: tlog-tiles entry bundles prefix each
-// entry with a 16-bit length.
-const MaxLogEntry = 1<<16 - 1
+// MetaLogMovedFrom is the meta key of the newest checkpoint of the log made of the receipts'
+// JWS, kept by migration 7 when it moved the log to commitments.
+const MetaLogMovedFrom = "log.moved_from"
+
+// MaxReceipt is the largest receipt (compact JWS) the node stores: the ledger makes what a
+// turn did fit it (docs/wire.md, "What the turn did"), so that every reader can bound a receipt.
+const MaxReceipt = 1<<16 - 1
+
+// LeafData is the log entry of the receipt jws: the SHA-256 of its compact JWS (its chain
+// hash, as bytes). It hides the claims: the JWS holds the node's signature, which no one can
+// guess.
+func LeafData(jws string) []byte {
+	sum := sha256.Sum256([]byte(jws))
+	return sum[:]
+}
 
 // ErrLog: the receipts log and the receipts table disagree (hashes missing or beyond the
 // receipts): the node must not extend either.
@@ -167,10 +182,10 @@ func logLeaves(tx *gorm.DB) (int64, error) {
 func addLeaves(tx *gorm.DB, r *memoHashes, leaves int64, jws []string) error {
 	for i, j := range jws {
 		n := leaves + int64(i)
-		if len(j) > MaxLogEntry {
-			return fmt.Errorf("receipt %d is %d bytes, over the %d a log entry holds", n+1, len(j), MaxLogEntry)
+		if len(j) > MaxReceipt {
+			return fmt.Errorf("receipt %d is %d bytes, over the %d a receipt may be", n+1, len(j), MaxReceipt)
 		}
-		hashes, err := tlog.StoredHashes(n, []byte(j), r)
+		hashes, err := tlog.StoredHashes(n, LeafData(j), r)
 		if err != nil {
 			return fmt.Errorf("log leaf %d: %w", n, err)
 		}
@@ -189,8 +204,9 @@ func addLeaves(tx *gorm.DB, r *memoHashes, leaves int64, jws []string) error {
 }
 
 // catchUpLog brings the tree to the chain's tail (seq) before a write appends to it: a store
-// made before the log (schema 4) gets every earlier receipt as a leaf once, in the write that
-// appends its next receipt. More leaves than receipts is ErrLog.
+// made before the log (schema 4), or whose log migration 7 moved to commitments, gets every
+// earlier receipt as a leaf once, in the write that appends its next receipt. More leaves
+// than receipts is ErrLog.
 func catchUpLog(tx *gorm.DB, ch *chain, seq int64) error {
 	if ch.noLog {
 		return nil
@@ -385,14 +401,23 @@ func (db *DB) LogHashes(ctx context.Context) tlog.HashReader {
 	})
 }
 
-// LogEntries reads the log entries from index start on, count of them: receipts' JWS in seq order.
-func (db *DB) LogEntries(ctx context.Context, start, count int64) ([]string, error) {
-	var jws []string
-	if err := db.read(ctx).Raw(`SELECT jws FROM receipts WHERE seq > ? ORDER BY seq LIMIT ?`, start, count).Scan(&jws).Error; err != nil {
+// LogEntries reads the log entries from index start on, count of them: the receipts'
+// LeafData in seq order, from their stored chain hashes.
+func (db *DB) LogEntries(ctx context.Context, start, count int64) ([][]byte, error) {
+	var hashes []string
+	if err := db.read(ctx).Raw(`SELECT hash FROM receipts WHERE seq > ? ORDER BY seq LIMIT ?`, start, count).Scan(&hashes).Error; err != nil {
 		return nil, fmt.Errorf("read log entries %d to %d: %w", start, start+count-1, err)
 	}
-	if int64(len(jws)) != count {
-		return nil, fmt.Errorf("read log entries %d to %d: %w: only %d", start, start+count-1, ErrLog, len(jws))
+	if int64(len(hashes)) != count {
+		return nil, fmt.Errorf("read log entries %d to %d: %w: only %d", start, start+count-1, ErrLog, len(hashes))
 	}
-	return jws, nil
+	out := make([][]byte, len(hashes))
+	for i, h := range hashes {
+		b, err := hex.DecodeString(h)
+		if err != nil || len(b) != sha256.Size {
+			return nil, fmt.Errorf("read log entry %d: %w: the receipt's hash %q is not a SHA-256", start+int64(i), ErrLog, h)
+		}
+		out[i] = b
+	}
+	return out, nil
 }
