@@ -218,9 +218,41 @@ func TestInvocation(t *testing.T) {
 	})
 }
 
+// Turns whose timeout the test decides on an event, never on the clock: a loaded machine
+// starts codex late, and a turn must not time out before it did what the test is about.
+
+// expireNever: the fixture's turns never time out.
+func (f *fixture) expireNever() { f.r.expire = func() <-chan struct{} { return nil } }
+
+// expireOnStart: the fixture's next turn times out once the fake has started (its "start"
+// record), with whatever it does at start (ignoring SIGTERM) done.
+func (f *fixture) expireOnStart(t *testing.T) {
+	starts := len(f.waitRecord(t, "start", 0))
+	started := make(chan struct{})
+	f.r.expire = func() <-chan struct{} { return started }
+	go func() {
+		f.waitRecord(t, "start", starts+1)
+		close(started)
+	}()
+}
+
+// expireWhenOffline: r's next turn times out once codex has said it is waiting for the
+// network; the returned func is that turn's progress, where it says so.
+func expireWhenOffline(r *Runner) func(Progress) {
+	offline := make(chan struct{})
+	var once sync.Once
+	r.expire = func() <-chan struct{} { return offline }
+	return func(p Progress) {
+		if isNetworkRetry(p.Text) {
+			once.Do(func() { close(offline) })
+		}
+	}
+}
+
 func TestFailureReasons(t *testing.T) {
 	f := newFixture(t)
-	f.r.Timeout = 300 * time.Millisecond
+	f.r.Timeout = 300 * time.Millisecond // what the reasons say; the turns time out on events
+	f.expireNever()
 	for _, tc := range []struct {
 		scenario, status, reason string
 		exit                     int
@@ -233,7 +265,18 @@ func TestFailureReasons(t *testing.T) {
 		{codextest.ScenarioCrash, StatusFailed, "codex crashed (signal 9)", -1},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
-			res := f.run(t, f.req(tc.scenario))
+			var progress func(Progress)
+			switch tc.scenario {
+			case codextest.ScenarioOffline:
+				progress = expireWhenOffline(f.r)
+			case codextest.ScenarioHang:
+				f.expireOnStart(t)
+			}
+			defer f.expireNever()
+			res, err := f.r.Run(context.Background(), f.req(tc.scenario), progress)
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
 			wantStatus(t, res, tc.status, tc.reason)
 			if res.ExitCode != tc.exit || res.Answer != "" {
 				t.Fatalf("exit %d answer %q", res.ExitCode, res.Answer)
@@ -407,6 +450,7 @@ func TestSecurityRows(t *testing.T) {
 	t.Run("S1 hang killed at the deadline", func(t *testing.T) {
 		f := newFixture(t)
 		f.r.Timeout = 300 * time.Millisecond
+		f.expireOnStart(t)
 		res := f.run(t, f.req(codextest.ScenarioHang))
 		wantStatus(t, res, StatusTimeout, "timed out after 300ms")
 		assertGone(t, f.record)
@@ -414,6 +458,7 @@ func TestSecurityRows(t *testing.T) {
 	t.Run("S1 ignores SIGINT and SIGTERM, killed after the grace period", func(t *testing.T) {
 		f := newFixture(t)
 		f.r.Timeout, f.r.Grace = 300*time.Millisecond, 300*time.Millisecond
+		f.expireOnStart(t)
 		res := f.run(t, f.req(codextest.ScenarioIgnoreTerm))
 		wantStatus(t, res, StatusTimeout, "timed out")
 		assertGone(t, f.record)

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Step is the model's reply to one request.
@@ -20,6 +21,7 @@ type Step struct {
 	command string
 	status  int
 	body    string
+	release <-chan struct{} // Hold: the reply waits until it is closed
 }
 
 // Message replies with a final assistant message.
@@ -36,6 +38,16 @@ func HTTPError(status int, body string) Step { return Step{status: status, body:
 // QuotaExceeded is the API's answer when the account has no quota left.
 func QuotaExceeded() Step {
 	return HTTPError(http.StatusTooManyRequests, `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`)
+}
+
+// Hold replies with step once release is closed: a turn waits on its test there, inside a
+// model request, where none of codex's tool timeouts runs (a command that waited instead
+// would be cut off by codex's exec yield on a slow machine). Meanwhile the stream carries a
+// response.in_progress event every few seconds, which codex's stream idle timeout counts as
+// life.
+func Hold(release <-chan struct{}, step Step) Step {
+	step.release = release
+	return step
 }
 
 // Request is what the mock received.
@@ -61,6 +73,7 @@ type Server struct {
 	steps    []Step
 	next     int
 	requests []Request
+	arrived  *sync.Cond // on mu: a request arrived
 }
 
 // New starts a server that plays steps in order.
@@ -69,6 +82,7 @@ func New(steps ...Step) *Server {
 		steps = []Step{Message("ok")}
 	}
 	s := &Server{steps: steps}
+	s.arrived = sync.NewCond(&s.mu)
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -93,6 +107,16 @@ func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Request(nil), s.requests...)
+}
+
+// WaitRequests waits until n requests have arrived: codex has sent the outputs of the
+// tool calls the first n-1 steps asked for.
+func (s *Server) WaitRequests(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.requests) < n {
+		s.arrived.Wait()
+	}
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
@@ -123,6 +147,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.next++
 	n := s.next
 	s.requests = append(s.requests, req)
+	s.arrived.Broadcast()
 	s.mu.Unlock()
 
 	if step.status != 0 {
@@ -134,6 +159,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	respID := fmt.Sprintf("resp_%d", n)
 	send(w, "response.created", map[string]any{"type": "response.created", "response": map[string]any{"id": respID}})
+	if step.release != nil && !hold(w, r, step.release, respID) {
+		return
+	}
 	var item map[string]any
 	if step.command != "" {
 		cmd, _ := json.Marshal(step.command)
@@ -161,5 +189,21 @@ func send(w http.ResponseWriter, name string, data any) {
 	fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, b)
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
+	}
+}
+
+// hold keeps the stream alive until release is closed; false: the client went away.
+func hold(w http.ResponseWriter, r *http.Request, release <-chan struct{}, respID string) bool {
+	alive := time.NewTicker(5 * time.Second)
+	defer alive.Stop()
+	for {
+		select {
+		case <-release:
+			return true
+		case <-r.Context().Done():
+			return false
+		case <-alive.C:
+			send(w, "response.in_progress", map[string]any{"type": "response.in_progress", "response": map[string]any{"id": respID}})
+		}
 	}
 }
