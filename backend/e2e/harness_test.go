@@ -24,6 +24,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
+	agentpkg "github.com/aether/aether/backend/agent"
 	"github.com/aether/aether/backend/cardjson"
 	"github.com/aether/aether/backend/codex/codextest"
 	"github.com/aether/aether/backend/identity/identitytest"
@@ -222,7 +223,9 @@ func (a *agent) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func (a *agent) httpClient() *http.Client {
-	return &http.Client{Transport: a, Timeout: 60 * time.Second}
+	// a2a-go's client reads the plain answer to a streaming call (an error before the stream)
+	// as the one event of a stream, as Aether's agent does (agent.StreamAnswers).
+	return &http.Client{Transport: agentpkg.StreamAnswers(a), Timeout: 60 * time.Second}
 }
 
 func (a *agent) setDelegation(tok string) {
