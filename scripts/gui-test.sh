@@ -51,11 +51,11 @@ if [ "${1:-}" != "--inside" ]; then
 		exit 1
 	}
 	# Run F's Get Codex downloads the real pinned package from a loopback stand-in of npm's
-	# registry: fetched once into .cache/registry.
+	# registry: fetched once per pin into .cache/codex-registry.
 	# shellcheck source=lib/codex-tarball.sh
 	. "$ROOT/scripts/lib/codex-tarball.sh"
 	if ! CODEX_TGZ=$(codex_tarball "$WORK/bin/aether"); then
-		echo "FAIL the pinned Codex package could not be fetched from npm's registry into .cache/registry"
+		echo "FAIL the pinned Codex package could not be fetched from npm's registry into .cache/codex-registry"
 		echo "0 passed, 1 failed"
 		exit 1
 	fi

@@ -147,7 +147,7 @@ if [ "${1:-}" != "--inside" ]; then
 	if CODEX_TGZ=$(codex_tarball /usr/bin/aether); then
 		pass "the pinned Codex package ($(basename "$CODEX_TGZ")) matches \`aether codex pin\`"
 	else
-		fail "the pinned Codex package could not be fetched from npm's registry into .cache/registry"
+		fail "the pinned Codex package could not be fetched from npm's registry into .cache/codex-registry"
 	fi
 	export CODEX_TGZ
 
