@@ -11,7 +11,7 @@
 //	FAKE_CODEX_STDERR_BYTES size of the stderr flood (default 32 MiB)
 //	FAKE_CODEX_GATE       file the gate scenario waits for before answering (or for its
 //	                      directory to be removed)
-//	FAKE_CODEX_VERSION    what --version reports (default 0.169.0)
+//	FAKE_CODEX_VERSION    what --version reports (default the pinned codexget.Version)
 //	FAKE_CODEX_LOGGED_IN  "1": `login status` exits 0, else 1 with "Not logged in"
 package codextest
 
@@ -109,7 +109,7 @@ func build() (string, []byte, error) {
 	src := filepath.Join(here, "..", "testdata", "fakecodex")
 	h := sha256.New()
 	fmt.Fprintln(h, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	for _, dir := range []string{src, here} {
+	for _, dir := range []string{src, here, filepath.Join(here, "..", "..", "codexget")} { // the fake's version is the pin
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			return "", nil, err
