@@ -83,6 +83,15 @@ func (f *fixture) records(t *testing.T) []codextest.Record {
 	return codextest.ReadRecords(t, f.record)
 }
 
+// waitUntil polls cond until it holds. It has no deadline of its own: what it waits for
+// happens on any machine, however slow, and a hang is go test's -timeout to report, with
+// every goroutine's stack.
+func waitUntil(cond func() bool) {
+	for !cond() {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // waitRecord waits until n records with the given phase exist.
 func (f *fixture) waitRecord(t *testing.T, phase string, n int) []codextest.Record {
 	t.Helper()
@@ -124,11 +133,7 @@ func TestAdmitHoldsCodex(t *testing.T) {
 			res, err := f.r.Run(context.Background(), req, nil)
 			done <- ran{res, err}
 		}()
-		for deadline := time.Now().Add(10 * time.Second); len(codextest.Processes(f.record)) == 0; time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("bwrap never started while Admit held the turn")
-			}
-		}
+		waitUntil(func() bool { return len(codextest.Processes(f.record)) > 0 }) // bwrap started while Admit holds the turn
 		time.Sleep(300 * time.Millisecond) // every chance for codex to start early
 		if recs := f.records(t); len(recs) != 0 {
 			t.Fatalf("codex ran before Admit let it: %+v", recs)

@@ -156,7 +156,7 @@ func (e *env) stop() {
 	if e.n == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	if err := e.n.Stop(ctx); err != nil {
 		e.t.Errorf("stop node: %v", err)
@@ -225,7 +225,7 @@ func (a *agent) RoundTrip(r *http.Request) (*http.Response, error) {
 func (a *agent) httpClient() *http.Client {
 	// a2a-go's client reads the plain answer to a streaming call (an error before the stream)
 	// as the one event of a stream, as Aether's agent does (agent.StreamAnswers).
-	return &http.Client{Transport: agentpkg.StreamAnswers(a), Timeout: 60 * time.Second}
+	return &http.Client{Transport: agentpkg.StreamAnswers(a), Timeout: waitLimit}
 }
 
 func (a *agent) setDelegation(tok string) {
@@ -352,7 +352,7 @@ func adminClientAt(t *testing.T, addr, token string) *adminClient {
 func adminSignIn(t *testing.T, addr string, signIn func(hc *http.Client, base string) (*http.Response, error)) *adminClient {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
-	hc := &http.Client{Jar: jar, Timeout: 30 * time.Second,
+	hc := &http.Client{Jar: jar, Timeout: waitLimit,
 		Transport:     &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, // the node's self-signed admin certificate
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	a := &adminClient{t: t, base: "https://" + addr, hc: hc}
@@ -406,7 +406,7 @@ type consentRequest struct {
 // pending waits for the consent request with that user code to be listed.
 func (a *adminClient) pending(userCode string) consentRequest {
 	a.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for time.Now().Before(deadline) {
 		var out struct{ Requests []consentRequest }
 		a.do("GET", "/api/consent", nil, &out)
