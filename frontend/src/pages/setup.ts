@@ -174,8 +174,7 @@ function codexCard(reload: () => void) {
       );
       replace(
         facts,
-        h("div", { class: "kv" }, h("dt", null, "Version"), h("dd", null, c.version ? clean(c.version) : "—")),
-        h("div", { class: "kv" }, h("dt", null, "Pinned"), h("dd", null, c.pinned ? clean(c.pinned) + (c.version === c.pinned ? " (in use)" : "") : "—")),
+        h("div", { class: "kv" }, h("dt", null, "Version"), h("dd", null, versionText(c.version, c.pinned))),
         c.path ? h("div", { class: "kv" }, h("dt", null, "Path"), h("dd", null, h("code", { class: "mono break" }, clean(c.path)))) : null,
       );
       pinNote.hidden = !c.pinNote;
@@ -200,6 +199,13 @@ function codexCard(reload: () => void) {
       if (timer !== undefined) window.clearTimeout(timer);
     },
   };
+}
+
+/** The codex in use and the release Aether pins, on one line. */
+function versionText(version: string, pinned: string): string {
+  if (!pinned) return version ? clean(version) : "—";
+  if (!version) return `— (Aether pins ${clean(pinned)})`;
+  return version === pinned ? `${clean(version)} (the pinned release)` : `${clean(version)} (Aether pins ${clean(pinned)})`;
 }
 
 function checkView(c: ModelCheck | null | undefined): HTMLElement | null {
