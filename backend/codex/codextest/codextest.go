@@ -89,7 +89,7 @@ var (
 )
 
 // BuildFake builds the fake codex once per test binary and returns its path. The binary is
-// kept in the user's cache directory under a hash of its sources, so test runs reuse it
+// kept in the user's cache directory under a hash of its checkout and sources, so test runs reuse it
 // instead of leaving a new copy behind each time.
 func BuildFake(t testing.TB) string {
 	t.Helper()
@@ -127,7 +127,10 @@ func build() (string, []byte, error) {
 	if err != nil {
 		cache = os.TempDir()
 	}
-	dir := filepath.Join(cache, "aether-fakecodex", hex.EncodeToString(h.Sum(nil))[:16])
+	// One folder per checkout: another clone's tests (other sources, run at the same time)
+	// never remove the build this one runs.
+	checkout := sha256.Sum256([]byte(src))
+	dir := filepath.Join(cache, "aether-fakecodex-builds", hex.EncodeToString(checkout[:])[:12], hex.EncodeToString(h.Sum(nil))[:16])
 	name := "codex"
 	if runtime.GOOS == "windows" {
 		name += ".exe"
@@ -154,7 +157,7 @@ func build() (string, []byte, error) {
 	if err := os.Rename(filepath.Join(tmp, name), bin); err != nil {
 		return "", nil, err
 	}
-	// Builds of older sources are never used again.
+	// Builds of this checkout's older sources are never used again.
 	if old, err := filepath.Glob(filepath.Join(filepath.Dir(dir), "*")); err == nil {
 		for _, o := range old {
 			if o != dir {
