@@ -133,7 +133,8 @@ func TestAdmitHoldsCodex(t *testing.T) {
 			res, err := f.r.Run(context.Background(), req, nil)
 			done <- ran{res, err}
 		}()
-		waitUntil(func() bool { return len(codextest.Processes(f.record)) > 0 }) // bwrap started while Admit holds the turn
+		// bwrap has started while Admit holds the turn
+		waitUntil(func() bool { return len(codextest.Processes(f.record)) > 0 })
 		time.Sleep(300 * time.Millisecond) // every chance for codex to start early
 		if recs := f.records(t); len(recs) != 0 {
 			t.Fatalf("codex ran before Admit let it: %+v", recs)
