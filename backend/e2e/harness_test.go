@@ -223,9 +223,14 @@ func (a *agent) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func (a *agent) httpClient() *http.Client {
-	// a2a-go's client reads the plain answer to a streaming call (an error before the stream)
-	// as the one event of a stream, as Aether's agent does (agent.StreamAnswers).
-	return &http.Client{Transport: agentpkg.StreamAnswers(a), Timeout: waitLimit}
+	return a2aHTTPClient(a)
+}
+
+// a2aHTTPClient is the HTTP client of a test's a2a-go client over rt. a2a-go's client reads
+// the plain answer to a streaming call (an error before the stream) as the one event of a
+// stream, as Aether's agent does (agent.StreamAnswers).
+func a2aHTTPClient(rt http.RoundTripper) *http.Client {
+	return &http.Client{Transport: agentpkg.StreamAnswers(rt), Timeout: waitLimit}
 }
 
 func (a *agent) setDelegation(tok string) {
