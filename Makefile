@@ -49,11 +49,22 @@ lint:
 	go vet ./...
 	go vet -tags $(GO_TAGS_DESKTOP) ./app/... .
 
+# go-test runs the packages GO_TEST_P at a time (-p): no two packages share a resource. Each test
+# makes its own temp dirs, data dirs, CODEX_HOMEs and private D-Bus, listens on loopback port 0,
+# and the pinned Codex package is read-only in .cache/codex-registry once there. What must be
+# serial stays inside one package, where go test runs tests one after another: backend/codex's
+# TestConfinementAsOwner (it creates the aether-owner account and runs the confinement tests
+# again as it), and bench below (-p 1: its ratios are timings, which sharing the CPU would skew).
+# No test waits on a clock: every wait is for an event, and the waits' hang guards
+# (backend/e2e waitLimit) are far inside GO_TEST_TIMEOUT. -count=1 only turns off go's cache
+# of passed results: nothing is retried.
+GO_TEST_P ?= 4
+GO_TEST_TIMEOUT ?= 30m
 go-test: ## AETHER_REAL_CODEX: the pinned codex (scripts/install-codex.sh), unless one is given
 	@mkdir -p test-results
 	@codex="$${AETHER_REAL_CODEX:-$$(scripts/install-codex.sh 2>/dev/null)}" || { echo "no pinned codex: run make deps"; exit 1; }; \
-	echo "AETHER_REAL_CODEX=$$codex go test -count=1 ./..."; \
-	AETHER_REAL_CODEX="$$codex" go test -count=1 ./...
+	echo "AETHER_REAL_CODEX=$$codex go test -p $(GO_TEST_P) -timeout $(GO_TEST_TIMEOUT) -count=1 ./..."; \
+	AETHER_REAL_CODEX="$$codex" go test -p $(GO_TEST_P) -timeout $(GO_TEST_TIMEOUT) -count=1 ./...
 
 ui-check: ## the committed frontend/dist must be what the sources build
 	cd frontend && npm run typecheck && npm run build

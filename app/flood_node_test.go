@@ -92,7 +92,7 @@ func TestNotifierFromNode(t *testing.T) {
 			}
 			return burst && carol
 		}
-		for deadline := time.Now().Add(10 * time.Second); !counted() && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(3 * time.Minute); !counted() && time.Now().Before(deadline); {
 			time.Sleep(50 * time.Millisecond)
 		}
 		if !counted() {

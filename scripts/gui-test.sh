@@ -51,11 +51,11 @@ if [ "${1:-}" != "--inside" ]; then
 		exit 1
 	}
 	# Run F's Get Codex downloads the real pinned package from a loopback stand-in of npm's
-	# registry: fetched once into .cache/registry.
+	# registry: fetched once per pin into .cache/codex-registry.
 	# shellcheck source=lib/codex-tarball.sh
 	. "$ROOT/scripts/lib/codex-tarball.sh"
 	if ! CODEX_TGZ=$(codex_tarball "$WORK/bin/aether"); then
-		echo "FAIL the pinned Codex package could not be fetched from npm's registry into .cache/registry"
+		echo "FAIL the pinned Codex package could not be fetched from npm's registry into .cache/codex-registry"
 		echo "0 passed, 1 failed"
 		exit 1
 	fi
@@ -101,9 +101,13 @@ check() {
 	shift
 	if "$@"; then pass "$name"; else fail "$name"; fi
 }
-# wait_for SECONDS CMD...: retries CMD until it succeeds or time runs out.
+# wait_for SECONDS CMD...: waits until CMD succeeds: the event the test waits for. SECONDS is
+# what it takes on a quiet machine; the hang guard is ten times that, and a minute at least: a
+# loaded machine is slow, not wrong, and every CMD here is a state that must come, never a try
+# that may fail.
 wait_for() {
-	local end=$(($(date +%s%N) / 1000000 + $1 * 1000))
+	local guard=$(($1 * 10 < 60 ? 60 : $1 * 10))
+	local end=$(($(date +%s%N) / 1000000 + guard * 1000))
 	shift
 	until "$@" >/dev/null 2>&1; do
 		[ $(($(date +%s%N) / 1000000)) -ge $end ] && return 1
@@ -131,6 +135,16 @@ colourful() { # the picture is a rendered page, not a blank window
 	n=$(/usr/bin/convert "$SHOTS/$1.png" -format %k info: 2>/dev/null)
 	[ "${n:-0}" -ge 500 ]
 }
+# rendered NAME: a screenshot NAME now shows a rendered page, not a blank window.
+rendered() { shot "$1" >/dev/null && colourful "$1"; }
+# ocr NAME: the window's text in a screenshot (the window's place, scaled up for tesseract)
+ocr() {
+	/usr/bin/convert "$SHOTS/$1.png" -crop 1180x800+110+50 +repage -resize 200% "$WORK/ocr.png" &&
+		tesseract "$WORK/ocr.png" - 2>/dev/null | tr -s ' \n' ' '
+}
+# shows NAME PATTERN: a screenshot NAME now shows PATTERN in the window's text (tesseract): the
+# page has drawn what the API already says.
+shows() { shot "$1" >/dev/null && ocr "$1" | grep -q "$2"; }
 visible() { [ -n "$(xdotool search --onlyvisible --name '^Aether$' 2>/dev/null)" ]; }
 not_visible() { ! visible; }
 window() { xdotool search --onlyvisible --name '^Aether$' 2>/dev/null | head -1; }
@@ -263,9 +277,7 @@ check "app starts the node (node.json written)" test -s "$DATA/node.json"
 [ -s "$DATA/node.json" ] || finish
 ADMIN=$(jq -r .admin "$DATA/node.json")
 check "window shown at launch" wait_for 30 visible
-sleep 2.5 # the UI loads and fetches its data
-shot 01-window
-check "window rendered the admin UI (01-window.png)" colourful 01-window
+check "window rendered the admin UI (01-window.png)" wait_for 10 rendered 01-window
 check "gateway answers /healthz" healthz
 check "tray item registered with the tray host" wait_for 10 grep -q registered "$WORK/sni.log"
 full_menu() { in_menu Open && in_menu "Pause gateway" && in_menu "Open in browser" && in_menu "Start at login" && in_menu Quit; }
@@ -473,9 +485,7 @@ wait_for 30 test -s "$DATA/node.json"
 starter_policy() { jq -e '.pact.brands == []' "$DATA/policy.json" >/dev/null; }
 check "first run writes a starter policy with no brands" starter_policy
 check "first run shows the window" wait_for 30 visible
-sleep 2.5
-shot 04-first-run-brands
-check "first run window rendered (04-first-run-brands.png)" colourful 04-first-run-brands
+check "first run window rendered (04-first-run-brands.png)" wait_for 10 rendered 04-first-run-brands
 
 # The Brands page's API, as the page uses it: signed in, same origin, CSRF token.
 ADMIN=$(jq -r .admin "$DATA/node.json")
@@ -491,8 +501,7 @@ check "Brands: PUT /api/brands/notes saved the brand" test "$status" = 200
 [ "$status" = 200 ] || echo "# PUT answered $status: $(head -c 300 "$WORK/put.json")"
 card_served() { curl -sf "$GW/a2a/notes/.well-known/agent-card.json" | jq -e '.name == "Notes"' >/dev/null; }
 check "the gateway serves the new brand's agent card at once" wait_for 5 card_served
-sleep 1.5
-shot 05-brand-added
+wait_for 10 shows 05-brand-added 'Notes' # the page lists the brand
 
 # The Brands page's "Choose folder…" calls the bound Shell.ChooseFolder: the system
 # folder picker opens (the button's place in the window is where 05-brand-added.png shows it).
@@ -578,8 +587,7 @@ check "run R: window shown" wait_for 30 visible
 reach_is() { node_api /v1/status | jq -e --arg m "$1" --arg s "$2" '.reachability.mode == $m and .reachability.state == $s' >/dev/null; }
 check "Reachability: off at first (GET /v1/status)" wait_for 10 reach_is off off
 check "tray: Not reachable from the internet" wait_for 10 in_menu "Not reachable from the internet"
-sleep 2.5
-shot 09-reach-off
+wait_for 10 shows 09-reach-off 'Reachab' # the page has drawn its checklist and card
 # The card's "Tailscale Funnel" button (where 09-reach-off.png shows it, on the whole screen).
 xdotool windowactivate --sync "$(window)" 2>/dev/null || xdotool windowfocus --sync "$(window)" 2>/dev/null
 # The checklist's "Set up reachability" link brings the card to the top of the page (its
@@ -649,10 +657,9 @@ steps_done() { status | jq -c '[.setup[] | select(.done) | .id]'; }
 step_done() { status | jq -e --arg s "$1" '.setup[] | select(.id == $s) | .done' >/dev/null; }
 W=$(window)
 at() { xdotool mousemove --window "$W" "$1" "$2" click 1; } # at X Y: a click in the window
-sleep 2
+wait_for 10 rendered 09-first-run-checklist
 at 80 115 # the sidebar's Status (where 01-window.png shows it)
-sleep 2
-shot 09-first-run-checklist
+check "F: the Status page shows its checklist and Get Codex (09-first-run-checklist.png)" wait_for 10 shows 09-first-run-checklist 'Get Codex'
 check "F: the checklist starts with nothing done (09-first-run-checklist.png)" test "$(steps_done)" = "[]"
 
 # Where things are in the window is where 09-first-run-checklist.png shows them: the checklist's
@@ -660,11 +667,12 @@ check "F: the checklist starts with nothing done (09-first-run-checklist.png)" t
 at 621 677 # Get Codex
 downloading() { status | jq -e '.download.state == "downloading" and .download.done > 0 and .download.done < .download.total' >/dev/null; }
 check "F: Get Codex downloads the pinned package (state downloading, bytes counted)" wait_for 20 downloading
-sleep 1.5
-shot 10-get-codex-progress
-# the bar's strip under the button: a filled part and an empty one
-bar_drawn() { [ "$(/usr/bin/convert "$SHOTS/10-get-codex-progress.png" -crop 300x4+420+756 -format %k info: 2>/dev/null)" -ge 2 ]; }
-check "F: …with its progress bar in the window (10-get-codex-progress.png)" bar_drawn
+# the bar's strip under the button: a filled part and an empty one, while it downloads
+bar_drawn() {
+	downloading && shot 10-get-codex-progress >/dev/null &&
+		[ "$(/usr/bin/convert "$SHOTS/10-get-codex-progress.png" -crop 300x4+420+756 -format %k info: 2>/dev/null)" -ge 2 ]
+}
+check "F: …with its progress bar in the window (10-get-codex-progress.png)" wait_for 10 bar_drawn
 installed() { status | jq -e '.download.state == "installed" and .codex.found and .codex.versionOk' >/dev/null; }
 check "F: Codex installed and checked: $(basename "$CODEX_TGZ") from the stand-in, the pinned sha512" wait_for 120 installed
 check "F: …at <data dir>/codex-bin/<version>/bin/codex" test -x "$DATA/codex-bin/$(status | jq -r .download.version)/bin/codex"
@@ -678,19 +686,13 @@ xdotool type --delay 15 "$KEY"
 xdotool key Return
 key_set() { status | jq -e '.model.keySet' >/dev/null; }
 check "F: the key form saved the key (keySet)" wait_for 10 key_set
-sleep 1.5
-shot 12-key-set
+wait_for 10 shows 12-key-set '[Aa] key is set'
 check "F: model.key holds it, mode 0600" bash -c "[ \"\$(stat -c %a '$DATA/model.key')\" = 600 ] && grep -qxF '$KEY' '$DATA/model.key'"
 no_key_anywhere() {
 	! grep -qF "$KEY" "$WORK/app-f.log" && ! status | grep -qF "$KEY" &&
 		! curl -sk -b "$JAR" "https://$ADMIN/api/model" | grep -qF "$KEY"
 }
 check "F: the key is in no answer of the API (what the page shows) and not in the app's log" no_key_anywhere
-# ocr NAME: the window's text in a screenshot (the window's place, scaled up for tesseract)
-ocr() {
-	/usr/bin/convert "$SHOTS/$1.png" -crop 1180x800+110+50 +repage -resize 200% "$WORK/ocr.png" &&
-		tesseract "$WORK/ocr.png" - 2>/dev/null | tr -s ' \n' ' '
-}
 ocr_ok() { local t; t=$(ocr 12-key-set); grep -qi 'a key is set' <<<"$t" && ! grep -qF "${KEY:7}" <<<"$t"; }
 check "F: the screenshot's text says a key is set, and holds no part of the key (tesseract, 12-key-set.png)" ocr_ok
 
@@ -710,20 +712,14 @@ press_check() { at 773 621; } # the Check button
 press_check
 check_done() { status | jq -e '.model.check != null' >/dev/null; }
 check "F: Check ran" wait_for 90 check_done
-sleep 1.5
-shot 13-check-error
 check "F: Check shows the server's refusal in the owner's words: refused the owner's key, HTTP 401 (13-check-error.png)" bash -c "curl -sk -b '$JAR' https://$ADMIN/api/model | jq -e '.check.ok == false and (.check.error | contains(\"refused the owner\") and contains(\"HTTP 401\"))' >/dev/null"
-ocr_error() { ocr 13-check-error | grep -q 'the last check failed'; }
-check "F: …and the window shows it: the checklist's model step says the check failed (tesseract)" ocr_error
+check "F: …and the window shows it: the checklist's model step says the check failed (tesseract, 13-check-error.png)" wait_for 10 shows 13-check-error 'the last check failed' 
 server_url model-ok
 check "F: the server form saved the answering server" wait_for 10 server_set model-ok
 press_check
 check_ok() { status | jq -e '.model.check.ok == true' >/dev/null; }
-check "F: Check shows OK against it (14-check-ok.png)" wait_for 90 check_ok
-sleep 1.5
-shot 14-check-ok
-ocr_checked() { ocr 14-check-ok | grep -q 'checked: the model answered'; }
-check "F: …and the window says the model answered (tesseract)" ocr_checked
+check "F: Check shows OK against it" wait_for 90 check_ok
+check "F: …and the window says the model answered (tesseract, 14-check-ok.png)" wait_for 10 shows 14-check-ok 'checked: the model answered' 
 key_reached() { grep -q "bearer-sha256=$(printf %s "$KEY" | sha256sum | cut -d' ' -f1)" "$WORK/model-ok.log"; }
 check "F: the server got the key as its bearer token (its SHA-256 in the mock's log)" wait_for 5 key_reached
 check "F: the checklist's model step is done" step_done model
@@ -748,14 +744,11 @@ wait_for 30 visible
 ADMIN=$(jq -r .admin "$DATA/node.json")
 curl -sk -c "$JAR" -o /dev/null --data-urlencode "token=$(cat "$DATA/admin.token")" "https://$ADMIN/login"
 W=$(window)
-sleep 2
+wait_for 10 rendered 15-ready-for-agents
 at 80 115
-sleep 2
-shot 15-ready-for-agents
 all_done() { [ "$(steps_done)" = '["codex","model","brand","reachable","ready"]' ]; }
-check "F: after a restart with an https public URL: every step done, Ready for agents (15-ready-for-agents.png)" wait_for 20 all_done
-ocr_ready() { ocr 15-ready-for-agents | grep -q 'Ready for agents'; }
-check "F: …and the window says Ready for agents (tesseract)" ocr_ready
+check "F: after a restart with an https public URL: every step done, Ready for agents" wait_for 20 all_done
+check "F: …and the window says Ready for agents (tesseract, 15-ready-for-agents.png)" wait_for 10 shows 15-ready-for-agents 'Ready for agents' 
 check "F: the key is still in no log" bash -c "! grep -qF '$KEY' '$WORK/app-f.log' '$WORK/app-f2.log'"
 kill -TERM "$APP_PID"
 app_exit 30

@@ -89,7 +89,7 @@ func (c *Client) Connect(ctx context.Context, card *Card, binding a2a.TransportP
 		return nil, err
 	}
 	auth := &pactAuth{identity: c.Identity, activate: card.declares(ExtensionURI)}
-	hc := &http.Client{Transport: rejectingTransport{base: c.transport()}, CheckRedirect: noRedirect}
+	hc := &http.Client{Transport: StreamAnswers(rejectingTransport{base: c.transport()}), CheckRedirect: noRedirect}
 	cl, err := a2aclient.NewFromEndpoints(ctx, []*a2a.AgentInterface{in},
 		a2aclient.WithJSONRPCTransport(hc),
 		a2aclient.WithRESTTransport(hc),

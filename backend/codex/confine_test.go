@@ -309,16 +309,18 @@ func TestConfineTurns(t *testing.T) {
 	wsB := filepath.Join(h.dir, "ws-b")
 	mustWrite(t, filepath.Join(wsB, "b.txt"), "b\n")
 	aSecret := secret("scratch")
-	// A writes its scratch, then waits (at most 30 s) for the go-ahead the test drops into
-	// that scratch from the host once B has tried everything; then A reads its scratch back.
-	modelA := mockmodel.New(mockmodel.Shell("echo "+aSecret+" > /tmp/a-secret; "+
-		"for i in $(seq 600); do [ -e /tmp/go ] && break; sleep 0.05; done; cat /tmp/a-secret"), mockmodel.Message("A done"))
+	// A writes its scratch; its next step, which reads the scratch back, is held in the model
+	// until B has tried everything.
+	goAhead := make(chan struct{})
+	modelA := mockmodel.New(mockmodel.Shell("echo "+aSecret+" > /tmp/a-secret"),
+		mockmodel.Hold(goAhead, mockmodel.Shell("cat /tmp/a-secret")), mockmodel.Message("A done"))
 	defer modelA.Close()
 	modelB := mockmodel.New(mockmodel.Shell("cat /tmp/a-secret; ls -la /tmp $HOME; find / -name 'rollout-*' -not -path '/proc/*' 2>/dev/null; "+
 		"grep -rs "+aSecret[:12]+" / --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr; echo pwn > /tmp/a-secret"),
 		mockmodel.Message("B done"))
 	defer modelB.Close()
 	ra, rb := h.runner(t, modelA), h.runner(t, modelB)
+	ra.expire = func() <-chan struct{} { return nil } // A waits for all of B's turn, however long
 	convA, convB := "alice\x00review", "bob\x00review"
 
 	aDone := make(chan Result, 1)
@@ -329,20 +331,18 @@ func TestConfineTurns(t *testing.T) {
 		}
 		aDone <- res
 	}()
-	// B starts once A's scratch holds its secret (seen from the host, where the test is).
-	var aScratch string
-	for deadline := time.Now().Add(time.Minute); aScratch == ""; time.Sleep(20 * time.Millisecond) {
-		if found, _ := filepath.Glob(filepath.Join(ra.StateDir, "turns", "*", "tmp", "a-secret")); len(found) > 0 {
-			aScratch = filepath.Dir(found[0])
-		} else if time.Now().After(deadline) {
-			t.Fatal("turn A never wrote its scratch")
-		}
+	// B starts once A's scratch holds its secret: codex has sent the model what A's first
+	// command printed.
+	modelA.WaitRequests(2)
+	found, _ := filepath.Glob(filepath.Join(ra.StateDir, "turns", "*", "tmp", "a-secret"))
+	if len(found) != 1 {
+		t.Fatalf("turn A's scratch holds no secret: %q", found)
 	}
 	resB, err := rb.Run(context.Background(), Request{Workspace: wsB, AccessMode: domain.ReadWrite, Prompt: "B", Conversation: convB}, nil)
 	if err != nil || resB.Status != StatusCompleted {
 		t.Fatalf("turn B: %v %+v", err, resB)
 	}
-	mustWrite(t, filepath.Join(aScratch, "go"), "")
+	close(goAhead)
 	resA := <-aDone
 	if resA.Status != StatusCompleted {
 		t.Fatalf("turn A: %+v", resA)
@@ -354,7 +354,7 @@ func TestConfineTurns(t *testing.T) {
 	if strings.Contains(seenB, resA.ThreadID) || !strings.Contains(seenB, resB.ThreadID) {
 		t.Errorf("W16 turn B saw turn A's codex session %s, or not its own %s: %s", resA.ThreadID, resB.ThreadID, seenB)
 	}
-	seenA := strings.Join(modelA.Requests()[1].ToolOutput, "\n")
+	seenA := strings.Join(modelA.Requests()[2].ToolOutput, "\n")
 	if !strings.Contains(seenA, aSecret) || strings.Contains(seenA, "pwn") {
 		t.Errorf("W16 turn A's scratch was changed by turn B: %s", seenA)
 	}

@@ -146,8 +146,8 @@ func TestRealCodexContract(t *testing.T) {
 		down := mockmodel.New()
 		down.Close() // nothing listens: codex retries "waiting for network" until stopped
 		ro := newRunner(down)
-		ro.Timeout, ro.Grace = 5*time.Second, 2*time.Second
-		res, err := ro.Run(ctx, Request{Workspace: ws, AccessMode: domain.ReadOnly, Prompt: "hi"}, nil)
+		ro.Timeout, ro.Grace = 5*time.Second, 2*time.Second // the turn times out once codex says it is offline
+		res, err := ro.Run(ctx, Request{Workspace: ws, AccessMode: domain.ReadOnly, Prompt: "hi"}, expireWhenOffline(ro))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,14 +12,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aether/aether/backend/codexget"
 	"github.com/aether/aether/backend/confine"
 )
 
 // Versions: the runner was written against MinVersion; TestedVersion is the newest release
-// checked against it. Newer ones are accepted with a warning.
+// checked against it, the one Aether pins and gets (codexget.Version). Newer ones are
+// accepted with a warning.
 const (
 	MinVersion    = "0.169.0"
-	TestedVersion = "0.171.0"
+	TestedVersion = codexget.Version
 )
 
 const checkTimeout = 20 * time.Second
@@ -70,13 +72,13 @@ func (r *Runner) check(ctx context.Context) Health {
 		return h
 	}
 	h.Version = v
-	if newerThan(MinVersion, v) {
+	if NewerThan(MinVersion, v) {
 		h.Error = fmt.Sprintf("codex %s is too old: %s or newer is needed", v, MinVersion)
 		return h
 	}
 	h.VersionOK = true
 	var warnings []string
-	if newerThan(v, TestedVersion) {
+	if NewerThan(v, TestedVersion) {
 		warnings = append(warnings, fmt.Sprintf("codex %s is newer than the last version tested (%s)", v, TestedVersion))
 	}
 	h.Warning = strings.Join(warnings, "; ")
@@ -123,7 +125,7 @@ func (r *Runner) checkVersion(ctx context.Context, bin string) (string, error) {
 		r.versions[bin] = e
 		r.mu.Unlock()
 	}
-	if newerThan(MinVersion, e.version) {
+	if NewerThan(MinVersion, e.version) {
 		return "", fmt.Errorf("%w: codex %s is too old: %s or newer is needed", ErrUnsupportedVersion, e.version, MinVersion)
 	}
 	return e.version, nil
@@ -221,8 +223,8 @@ func parseVersion(s string) ([3]int, bool) {
 	return v, true
 }
 
-// newerThan reports whether version a is strictly newer than b (both X.Y.Z).
-func newerThan(a, b string) bool {
+// NewerThan reports whether version a is strictly newer than b (both X.Y.Z).
+func NewerThan(a, b string) bool {
 	va, _ := parseVersion(a)
 	vb, _ := parseVersion(b)
 	for i := range va {

@@ -167,21 +167,13 @@ func TestLeftoverViewsEnded(t *testing.T) {
 	mine, other := &Runner{StateDir: t.TempDir()}, &Runner{StateDir: t.TempDir()}
 	defer leave(mine.StateDir).Close()
 	defer leave(other.StateDir).Close()
-	for deadline := time.Now().Add(10 * time.Second); len(views(mine.StateDir)) < 2 || len(views(other.StateDir)) < 2; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("bwrap did not make the views")
-		}
-	}
+	waitUntil(func() bool { return len(views(mine.StateDir)) >= 2 && len(views(other.StateDir)) >= 2 }) // bwrap made the views
 	t.Run("W20 a view a killed node left behind is ended when the node starts again", func(t *testing.T) {
 		ended, err := mine.RemoveLeftovers()
 		if err != nil || ended == 0 {
 			t.Fatalf("RemoveLeftovers ended %d processes: %v", ended, err)
 		}
-		for deadline := time.Now().Add(10 * time.Second); len(views(mine.StateDir)) > 0; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the left view still runs: %v", views(mine.StateDir))
-			}
-		}
+		waitUntil(func() bool { return len(views(mine.StateDir)) == 0 }) // the left view ended
 		if left, _ := filepath.Glob(filepath.Join(mine.StateDir, "turns", "t-*")); len(left) != 0 {
 			t.Errorf("scratch folders left: %q", left)
 		}

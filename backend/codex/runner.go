@@ -108,8 +108,12 @@ type Runner struct {
 	locks    map[string]*workspaceLock
 	versions map[string]versionEntry
 	onQueue  func(kind, workspace string) // test hook: a turn starts waiting
-	removing sync.WaitGroup               // scratch folders of finished turns being removed, the spare being made
-	spare    chan string                  // a scratch folder made ahead of the next turn (doneWith)
+	// expire, a test hook, says when a turn's Timeout has passed in place of the clock, so
+	// that a test's turn times out on an event (codex is offline, it hangs) however slow the
+	// machine is; a nil channel never passes.
+	expire   func() <-chan struct{}
+	removing sync.WaitGroup // scratch folders of finished turns being removed, the spare being made
+	spare    chan string    // a scratch folder made ahead of the next turn (doneWith)
 }
 
 // Request is one turn.
@@ -241,7 +245,7 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 		red: red, outFile: outFile, timeout: r.timeout(), meta: meta}
 	t.tr.work = newWorkLog(workspace, r.now)
 
-	tctx, cancel := context.WithTimeoutCause(ctx, t.timeout, errTurnTimeout)
+	tctx, cancel := r.turnContext(ctx, t.timeout)
 	defer cancel()
 	c := command{bin: wrapper, args: wrapped, env: env, dir: workspace, prompt: req.Prompt, workspace: ws}
 	out := r.runProcess(tctx, c, t.hold(ctx, r.now), func(line []byte) {
@@ -252,6 +256,23 @@ func (r *Runner) Run(ctx context.Context, req Request, progress func(Progress)) 
 	}
 	r.conclude(t, out, &res)
 	return res, nil
+}
+
+// turnContext ends with errTurnTimeout once timeout has passed (or r.expire says so).
+func (r *Runner) turnContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if r.expire == nil {
+		return context.WithTimeoutCause(ctx, timeout, errTurnTimeout)
+	}
+	tctx, cancel := context.WithCancelCause(ctx)
+	expired := r.expire()
+	go func() {
+		select {
+		case <-expired:
+			cancel(errTurnTimeout)
+		case <-tctx.Done():
+		}
+	}()
+	return tctx, func() { cancel(context.Canceled) }
 }
 
 // refusal is why a turn ends before its view is made: its Result's Status and Reason, and

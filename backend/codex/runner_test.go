@@ -83,6 +83,15 @@ func (f *fixture) records(t *testing.T) []codextest.Record {
 	return codextest.ReadRecords(t, f.record)
 }
 
+// waitUntil polls cond until it holds. It has no deadline of its own: what it waits for
+// happens on any machine, however slow, and a hang is go test's -timeout to report, with
+// every goroutine's stack.
+func waitUntil(cond func() bool) {
+	for !cond() {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // waitRecord waits until n records with the given phase exist.
 func (f *fixture) waitRecord(t *testing.T, phase string, n int) []codextest.Record {
 	t.Helper()
@@ -124,11 +133,8 @@ func TestAdmitHoldsCodex(t *testing.T) {
 			res, err := f.r.Run(context.Background(), req, nil)
 			done <- ran{res, err}
 		}()
-		for deadline := time.Now().Add(10 * time.Second); len(codextest.Processes(f.record)) == 0; time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("bwrap never started while Admit held the turn")
-			}
-		}
+		// bwrap has started while Admit holds the turn
+		waitUntil(func() bool { return len(codextest.Processes(f.record)) > 0 })
 		time.Sleep(300 * time.Millisecond) // every chance for codex to start early
 		if recs := f.records(t); len(recs) != 0 {
 			t.Fatalf("codex ran before Admit let it: %+v", recs)
@@ -218,9 +224,41 @@ func TestInvocation(t *testing.T) {
 	})
 }
 
+// Turns whose timeout the test decides on an event, never on the clock: a loaded machine
+// starts codex late, and a turn must not time out before it did what the test is about.
+
+// expireNever: the fixture's turns never time out.
+func (f *fixture) expireNever() { f.r.expire = func() <-chan struct{} { return nil } }
+
+// expireOnStart: the fixture's next turn times out once the fake has started (its "start"
+// record), with whatever it does at start (ignoring SIGTERM) done.
+func (f *fixture) expireOnStart(t *testing.T) {
+	starts := len(f.waitRecord(t, "start", 0))
+	started := make(chan struct{})
+	f.r.expire = func() <-chan struct{} { return started }
+	go func() {
+		f.waitRecord(t, "start", starts+1)
+		close(started)
+	}()
+}
+
+// expireWhenOffline: r's next turn times out once codex has said it is waiting for the
+// network; the returned func is that turn's progress, where it says so.
+func expireWhenOffline(r *Runner) func(Progress) {
+	offline := make(chan struct{})
+	var once sync.Once
+	r.expire = func() <-chan struct{} { return offline }
+	return func(p Progress) {
+		if isNetworkRetry(p.Text) {
+			once.Do(func() { close(offline) })
+		}
+	}
+}
+
 func TestFailureReasons(t *testing.T) {
 	f := newFixture(t)
-	f.r.Timeout = 300 * time.Millisecond
+	f.r.Timeout = 300 * time.Millisecond // what the reasons say; the turns time out on events
+	f.expireNever()
 	for _, tc := range []struct {
 		scenario, status, reason string
 		exit                     int
@@ -233,7 +271,18 @@ func TestFailureReasons(t *testing.T) {
 		{codextest.ScenarioCrash, StatusFailed, "codex crashed (signal 9)", -1},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
-			res := f.run(t, f.req(tc.scenario))
+			var progress func(Progress)
+			switch tc.scenario {
+			case codextest.ScenarioOffline:
+				progress = expireWhenOffline(f.r)
+			case codextest.ScenarioHang:
+				f.expireOnStart(t)
+			}
+			defer f.expireNever()
+			res, err := f.r.Run(context.Background(), f.req(tc.scenario), progress)
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
 			wantStatus(t, res, tc.status, tc.reason)
 			if res.ExitCode != tc.exit || res.Answer != "" {
 				t.Fatalf("exit %d answer %q", res.ExitCode, res.Answer)
@@ -326,27 +375,27 @@ func TestCheck(t *testing.T) {
 		want Health
 	}{
 		{"api key in the environment", []string{"CODEX_API_KEY=dummy-key"}, "",
-			Health{Found: true, Version: "0.169.0", VersionOK: true, APIKey: true, Credential: envKey}},
+			Health{Found: true, Version: TestedVersion, VersionOK: true, APIKey: true, Credential: envKey}},
 		{"api key login", []string{"FAKE_CODEX_LOGGED_IN=1"}, apiKeyLogin,
-			Health{Found: true, Version: "0.169.0", VersionOK: true, LoggedIn: true, Credential: Credential{Kind: CredentialAPIKeyLogin,
+			Health{Found: true, Version: TestedVersion, VersionOK: true, LoggedIn: true, Credential: Credential{Kind: CredentialAPIKeyLogin,
 				Summary: "API key from `codex login --with-api-key`: the node's model gateway holds it; each turn's Codex gets a one-time token"}}},
 		{"W8 ChatGPT sign-in cannot be protected", []string{"FAKE_CODEX_LOGGED_IN=1"}, chatgpt,
-			Health{Found: true, Version: "0.169.0", VersionOK: true, LoggedIn: true,
+			Health{Found: true, Version: TestedVersion, VersionOK: true, LoggedIn: true,
 				Credential: Credential{Kind: CredentialChatGPT, Summary: "ChatGPT sign-in (cannot be protected)",
 					Problem: "codex is signed in with a ChatGPT account, whose tokens the commands Codex runs could read; " + safeCredentialHint},
 				Error: "codex is signed in with a ChatGPT account, whose tokens the commands Codex runs could read; " + safeCredentialHint}},
 		{"signed in outside auth.json", []string{"FAKE_CODEX_LOGGED_IN=1"}, "",
-			Health{Found: true, Version: "0.169.0", VersionOK: true, LoggedIn: true,
+			Health{Found: true, Version: TestedVersion, VersionOK: true, LoggedIn: true,
 				Credential: Credential{Kind: CredentialUnreadable, Summary: "signed in outside auth.json (cannot be handed over)",
 					Problem: "codex keeps its sign-in outside HOME/auth.json (e.g. in the system keyring), where Aether cannot give it to codex alone; " + safeCredentialHint},
 				Error: "codex keeps its sign-in outside HOME/auth.json (e.g. in the system keyring), where Aether cannot give it to codex alone; " + safeCredentialHint}},
 		{"not logged in", nil, "",
-			Health{Found: true, Version: "0.169.0", VersionOK: true,
+			Health{Found: true, Version: TestedVersion, VersionOK: true,
 				Credential: Credential{Kind: CredentialNone, Summary: "not signed in", Problem: "codex is not signed in: " + safeCredentialHint},
 				Error:      "codex is not signed in: " + safeCredentialHint}},
 		{"newer than tested", []string{"CODEX_API_KEY=dummy-key", "FAKE_CODEX_VERSION=0.180.2"}, "",
 			Health{Found: true, Version: "0.180.2", VersionOK: true, APIKey: true, Credential: envKey,
-				Warning: "codex 0.180.2 is newer than the last version tested (0.171.0)"}},
+				Warning: "codex 0.180.2 is newer than the last version tested (" + TestedVersion + ")"}},
 		{"too old", []string{"CODEX_API_KEY=dummy-key", "FAKE_CODEX_VERSION=0.168.9"}, "",
 			Health{Found: true, Version: "0.168.9", APIKey: true, Credential: envKey, Error: "codex 0.168.9 is too old: 0.169.0 or newer is needed"}},
 	} {
@@ -407,6 +456,7 @@ func TestSecurityRows(t *testing.T) {
 	t.Run("S1 hang killed at the deadline", func(t *testing.T) {
 		f := newFixture(t)
 		f.r.Timeout = 300 * time.Millisecond
+		f.expireOnStart(t)
 		res := f.run(t, f.req(codextest.ScenarioHang))
 		wantStatus(t, res, StatusTimeout, "timed out after 300ms")
 		assertGone(t, f.record)
@@ -414,6 +464,7 @@ func TestSecurityRows(t *testing.T) {
 	t.Run("S1 ignores SIGINT and SIGTERM, killed after the grace period", func(t *testing.T) {
 		f := newFixture(t)
 		f.r.Timeout, f.r.Grace = 300*time.Millisecond, 300*time.Millisecond
+		f.expireOnStart(t)
 		res := f.run(t, f.req(codextest.ScenarioIgnoreTerm))
 		wantStatus(t, res, StatusTimeout, "timed out")
 		assertGone(t, f.record)

@@ -1,4 +1,4 @@
-package codexget
+package codexget_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/aether/aether/backend/codex"
 	"github.com/aether/aether/backend/codex/codextest"
+	"github.com/aether/aether/backend/codexget"
 	"github.com/aether/aether/backend/domain"
 )
 
@@ -47,14 +48,14 @@ func TestSwappedCodex(t *testing.T) {
 			if err := os.WriteFile(bin, []byte(evil), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.Remove(filepath.Join(filepath.Dir(filepath.Dir(bin)), manifestName)); err != nil {
+			if err := os.Remove(filepath.Join(filepath.Dir(filepath.Dir(bin)), codexget.ManifestName)); err != nil {
 				t.Fatal(err)
 			}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			data := goodPackage(t)
-			g := &Getter{Dir: filepath.Join(t.TempDir(), "codex-bin"), Registry: registry(t, serveBytes(data)), Platform: pinFor(data)}
+			data := codexget.GoodPackage(t)
+			g := &codexget.Getter{Dir: filepath.Join(t.TempDir(), "codex-bin"), Registry: codexget.Registry(t, codexget.ServeBytes(data)), Platform: codexget.PinFor(data)}
 			bin, err := g.Get(context.Background(), nil)
 			if err != nil {
 				t.Fatal(err)
@@ -63,7 +64,7 @@ func TestSwappedCodex(t *testing.T) {
 				t.Fatalf("the checked Codex: %q, %v", got, err)
 			}
 			ran := filepath.Join(t.TempDir(), "ran")
-			tc.swap(t, bin, "#!/bin/sh\necho codex-cli "+Version+"\ntouch "+ran+"\n")
+			tc.swap(t, bin, "#!/bin/sh\necho codex-cli "+codexget.Version+"\ntouch "+ran+"\n")
 
 			got, err := g.Binary()
 			if got != "" || err == nil || !strings.Contains(err.Error(), "it does not run") {

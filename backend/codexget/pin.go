@@ -12,7 +12,7 @@ import (
 
 // Version is the Codex release Aether gets, and the one scripts/install-codex.sh installs
 // (it reads it from `aether codex pin`, or from this file when no aether is built).
-const Version = "0.169.0"
+const Version = "0.171.0"
 
 // DefaultRegistry is npm's public registry.
 const DefaultRegistry = "https://registry.npmjs.org"
@@ -26,13 +26,13 @@ type Platform struct {
 	Size      int64  // the tarball's size in bytes; a longer download is refused
 }
 
-// pinned are the platform packages of Version, as `npm view @openai/codex@0.169.0-<name> dist`
+// pinned are the platform packages of Version, as `npm view @openai/codex@<Version>-<name> dist`
 // gives them; the sizes are the registry's Content-Length.
 var pinned = map[string]Platform{
-	"linux/amd64": {Name: "linux-x64", Triple: "x86_64-unknown-linux-musl", Size: 167001509,
-		Integrity: "sha512-o05NyAOCDygSPRo1yinzxvkRSdmsZyBD9E7mbpmjRanSfM8lypqWtQgEo4XfNkwhuCR2aFu8mlGOsQGFXVbVww=="},
-	"linux/arm64": {Name: "linux-arm64", Triple: "aarch64-unknown-linux-musl", Size: 171743625,
-		Integrity: "sha512-NZ/DaQUpcQmxmqee7Z9uC1rzw3GhSbooawcaTe1LN5Yk+WlinUKGdTXJgClRT/9ogQEEM9TWxYzvxPfj5G/xFg=="},
+	"linux/amd64": {Name: "linux-x64", Triple: "x86_64-unknown-linux-musl", Size: 172033439,
+		Integrity: "sha512-l66NZkQgdk2C3pbcfULDz42yEUB581MVA6I+Y43Wp4OIqEy73HCdmZ0GTjeAHY2ycuH4N00d9VsLrwT1jxshTw=="},
+	"linux/arm64": {Name: "linux-arm64", Triple: "aarch64-unknown-linux-musl", Size: 176542339,
+		Integrity: "sha512-9z17t4bbUJ9UCIb49O4PoA+ki+45q3rd8nZ8PeH6sYnlKkBld/Xpo/OS3h3Ti954+foshX4o7k5TCU8N7zzqQA=="},
 }
 
 // ForThisMachine is the platform package for the running OS and architecture.
@@ -49,7 +49,7 @@ func For(goos, goarch string) (Platform, error) {
 	return p, nil
 }
 
-// Package is the npm spec of the platform package, e.g. "@openai/codex@0.169.0-linux-x64".
+// Package is the npm spec of the platform package, e.g. "@openai/codex@0.171.0-linux-x64".
 func (p Platform) Package() string { return "@openai/codex@" + Version + "-" + p.Name }
 
 // TarballURL is where registry serves the platform package's tarball.

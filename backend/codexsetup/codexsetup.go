@@ -6,6 +6,7 @@ package codexsetup
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -136,7 +137,26 @@ func (s *Setup) Health() (owner.CodexStatus, owner.Confinement) {
 	s.mu.Lock()
 	h := s.health
 	s.mu.Unlock()
-	c := owner.CodexStatus{Found: h.Found, Path: h.Path, Version: h.Version, VersionOK: h.VersionOK, LoggedIn: h.LoggedIn || h.APIKey, Error: h.Error}
+	c := owner.CodexStatus{Found: h.Found, Path: h.Path, Version: h.Version, VersionOK: h.VersionOK, LoggedIn: h.LoggedIn || h.APIKey, Error: h.Error,
+		Pinned: codexget.Version, PinNote: pinNote(h.Version, h.VersionOK)}
 	c.Credential.Kind, c.Credential.Summary, c.Credential.Problem = h.Credential.Kind, h.Credential.Summary, h.Credential.Problem
 	return c, owner.Confinement{Available: h.Confinement.Available, Mechanism: h.Confinement.Mechanism, Text: h.Confinement.Text()}
+}
+
+// pinNote says when the codex in use (an owner's own, codexPath) is a supported release other
+// than the pinned one, and what may differ from what Aether was tested with.
+func pinNote(version string, supported bool) string {
+	pin := codexget.Version
+	switch {
+	case !supported || version == "" || version == pin:
+		return ""
+	case codex.NewerThan(version, pin):
+		return fmt.Sprintf("Codex %s is newer than %s, the release this Aether pins and was tested with. Turns run, "+
+			"but a newer Codex may change its events, its options and what it reads by itself, which the confinement "+
+			"tests have not seen. To run %s, empty the codex path and use Get Codex.", version, pin, pin)
+	default:
+		return fmt.Sprintf("Codex %s is older than %s, the release this Aether pins and was tested with. Turns run "+
+			"(%s or newer is supported), without the fixes and tool changes of the releases since. To run %s, empty the codex path and use Get Codex.",
+			version, pin, codex.MinVersion, pin)
+	}
 }

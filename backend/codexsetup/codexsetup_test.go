@@ -156,3 +156,32 @@ func TestKeyBelongsToItsServer(t *testing.T) {
 		}
 	})
 }
+
+// TestPinNote: the Status page names the pinned Codex, and says when the codex in use is an
+// older or newer release than it, with what may differ; nothing for the pin itself, and
+// nothing where the version is not supported (the error says that).
+func TestPinNote(t *testing.T) {
+	pin := codexget.Version
+	if codex.TestedVersion != pin {
+		t.Fatalf("tested %s, pinned %s", codex.TestedVersion, pin)
+	}
+	for _, tc := range []struct {
+		version   string
+		supported bool
+		want      string
+	}{
+		{pin, true, ""},
+		{"", false, ""},
+		{"0.150.0", false, ""},
+		{codex.MinVersion, true, "Codex " + codex.MinVersion + " is older than " + pin + ", the release this Aether pins"},
+		{"9.0.0", true, "Codex 9.0.0 is newer than " + pin + ", the release this Aether pins"},
+	} {
+		got := pinNote(tc.version, tc.supported)
+		if tc.want == "" && got != "" || !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s: %q, want %q…", tc.version, got, tc.want)
+		}
+		if got != "" && !strings.Contains(got, "To run "+pin+", empty the codex path and use Get Codex.") {
+			t.Errorf("%s: %q does not say how to run the pinned release", tc.version, got)
+		}
+	}
+}

@@ -202,17 +202,94 @@ func TestSubscribeTerminal(t *testing.T) {
 		}
 		t.Run("raw JSON-RPC SubscribeToTask on a "+state.String()+" task", func(t *testing.T) {
 			body := `{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"` + string(id) + `"}}`
-			msgs := who.rawStream("/a2a/review", body)
+			ct, msgs := who.rawStream("/a2a/review", body)
 			if len(msgs) != 1 || rpcCode(msgs[0]) != -32004 || msgs[0]["result"] != nil {
 				t.Errorf("answer %v; want one JSON-RPC error -32004 and no result", msgs)
+			}
+			if ct != "application/json" {
+				t.Errorf("answer as %q; want application/json: the stream never started", ct)
 			}
 		})
 	}
 }
 
-// rawStream posts a JSON-RPC call that asks for an event stream and returns the JSON-RPC
-// messages of the answer: the events of a stream, or the one message of a plain answer.
-func (a *agent) rawStream(path, body string) []map[string]any {
+// TestStreamErrorsArePlain: a streaming call that fails before its first event never started
+// a stream: on JSON-RPC its answer is the plain JSON-RPC error (HTTP 200, application/json,
+// the request's id), on HTTP+JSON the HTTP error (A2A 1.0 §11.6; docs/wire.md, "Streams"), so
+// a client that reads the content type first (the A2A TCK's) sees the error. A stream that
+// started stays an event stream.
+func TestStreamErrorsArePlain(t *testing.T) {
+	e := newEnv(t)
+	a := e.agent("alice")
+	a.allow()
+	done := a.send(a.client("review", a2a.TransportProtocolJSONRPC), "", "Review main.go please")
+	if done.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("turn ended %s: %q", done.Status.State, statusText(done))
+	}
+	message := func(taskID string) string {
+		return `{"message":{"messageId":"m-` + taskID + `","role":"ROLE_USER","taskId":"` + taskID + `","parts":[{"text":"one more thing"}]}}`
+	}
+	for _, tc := range []struct {
+		name   string
+		who    *agent
+		method string
+		params string
+		code   float64
+	}{
+		{"SubscribeToTask on a finished task", a, "SubscribeToTask", `{"id":"` + string(done.ID) + `"}`, -32004},
+		{"SendStreamingMessage to a finished task", a, "SendStreamingMessage", message(string(done.ID)), -32004},
+		{"SubscribeToTask on an unknown task", a, "SubscribeToTask", `{"id":"no-such-task"}`, -32001},
+		{"SendStreamingMessage to an unknown task", a, "SendStreamingMessage", message("no-such-task"), -32001},
+		{"SubscribeToTask on another agent's task", e.agent("bob"), "SubscribeToTask", `{"id":"` + string(done.ID) + `"}`, -32001},
+	} {
+		t.Run("JSON-RPC "+tc.name, func(t *testing.T) {
+			body := `{"jsonrpc":"2.0","id":"call-7","method":"` + tc.method + `","params":` + tc.params + `}`
+			resp, m := tc.who.raw("POST", "/a2a/review", "application/json", []byte(body), map[string]string{"Accept": "text/event-stream"})
+			if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "application/json" {
+				t.Errorf("HTTP %d %q; want 200 application/json", resp.StatusCode, ct)
+			}
+			if m["jsonrpc"] != "2.0" || m["id"] != "call-7" || rpcCode(m) != tc.code || m["result"] != nil {
+				t.Errorf("body %v; want the JSON-RPC error %v with id call-7", m, tc.code)
+			}
+		})
+	}
+	sse := map[string]string{"Accept": "text/event-stream"}
+	t.Run("HTTP+JSON SubscribeToTask on an unknown task is 404 before the stream", func(t *testing.T) {
+		resp, m := a.raw("GET", "/a2a/review/tasks/no-such-task:subscribe", "", nil, sse)
+		errObj, _ := m["error"].(map[string]any)
+		if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusNotFound || ct != "application/json" || errObj["status"] != "NOT_FOUND" {
+			t.Errorf("HTTP %d %q %v; want 404 NOT_FOUND as application/json", resp.StatusCode, ct, m)
+		}
+	})
+	for _, b := range bothBindings {
+		t.Run(string(b)+" a stream that started stays an event stream", func(t *testing.T) {
+			var events int
+			var err error
+			for _, err = range a.client("review", b).SendStreamingMessage(context.Background(), textMessage("Review main.go please")) {
+				if err != nil {
+					break
+				}
+				events++
+			}
+			if err != nil || events < 2 {
+				t.Errorf("%d events, %v", events, err)
+			}
+		})
+	}
+	// A message without the agent's delegation starts a stream whose first event is the
+	// AUTH_REQUIRED task: that is the task's state, not an error (docs/wire.md).
+	t.Run("JSON-RPC a started stream's raw answer is an event stream", func(t *testing.T) {
+		body := `{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":{"messageId":"m-new","role":"ROLE_USER","parts":[{"text":"Review main.go please"}]}}}`
+		ct, msgs := e.agent("carol").rawStream("/a2a/review", body)
+		if ct != "text/event-stream" || len(msgs) == 0 || msgs[0]["result"] == nil {
+			t.Errorf("answer as %q: %v; want an event stream of results", ct, msgs)
+		}
+	})
+}
+
+// rawStream posts a JSON-RPC call that asks for an event stream and returns the answer's
+// content type and JSON-RPC messages: the events of a stream, or the one of a plain answer.
+func (a *agent) rawStream(path, body string) (string, []map[string]any) {
 	a.e.t.Helper()
 	req, _ := http.NewRequest("POST", a.e.publicURL+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -225,12 +302,13 @@ func (a *agent) rawStream(path, body string) []map[string]any {
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	var out []map[string]any
-	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+	ct := resp.Header.Get("Content-Type")
+	if !strings.HasPrefix(ct, "text/event-stream") {
 		var m map[string]any
 		if json.Unmarshal(data, &m) == nil {
 			out = append(out, m)
 		}
-		return out
+		return ct, out
 	}
 	for _, line := range strings.Split(string(data), "\n") {
 		if rest, ok := strings.CutPrefix(line, "data:"); ok {
@@ -240,5 +318,5 @@ func (a *agent) rawStream(path, body string) []map[string]any {
 			}
 		}
 	}
-	return out
+	return ct, out
 }

@@ -74,7 +74,7 @@ func TestBrandWorkspaceLimits(t *testing.T) {
 				Problems []struct{ Path, Message string }
 			}
 		}
-		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		for deadline := time.Now().Add(waitLimit); ; time.Sleep(100 * time.Millisecond) {
 			e.admin.do("GET", "/api/brands", nil, &view)
 			if view.Error != nil || time.Now().After(deadline) {
 				break

@@ -154,7 +154,7 @@ func startOwner(t *testing.T, e *env, root string) *owner {
 		go func() { done <- cmd.Wait() }()
 		select {
 		case <-done:
-		case <-time.After(20 * time.Second):
+		case <-time.After(waitLimit):
 			cmd.Process.Kill()
 			<-done
 		}
@@ -191,7 +191,7 @@ func (o *owner) step(t *testing.T, name string, args map[string]any) []byte {
 			t.Fatalf("browser step %s failed: %s", name, head.Error)
 		}
 		return head.Result
-	case <-time.After(60 * time.Second):
+	case <-time.After(waitLimit):
 		t.Fatalf("browser step %s: no answer within 60s\n%s", name, o.stderr.String())
 	}
 	return nil
@@ -246,7 +246,7 @@ func awaitToken(t *testing.T, ch <-chan tokenResult) tokenResult {
 	select {
 	case r := <-ch:
 		return r
-	case <-time.After(30 * time.Second):
+	case <-time.After(waitLimit):
 		t.Fatal("the agent's token poll did not finish within 30s")
 	}
 	return tokenResult{}
@@ -255,7 +255,7 @@ func awaitToken(t *testing.T, ch <-chan tokenResult) tokenResult {
 // awaitTaskState polls a task until it reaches state.
 func awaitTaskState(t *testing.T, c *a2aclient.Client, id a2a.TaskID, state a2a.TaskState) *a2a.Task {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for {
 		task, err := c.GetTask(context.Background(), &a2a.GetTaskRequest{ID: id})
 		if err != nil {

@@ -339,7 +339,7 @@ func timeoutShape(path, body string) bool {
 // the one refused at once is the one answered first.
 func firstAnswer(t *testing.T, ts []*trickler) *trickler {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for time.Now().Before(deadline) {
 		for _, tr := range ts {
 			select {

@@ -76,7 +76,7 @@ func withFunnel(tn *tailnet) envOption {
 // waitReach waits until the node's Reachability satisfies ok, and returns it.
 func waitReach(t *testing.T, e *env, what string, ok func(ownerpkg.Reachability) bool) ownerpkg.Reachability {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for {
 		r := e.n.Owner().Reachability()
 		if ok(r) {
@@ -105,7 +105,7 @@ func newIngress(t *testing.T, tn *tailnet, target *tsnet.Server) *ingress {
 	t.Helper()
 	s := &tsnet.Server{Dir: t.TempDir(), ControlURL: tn.url, Hostname: "ingress", Store: new(mem.Store), Ephemeral: true, Logf: logger.Discard, UserLogf: logger.Discard}
 	t.Cleanup(func() { s.Close() })
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
 	defer cancel()
 	st, err := s.Up(ctx)
 	if err != nil {

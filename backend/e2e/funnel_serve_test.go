@@ -52,7 +52,7 @@ func TestFunnelServeHeadless(t *testing.T) {
 	var said []string
 	wait := func(re *regexp.Regexp) []string {
 		t.Helper()
-		deadline := time.After(60 * time.Second)
+		deadline := time.After(waitLimit)
 		for {
 			select {
 			case l, ok := <-lines:
@@ -85,7 +85,7 @@ func TestFunnelServeHeadless(t *testing.T) {
 
 	run := func(args ...string) string {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
 		defer cancel()
 		b, err := exec.CommandContext(ctx, bin, append(args, "--data-dir", dataDir)...).CombinedOutput()
 		if err != nil {

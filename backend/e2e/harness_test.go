@@ -24,6 +24,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
+	agentpkg "github.com/aether/aether/backend/agent"
 	"github.com/aether/aether/backend/cardjson"
 	"github.com/aether/aether/backend/codex/codextest"
 	"github.com/aether/aether/backend/identity"
@@ -174,7 +175,7 @@ func (e *env) stop() {
 	if e.n == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	if err := e.n.Stop(ctx); err != nil {
 		e.t.Errorf("stop node: %v", err)
@@ -241,7 +242,14 @@ func (a *agent) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func (a *agent) httpClient() *http.Client {
-	return &http.Client{Transport: a, Timeout: 60 * time.Second}
+	return a2aHTTPClient(a)
+}
+
+// a2aHTTPClient is the HTTP client of a test's a2a-go client over rt. a2a-go's client reads
+// the plain answer to a streaming call (an error before the stream) as the one event of a
+// stream, as Aether's agent does (agent.StreamAnswers).
+func a2aHTTPClient(rt http.RoundTripper) *http.Client {
+	return &http.Client{Transport: agentpkg.StreamAnswers(rt), Timeout: waitLimit}
 }
 
 func (a *agent) setDelegation(tok string) {
@@ -368,7 +376,7 @@ func adminClientAt(t *testing.T, addr, token string) *adminClient {
 func adminSignIn(t *testing.T, addr string, signIn func(hc *http.Client, base string) (*http.Response, error)) *adminClient {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
-	hc := &http.Client{Jar: jar, Timeout: 30 * time.Second,
+	hc := &http.Client{Jar: jar, Timeout: waitLimit,
 		Transport:     &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, // the node's self-signed admin certificate
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	a := &adminClient{t: t, base: "https://" + addr, hc: hc}
@@ -422,7 +430,7 @@ type consentRequest struct {
 // pending waits for the consent request with that user code to be listed.
 func (a *adminClient) pending(userCode string) consentRequest {
 	a.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for time.Now().Before(deadline) {
 		var out struct{ Requests []consentRequest }
 		a.do("GET", "/api/consent", nil, &out)

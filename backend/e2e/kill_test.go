@@ -363,7 +363,7 @@ func TestCancelDuringSetup(t *testing.T) {
 			}
 			return pids
 		}
-		for deadline := time.Now().Add(5 * time.Second); len(left()) > 0 && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(waitLimit); len(left()) > 0 && time.Now().Before(deadline); {
 			time.Sleep(20 * time.Millisecond)
 		}
 		if pids := left(); len(pids) > 0 {

@@ -207,7 +207,7 @@ func startCaddy(t *testing.T, bin, site, upstream string) *x509.CertPool {
 		cmd.Process.Signal(os.Interrupt)
 		select {
 		case <-exited:
-		case <-time.After(20 * time.Second):
+		case <-time.After(waitLimit):
 			cmd.Process.Kill()
 			<-exited
 		}
@@ -215,7 +215,7 @@ func startCaddy(t *testing.T, bin, site, upstream string) *x509.CertPool {
 	caddyLog := func() string { b, _ := os.ReadFile(logPath); return string(b) }
 
 	rootPath := filepath.Join(dir, "data", "caddy", "pki", "authorities", "local", "root.crt")
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for {
 		select {
 		case err := <-exited:

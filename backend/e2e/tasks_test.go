@@ -38,7 +38,7 @@ func (s *stranger) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func (s *stranger) client(brand string, binding a2a.TransportProtocol) *a2aclient.Client {
 	s.e.t.Helper()
-	hc := &http.Client{Transport: s}
+	hc := a2aHTTPClient(s)
 	c, err := a2aclient.NewFromCard(context.Background(), s.e.card(brand),
 		a2aclient.WithConfig(a2aclient.Config{PreferredTransports: []a2a.TransportProtocol{binding}}),
 		a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc))

@@ -159,7 +159,8 @@ type refusingWriter struct {
 	status  int // held back by WriteHeader
 	refusal *wireError
 	retry   time.Duration
-	sent    bool // the held status or the refusal went out
+	sent    bool   // the held status or the refusal went out
+	first   []byte // an event stream's first event, held until it is whole (restream.go)
 }
 
 type refusalKey struct{}
@@ -223,10 +224,19 @@ func (w *refusingWriter) send() bool {
 }
 
 func (w *refusingWriter) Write(p []byte) (int, error) {
+	if held, ok := w.holdFirstEvent(p); ok {
+		if held == nil {
+			return len(p), nil
+		}
+		p = held
+	}
 	if !w.send() {
 		return len(p), nil
 	}
-	return w.ResponseWriter.Write(p)
+	if _, err := w.ResponseWriter.Write(p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // Flush sends nothing before the first byte of the body: until then a refusal may come.
@@ -242,7 +252,16 @@ func (w *refusingWriter) Flush() {
 	}
 }
 
-// finish sends what is still held when the handler returns (a refusal with no body written).
-func (w *refusingWriter) finish() { w.send() }
+// finish sends what is still held when the handler returns (a refusal with no body written,
+// a stream's unfinished first event).
+func (w *refusingWriter) finish() {
+	w.mu.Lock()
+	first := w.first
+	w.first = nil
+	w.mu.Unlock()
+	if w.send() && len(first) > 0 {
+		w.ResponseWriter.Write(first)
+	}
+}
 
 func (w *refusingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

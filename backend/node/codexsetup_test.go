@@ -105,7 +105,7 @@ func TestCodexFromTheWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	var dl owner.CodexDownload
-	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+	for end := time.Now().Add(3 * time.Minute); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		if dl, _ = svc.CodexDownload(); dl.State != owner.DownloadRunning {
 			break
 		}

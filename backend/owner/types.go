@@ -239,6 +239,10 @@ type CodexStatus struct {
 	VersionOK bool   `json:"versionOk"`
 	LoggedIn  bool   `json:"loggedIn"`
 	Error     string `json:"error"`
+	// Pinned is the Codex release this Aether pins, was tested with and Get Codex installs;
+	// PinNote, when the codex in use is another release, says so and what may differ.
+	Pinned  string `json:"pinned"`
+	PinNote string `json:"pinNote"`
 	// Credential is how codex reaches its model: kind (api_key_env, api_key_login, chatgpt,
 	// unreadable, none), what the Status page says of it, and why turns cannot use it.
 	Credential struct {

@@ -335,6 +335,9 @@ function statusBody() {
       versionOk: true,
       loggedIn: false,
       error: "",
+      pinned: "0.171.0",
+      pinNote:
+        "Codex 0.169.0 is older than 0.171.0, the release this Aether pins and was tested with. Turns run (0.169.0 or newer is supported), without the fixes and tool changes of the releases since. To run 0.171.0, empty the codex path and use Get Codex.",
       credential: { kind: "none", summary: "not signed in", problem: "codex is not signed in" },
     },
     confinement: { available: true, mechanism: "bubblewrap 0.8.0", text: "Confinement: bubblewrap 0.8.0 — each turn sees only its brand's workspace" },
@@ -342,7 +345,7 @@ function statusBody() {
     policy: { path: "/home/owner/.config/aether/policy.json", error: policyError() },
     lastReceipts: receipts.slice(-5).reverse().map((r) => r.summary),
     model: { keySet: false, baseUrl: "", model: "", codexPath: "", check: null, gateway: { upstream: "https://api.openai.com/v1", keyPresent: false } },
-    download: { version: "0.169.0", package: "@openai/codex@0.169.0-linux-x64", state: "installed", done: 0, total: 0, path: "/home/owner/.cache/codex/bin/codex", error: "" },
+    download: { version: "0.171.0", package: "@openai/codex@0.171.0-linux-x64", state: "installed", done: 0, total: 0, path: "/home/owner/.cache/codex/bin/codex", error: "" },
     setup: [
       { id: "codex", done: true, text: "Codex 0.169.0 is ready", link: "#codex" },
       { id: "model", done: false, text: "codex is not signed in", link: "#model" },

@@ -108,6 +108,9 @@ export interface Status {
     versionOk: boolean;
     loggedIn: boolean;
     error: string;
+    /** The Codex release Aether pins; pinNote says when the codex in use is another one. */
+    pinned: string;
+    pinNote: string;
     credential: { kind: string; summary: string; problem: string };
   };
   confinement: { available: boolean; mechanism: string; text: string };

@@ -11,7 +11,7 @@
 //	FAKE_CODEX_STDERR_BYTES size of the stderr flood (default 32 MiB)
 //	FAKE_CODEX_GATE       file the gate scenario waits for before answering (or for its
 //	                      directory to be removed)
-//	FAKE_CODEX_VERSION    what --version reports (default 0.169.0)
+//	FAKE_CODEX_VERSION    what --version reports (default the pinned codexget.Version)
 //	FAKE_CODEX_LOGGED_IN  "1": `login status` exits 0, else 1 with "Not logged in"
 package codextest
 
@@ -89,7 +89,7 @@ var (
 )
 
 // BuildFake builds the fake codex once per test binary and returns its path. The binary is
-// kept in the user's cache directory under a hash of its sources, so test runs reuse it
+// kept in the user's cache directory under a hash of its checkout and sources, so test runs reuse it
 // instead of leaving a new copy behind each time.
 func BuildFake(t testing.TB) string {
 	t.Helper()
@@ -109,7 +109,7 @@ func build() (string, []byte, error) {
 	src := filepath.Join(here, "..", "testdata", "fakecodex")
 	h := sha256.New()
 	fmt.Fprintln(h, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	for _, dir := range []string{src, here} {
+	for _, dir := range []string{src, here, filepath.Join(here, "..", "..", "codexget")} { // the fake's version is the pin
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			return "", nil, err
@@ -127,7 +127,10 @@ func build() (string, []byte, error) {
 	if err != nil {
 		cache = os.TempDir()
 	}
-	dir := filepath.Join(cache, "aether-fakecodex", hex.EncodeToString(h.Sum(nil))[:16])
+	// One folder per checkout: another clone's tests (other sources, run at the same time)
+	// never remove the build this one runs.
+	checkout := sha256.Sum256([]byte(src))
+	dir := filepath.Join(cache, "aether-fakecodex-builds", hex.EncodeToString(checkout[:])[:12], hex.EncodeToString(h.Sum(nil))[:16])
 	name := "codex"
 	if runtime.GOOS == "windows" {
 		name += ".exe"
@@ -154,7 +157,7 @@ func build() (string, []byte, error) {
 	if err := os.Rename(filepath.Join(tmp, name), bin); err != nil {
 		return "", nil, err
 	}
-	// Builds of older sources are never used again.
+	// Builds of this checkout's older sources are never used again.
 	if old, err := filepath.Glob(filepath.Join(filepath.Dir(dir), "*")); err == nil {
 		for _, o := range old {
 			if o != dir {

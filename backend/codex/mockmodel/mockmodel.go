@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Step is the model's reply to one request.
@@ -23,6 +24,7 @@ type Step struct {
 	header  http.Header
 	spawn   map[string]string // spawn_agent's arguments
 	stall   int               // stream this many bytes of text, then hold the answer open
+	release <-chan struct{}   // Hold: the reply waits until it is closed
 }
 
 // Spawn replies with a call of codex's `spawn_agent` tool (the collaboration tools): a
@@ -64,6 +66,16 @@ func QuotaExceeded() Step {
 	return HTTPError(http.StatusTooManyRequests, `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`)
 }
 
+// Hold replies with step once release is closed: a turn waits on its test there, inside a
+// model request, where none of codex's tool timeouts runs (a command that waited instead
+// would be cut off by codex's exec yield on a slow machine). Meanwhile the stream carries a
+// response.in_progress event every few seconds, which codex's stream idle timeout counts as
+// life.
+func Hold(release <-chan struct{}, step Step) Step {
+	step.release = release
+	return step
+}
+
 // Request is what the mock received.
 type Request struct {
 	Path   string
@@ -87,6 +99,7 @@ type Server struct {
 	main     *script
 	agents   map[string]*script // by codex's agent_name (its turn metadata): sub-agents
 	requests []Request
+	arrived  *sync.Cond // on mu: a request arrived
 }
 
 type script struct {
@@ -114,6 +127,7 @@ func New(steps ...Step) *Server {
 		steps = []Step{Message("ok")}
 	}
 	s := &Server{main: &script{steps: steps}}
+	s.arrived = sync.NewCond(&s.mu)
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -138,6 +152,16 @@ func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Request(nil), s.requests...)
+}
+
+// WaitRequests waits until n requests have arrived: codex has sent the outputs of the
+// tool calls the first n-1 steps asked for.
+func (s *Server) WaitRequests(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.requests) < n {
+		s.arrived.Wait()
+	}
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
@@ -172,6 +196,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	sc.next++
 	s.requests = append(s.requests, req)
 	n := len(s.requests)
+	s.arrived.Broadcast()
 	s.mu.Unlock()
 
 	if step.status != 0 {
@@ -190,6 +215,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		send(w, "response.output_text.delta", map[string]any{"type": "response.output_text.delta", "item_id": fmt.Sprintf("msg_%d", n),
 			"output_index": 0, "content_index": 0, "delta": strings.Repeat("x", step.stall)})
 		<-r.Context().Done()
+		return
+	}
+	if step.release != nil && !hold(w, r, step.release, respID) {
 		return
 	}
 	var item map[string]any
@@ -223,5 +251,21 @@ func send(w http.ResponseWriter, name string, data any) {
 	fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, b)
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
+	}
+}
+
+// hold keeps the stream alive until release is closed; false: the client went away.
+func hold(w http.ResponseWriter, r *http.Request, release <-chan struct{}, respID string) bool {
+	alive := time.NewTicker(5 * time.Second)
+	defer alive.Stop()
+	for {
+		select {
+		case <-release:
+			return true
+		case <-r.Context().Done():
+			return false
+		case <-alive.C:
+			send(w, "response.in_progress", map[string]any{"type": "response.in_progress", "response": map[string]any{"id": respID}})
+		}
 	}
 }

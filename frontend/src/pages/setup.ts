@@ -80,6 +80,7 @@ function codexCard(reload: () => void) {
   const state = h("span", null);
   const facts = h("dl", { class: "kvs kvs-stacked" });
   const problem = h("p", { class: "error-text", hidden: true });
+  const pinNote = h("p", { class: "hint pin-note", role: "note", hidden: true });
   const bar = h("progress", { class: "download-bar", max: 1, value: 0, "aria-label": "Codex download" });
   const barText = h("span", { class: "muted small download-text" });
   const getBtn = h("button", { type: "button", class: "btn btn-primary", id: "get-codex" }, "Get Codex");
@@ -105,6 +106,7 @@ function codexCard(reload: () => void) {
     h("div", { class: "card-head" }, h("h2", null, "Codex"), state),
     facts,
     problem,
+    pinNote,
     get,
     h("details", { class: "more" }, h("summary", null, "Use a Codex I installed"), pathForm),
   );
@@ -191,9 +193,11 @@ function codexCard(reload: () => void) {
       );
       replace(
         facts,
-        h("div", { class: "kv" }, h("dt", null, "Version"), h("dd", null, c.version ? clean(c.version) : "—")),
+        h("div", { class: "kv" }, h("dt", null, "Version"), h("dd", null, versionText(c.version, c.pinned))),
         c.path ? h("div", { class: "kv" }, h("dt", null, "Path"), h("dd", null, h("code", { class: "mono break" }, clean(c.path)))) : null,
       );
+      pinNote.hidden = !c.pinNote;
+      pinNote.textContent = clean(c.pinNote);
       problem.hidden = !c.error || c.found;
       problem.textContent = c.found ? "" : clean(c.error);
       const needed = !c.found || !c.versionOk || running || d?.state === "failed";
@@ -214,6 +218,13 @@ function codexCard(reload: () => void) {
       if (timer !== undefined) window.clearTimeout(timer);
     },
   };
+}
+
+/** The codex in use and the release Aether pins, on one line. */
+function versionText(version: string, pinned: string): string {
+  if (!pinned) return version ? clean(version) : "—";
+  if (!version) return `— (Aether pins ${clean(pinned)})`;
+  return version === pinned ? `${clean(version)} (the pinned release)` : `${clean(version)} (Aether pins ${clean(pinned)})`;
 }
 
 function checkView(c: ModelCheck | null | undefined): HTMLElement | null {

@@ -1,4 +1,4 @@
-// Command fakecodex imitates the `codex` CLI 0.169.0 closely enough for the node's tests:
+// Command fakecodex imitates the `codex` CLI (by default the pinned release, codexget.Version) closely enough for the node's tests:
 // the same argument parsing (clap's messages and exit 2), the same start-up checks in the
 // same order with the same messages, the prompt read from stdin, -o written and the --json
 // event stream, with scenarios for the failures the runner must survive. See
@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/codex/codextest"
+	"github.com/aether/aether/backend/codexget"
 )
 
 func main() {
@@ -36,7 +37,7 @@ func main() {
 	case args[0] == "--version" || args[0] == "-V":
 		v := os.Getenv("FAKE_CODEX_VERSION")
 		if v == "" {
-			v = "0.169.0"
+			v = codexget.Version
 		}
 		fmt.Println("codex-cli " + v)
 	case args[0] == "login" && len(args) == 2 && args[1] == "status":
