@@ -7,6 +7,7 @@ package node
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -27,6 +28,7 @@ import (
 	"github.com/aether/aether/backend/datadir"
 	"github.com/aether/aether/backend/gateway"
 	"github.com/aether/aether/backend/identity"
+	"github.com/aether/aether/backend/issuer"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/model"
 	"github.com/aether/aether/backend/owner"
@@ -80,6 +82,9 @@ type Options struct {
 	// Listen opens the node's listeners; nil is net.Listen. Tests wrap it to see what
 	// reaches the node.
 	Listen func(network, address string) (net.Listener, error)
+	// IssuerRoots verifies the TLS certificates of agents' issuers in place of the system's
+	// roots: only tests set it, to trust their own CA.
+	IssuerRoots *x509.CertPool
 }
 
 func (o Options) listen(address string) (net.Listener, error) {
@@ -122,6 +127,8 @@ type Node struct {
 	// ids checks identities for the served publicUrl and audience; funnel publishes the gateway.
 	ids    identity.Current
 	funnel *reach.Switch
+	// issuer is the owner's agents' identity issuer, at <publicUrl>/id (docs/assistants.md).
+	issuer *issuer.Issuer
 
 	mu      sync.Mutex        // addrs
 	addrs   datadir.Addresses // node.json
@@ -202,6 +209,9 @@ func (n *Node) openDataDir() (err error) {
 	if n.token, err = admin.LoadOrCreateToken(n.path(datadir.TokenFile)); err != nil {
 		return err
 	}
+	if n.issuer, err = issuer.Open(n.path(datadir.IdentityKeyFile), n.path(datadir.AgentsFile), time.Now); err != nil {
+		return err
+	}
 	if n.cert, err = keys.LoadOrCreateTLS(n.path(datadir.TLSCertFile), n.path(datadir.TLSKeyFile), time.Now()); err != nil {
 		return err
 	}
@@ -260,6 +270,7 @@ func (n *Node) consentURL() string { return "https://" + n.addrs.Admin + "/pact/
 // receipts.head and ends what the last stop left running.
 func (n *Node) newServices(ctx context.Context) error {
 	publicURL := n.addrs.PublicURL
+	n.issuer.SetPublicURL(publicURL)
 	n.consent = consent.New(n.db, n.key, consent.Config{
 		PublicURL: publicURL, ConsentURL: n.consentURL(), Logger: n.log,
 	})
@@ -267,7 +278,7 @@ func (n *Node) newServices(ctx context.Context) error {
 	n.owner = owner.New(owner.Config{
 		Consent: n.consent, Ledger: n.ledger, Keys: n.history, Node: ownerNode{n}, Policy: n.policy,
 		Listen: n.addrs.Gateway, PublicURL: publicURL, AdminURL: "https://" + n.addrs.Admin, Setup: n.setup,
-		TokensToday: n.setup.TokensToday,
+		TokensToday: n.setup.TokensToday, Issuer: n.issuer, Received: n.db,
 	})
 	n.funnel = n.newFunnel()
 	n.head = &receipts.HeadFile{Path: n.path(datadir.HeadFile)}

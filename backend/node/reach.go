@@ -52,8 +52,9 @@ func (n *Node) applyPublicURL(p *policy.Policy) {
 	}
 	n.consent.SetPublicURL(p.Pact.PublicURL)
 	n.ledger.SetIssuer(p.Pact.PublicURL)
+	n.issuer.SetPublicURL(p.Pact.PublicURL)
 	n.ids.Set(identity.Config{Audience: p.Pact.Audience, AllowInsecureLocalIssuers: p.Pact.AllowInsecureLocalIssuers,
-		OwnListeners: n.ownListeners(), NodeIssuer: p.Pact.PublicURL, Logger: n.log})
+		OwnListeners: n.ownListeners(), NodeIssuer: p.Pact.PublicURL, Logger: n.log, RootCAs: n.opts.IssuerRoots})
 	n.mu.Lock()
 	changed := n.addrs.PublicURL != p.Pact.PublicURL
 	n.addrs.PublicURL = p.Pact.PublicURL
