@@ -26,6 +26,7 @@ func mcpVerb(args []string, env Env) int {
 	name := fs.String("agent", "", "the agent this assistant speaks as, as named on the My agents page (e.g. claude-desktop)")
 	dir := fs.String("data-dir", "", "the node's data dir")
 	agentDir := fs.String("agent-dir", "", "the agent folder shared with `aether agent`: saved delegation tokens, the checkpoints held of each node's log (default $XDG_CONFIG_HOME/aether/agent)")
+	wait := fs.Duration("wait", pactmcp.DefaultWait, "how long one pact_ask call waits before it answers \"still waiting\" with a handle: below the assistant's tool timeout")
 	fs.Usage = func() {
 		fmt.Fprint(env.Stderr, mcpUsage)
 		fs.PrintDefaults()
@@ -42,7 +43,7 @@ func mcpVerb(args []string, env Env) int {
 		fmt.Fprintln(env.Stderr, "aether mcp:", err)
 		return 1
 	}
-	s, err := pactmcp.New(pactmcp.Config{Agent: *name, Node: c, Dir: *agentDir, Log: env.Stderr})
+	s, err := pactmcp.New(pactmcp.Config{Agent: *name, Node: c, Dir: *agentDir, Wait: *wait, Log: env.Stderr})
 	if err != nil {
 		fmt.Fprintln(env.Stderr, "aether mcp:", err)
 		return 1

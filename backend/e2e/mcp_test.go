@@ -1,0 +1,246 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/aether/aether/backend/admin"
+	"github.com/aether/aether/backend/datadir"
+	"github.com/aether/aether/backend/node"
+	"github.com/aether/aether/backend/pactmcp"
+)
+
+// tlsFront is an https front on 127.0.0.1 with a certificate of the test CA, bound before its
+// node starts (the node's publicUrl names it) and proxying to the node's gateway once it runs.
+type tlsFront struct {
+	ln  net.Listener
+	url string
+}
+
+func newTLSFront(t *testing.T, ca *testCA) *tlsFront {
+	t.Helper()
+	leafKey, leaf := ca.root, ca.key
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: 0x1 /* digital signature */, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, leafKey, &leaf.PublicKey, leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: leaf}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return &tlsFront{ln: ln, url: "https://" + ln.Addr().String()}
+}
+
+// to serves the front, proxying to the gateway at addr (streams flushed as they come).
+func (f *tlsFront) to(addr string) {
+	target, _ := url.Parse("http://" + addr)
+	p := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }, FlushInterval: -1}
+	go (&http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}).Serve(f.ln)
+}
+
+// mcpClient is `aether mcp` started as an assistant starts it, driven by the Go SDK's client,
+// with every message it exchanged and every progress message it told.
+type mcpClient struct {
+	s          *sdk.ClientSession
+	transcript *lockedBuffer
+	mu         sync.Mutex
+	progress   []string
+	code       chan string
+}
+
+var userCodeRE = regexp.MustCompile(`\(code ([A-Z0-9]{4}-[A-Z0-9]{4})\)`)
+
+func startMCP(t *testing.T, bin string, env []string, args ...string) *mcpClient {
+	t.Helper()
+	c := &mcpClient{transcript: &lockedBuffer{}, code: make(chan string, 4)}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	client := sdk.NewClient(&sdk.Implementation{Name: "e2e-assistant", Version: "1"}, &sdk.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+			c.mu.Lock()
+			c.progress = append(c.progress, req.Params.Message)
+			c.mu.Unlock()
+			if m := userCodeRE.FindStringSubmatch(req.Params.Message); m != nil {
+				c.code <- m[1]
+			}
+		}})
+	s, err := client.Connect(context.Background(), &sdk.LoggingTransport{Transport: &sdk.CommandTransport{Command: cmd}, Writer: c.transcript}, nil)
+	if err != nil {
+		t.Fatalf("start aether mcp: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	c.s = s
+	return c
+}
+
+// call calls a tool with a progress token and decodes its structured answer into out.
+func (c *mcpClient) call(t *testing.T, name string, args, out any) *sdk.CallToolResult {
+	t.Helper()
+	p := &sdk.CallToolParams{Name: name, Arguments: args}
+	p.SetProgressToken(name + "-" + time.Now().Format("150405.000000"))
+	res, err := c.s.CallTool(context.Background(), p)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if res.IsError {
+		t.Fatalf("%s answered an error: %s", name, toolText(res))
+	}
+	data, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(data, out); err != nil {
+		t.Fatalf("%s: structured answer %s: %v", name, data, err)
+	}
+	return res
+}
+
+func toolText(res *sdk.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// TestMCPTwoNodes is the whole exchange with real parts: node A issues its owner's agent's
+// identity at its https publicUrl; A's `aether mcp`, driven over stdio by the Go SDK's MCP
+// client, asks a brand of node B (https too, through a test CA only B and the MCP server
+// trust); B's owner approves through B's admin API; the answer and its verified receipt come
+// back through MCP and stand on A's Received list; B's grants name A's agent.
+func TestMCPTwoNodes(t *testing.T) {
+	ca := newTestCA(t)
+	frontA, frontB := newTLSFront(t, ca), newTLSFront(t, ca)
+	a := newEnv(t, withPublicURL(frontA.url))
+	b := newEnv(t, withPublicURL(frontB.url), withNode(func(o *node.Options) { o.IssuerRoots = ca.pool() }))
+	frontA.to(a.n.Addresses().Gateway)
+	frontB.to(b.n.Addresses().Gateway)
+
+	addr, token, err := datadir.LocalAPI(a.dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiA := admin.NewClient(addr, token)
+	ctx := context.Background()
+	if _, err := apiA.AddAgent(ctx, "claude-desktop"); err != nil {
+		t.Fatal(err)
+	}
+
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.root.Raw}), 0o600)
+	bin := buildAether(t)
+	c := startMCP(t, bin, []string{"SSL_CERT_FILE=" + caFile},
+		"mcp", "--agent", "claude-desktop", "--data-dir", a.dataDir, "--agent-dir", filepath.Join(t.TempDir(), "agent"), "--wait", "2s")
+	cardURL := frontB.url + "/a2a/review/.well-known/agent-card.json"
+
+	var tools *sdk.ListToolsResult
+	if tools, err = c.s.ListTools(ctx, nil); err != nil || len(tools.Tools) != 3 {
+		t.Fatalf("tools: %v %v", tools, err)
+	}
+
+	var d pactmcp.Description
+	c.call(t, "pact_describe", map[string]any{"url": cardURL}, &d)
+	if d.Name != "Code review" || d.Brand != "review" || d.AccessMode != "read_only" || d.Scope != "review:read_only" || d.Node != frontB.url {
+		t.Fatalf("pact_describe: %+v", d)
+	}
+
+	// The first ask waits for B's owner: it answers "waiting" with a handle after --wait.
+	var ans pactmcp.Answer
+	c.call(t, "pact_ask", map[string]any{"url": cardURL, "message": "Review main.go"}, &ans)
+	if ans.State != "waiting" || ans.Handle == "" || ans.Code == "" || !strings.Contains(ans.Waiting, ans.Code) {
+		t.Fatalf("first pact_ask: %+v", ans)
+	}
+	code := <-c.code
+	if code != ans.Code {
+		t.Fatalf("progress told code %s, the answer %s", code, ans.Code)
+	}
+	req := b.admin.pending(code)
+	if req.Agent.Issuer != frontA.url+"/id" || req.Agent.Subject != "claude-desktop" {
+		t.Fatalf("B's consent request names %+v, want claude-desktop at %s/id", req.Agent, frontA.url)
+	}
+	if st, _ := b.admin.decide(code, "allow"); st != http.StatusOK {
+		t.Fatalf("approve: %d", st)
+	}
+	for ans.State == "waiting" {
+		handle := ans.Handle
+		ans = pactmcp.Answer{}
+		c.call(t, "pact_ask", map[string]any{"handle": handle}, &ans)
+	}
+	checkAnswered(t, "first ask", ans, frontB.url)
+
+	// A second ask needs no approval: the time from pact_ask to the answer.
+	start := time.Now()
+	ans = pactmcp.Answer{}
+	c.call(t, "pact_ask", map[string]any{"url": cardURL, "message": "Review main.go again"}, &ans)
+	took := time.Since(start)
+	for ans.State == "waiting" {
+		handle := ans.Handle
+		ans = pactmcp.Answer{}
+		c.call(t, "pact_ask", map[string]any{"handle": handle}, &ans)
+	}
+	took = time.Since(start)
+	checkAnswered(t, "second ask", ans, frontB.url)
+	t.Logf("pact_ask to answer, approval excluded (fake Codex): %s", took)
+
+	// The receipts are home: A's Received list, pact_receipts, and `aether receipts verify`.
+	got, err := apiA.Received(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Receipts) != 2 {
+		t.Fatalf("A's Received list: %+v", got.Receipts)
+	}
+	for _, r := range got.Receipts {
+		if r.Node != frontB.url || r.Brand != "review" || r.Agent != "claude-desktop" || r.Status != "completed" || !r.Verified || !r.LogConsistent || r.Ran == "" {
+			t.Fatalf("received: %+v", r)
+		}
+	}
+	var held pactmcp.ReceiptsOut
+	c.call(t, "pact_receipts", map[string]any{"filter": "review"}, &held)
+	if len(held.Receipts) != 2 {
+		t.Fatalf("pact_receipts: %+v", held)
+	}
+	var grants struct {
+		Grants []struct{ Agent struct{ Issuer, Subject string } }
+	}
+	b.admin.do("GET", "/api/grants", nil, &grants)
+	if len(grants.Grants) != 1 || grants.Grants[0].Agent.Issuer != frontA.url+"/id" || grants.Grants[0].Agent.Subject != "claude-desktop" {
+		t.Fatalf("B's grants: %+v", grants)
+	}
+	if os.Getenv("AETHER_MCP_TRANSCRIPT") != "" {
+		os.WriteFile(os.Getenv("AETHER_MCP_TRANSCRIPT"), []byte(c.transcript.String()), 0o600)
+	}
+}
+
+func checkAnswered(t *testing.T, what string, ans pactmcp.Answer, node string) {
+	t.Helper()
+	r := ans.Receipt
+	if ans.State != "answered" || ans.Answer == "" || ans.Node != node || r == nil || !r.Signature || !r.LogIncluded || !r.LogConsistent || !r.KeptAtHome || r.Problem != "" {
+		t.Fatalf("%s: %+v (receipt %+v)", what, ans, r)
+	}
+}
