@@ -226,7 +226,9 @@ func TestMCPTwoNodes(t *testing.T) {
 		t.Fatalf("pact_receipts: %+v", held)
 	}
 	var grants struct {
-		Grants []struct{ Agent struct{ Issuer, Subject string } }
+		Grants []struct {
+			Agent struct{ Issuer, Subject string }
+		}
 	}
 	b.admin.do("GET", "/api/grants", nil, &grants)
 	if len(grants.Grants) != 1 || grants.Grants[0].Agent.Issuer != frontA.url+"/id" || grants.Grants[0].Agent.Subject != "claude-desktop" {
