@@ -27,6 +27,7 @@ import (
 	"github.com/aether/aether/backend/admin"
 	"github.com/aether/aether/backend/datadir"
 	"github.com/aether/aether/backend/node"
+	ownerpkg "github.com/aether/aether/backend/owner"
 	"github.com/aether/aether/backend/pactmcp"
 )
 
@@ -234,6 +235,64 @@ func TestMCPTwoNodes(t *testing.T) {
 	if len(grants.Grants) != 1 || grants.Grants[0].Agent.Issuer != frontA.url+"/id" || grants.Grants[0].Agent.Subject != "claude-desktop" {
 		t.Fatalf("B's grants: %+v", grants)
 	}
+	t.Run("aether receipts verify checks the received receipts again", func(t *testing.T) {
+		if code, out := verifyCLI(t, a.dataDir); code != 0 || !strings.Contains(out, "Received: 2 receipt(s)") {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+	})
+	t.Run("P3 a receipt that does not verify, or is not for the agent, is refused at home", func(t *testing.T) {
+		resp, err := a.admin.hc.Get(a.admin.base + "/api/receipts/received/export")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var line ownerpkg.ReceivedExport
+		if err := json.NewDecoder(resp.Body).Decode(&line); err != nil {
+			t.Fatalf("export: %v", err)
+		}
+		forged := line.JWS[:len(line.JWS)-4] + "AAAA"
+		if forged == line.JWS {
+			forged = line.JWS[:len(line.JWS)-4] + "BBBB"
+		}
+		for name, req := range map[string]ownerpkg.ReceivedRequest{
+			"a forged signature":   {Agent: "claude-desktop", JWS: forged, Proof: line.Proof, JWKS: line.JWKS, LogConsistent: true},
+			"another agent's":      {Agent: "assistant", JWS: line.JWS, Proof: line.Proof, JWKS: line.JWKS, LogConsistent: true},
+			"checked with no keys": {Agent: "claude-desktop", JWS: line.JWS, Proof: line.Proof, JWKS: json.RawMessage(`{"keys":[]}`), LogConsistent: true},
+		} {
+			if _, err := apiA.KeepReceived(ctx, req); err == nil || !strings.Contains(err.Error(), "400") {
+				t.Errorf("%s: kept (%v)", name, err)
+			}
+		}
+		if got, _ := apiA.Received(ctx); len(got.Receipts) != 2 {
+			t.Fatalf("the Received list has %d receipts after the refusals", len(got.Receipts))
+		}
+	})
+	t.Run("I5 the identity key is not the receipts key", func(t *testing.T) {
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool()}}}
+		kids := func(u string) map[string]bool {
+			resp, err := hc.Get(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var set struct{ Keys []struct{ Kid string } }
+			json.NewDecoder(resp.Body).Decode(&set)
+			out := map[string]bool{}
+			for _, k := range set.Keys {
+				out[k.Kid] = true
+			}
+			return out
+		}
+		node, id := kids(frontA.url+"/.well-known/jwks.json"), kids(frontA.url+"/id/.well-known/jwks.json")
+		if len(node) == 0 || len(id) != 1 {
+			t.Fatalf("node JWKS %v, issuer JWKS %v", node, id)
+		}
+		for k := range id {
+			if node[k] {
+				t.Fatalf("the issuer's key %s is in the node JWKS: it would sign receipts too", k)
+			}
+		}
+	})
 	if os.Getenv("AETHER_MCP_TRANSCRIPT") != "" {
 		os.WriteFile(os.Getenv("AETHER_MCP_TRANSCRIPT"), []byte(c.transcript.String()), 0o600)
 	}

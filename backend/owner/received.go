@@ -76,7 +76,7 @@ func (s *Service) KeepReceived(ctx context.Context, req ReceivedRequest) (Receiv
 	if c == nil || (err != nil && c.Agent != me) {
 		return ReceivedReceipt{}, fmt.Errorf("%w: the receipt is refused: %v", ErrInvalid, err)
 	}
-	r := store.Received{Node: c.Issuer, RID: c.RID, Agent: req.Agent, Brand: c.Brand, Task: c.Task, Status: string(c.Status),
+	r := store.Received{Node: c.Issuer, RID: c.RID, AgentIssuer: me.Issuer, Agent: req.Agent, Brand: c.Brand, Task: c.Task, Status: string(c.Status),
 		JWS: req.JWS, Proof: req.Proof, JWKS: string(req.JWKS), Verified: err == nil, LogConsistent: req.LogConsistent && err == nil,
 		ReceivedAt: time.Now().UTC()}
 	var problems []string

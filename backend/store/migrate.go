@@ -191,7 +191,8 @@ CREATE TABLE received_receipts (
 	id             INTEGER PRIMARY KEY AUTOINCREMENT,
 	node           TEXT NOT NULL,    -- the issuing node's publicUrl (the receipt's iss)
 	rid            TEXT NOT NULL,
-	agent          TEXT NOT NULL,    -- the owner's agent (its name, the sub)
+	agent_issuer   TEXT NOT NULL,    -- the owner's agent: its issuer (<publicUrl>/id when it received it)…
+	agent          TEXT NOT NULL,    -- …and its name, the sub
 	brand          TEXT NOT NULL,
 	task           TEXT NOT NULL,
 	status         TEXT NOT NULL,

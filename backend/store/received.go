@@ -14,6 +14,7 @@ type Received struct {
 	ID            int64
 	Node          string
 	RID           string
+	AgentIssuer   string
 	Agent         string
 	Brand         string
 	Task          string
@@ -31,6 +32,7 @@ type receivedRow struct {
 	ID            int64 `gorm:"primaryKey"`
 	Node          string
 	RID           string `gorm:"column:rid"`
+	AgentIssuer   string
 	Agent         string
 	Brand         string
 	Task          string
@@ -49,13 +51,13 @@ func (receivedRow) TableName() string { return "received_receipts" }
 // KeepReceived stores r; the same receipt (node, rid) kept again keeps the first. It returns
 // the row's id.
 func (db *DB) KeepReceived(ctx context.Context, r Received) (int64, error) {
-	row := receivedRow{Node: r.Node, RID: r.RID, Agent: r.Agent, Brand: r.Brand, Task: r.Task, Status: r.Status, JWS: r.JWS,
+	row := receivedRow{Node: r.Node, RID: r.RID, AgentIssuer: r.AgentIssuer, Agent: r.Agent, Brand: r.Brand, Task: r.Task, Status: r.Status, JWS: r.JWS,
 		Proof: r.Proof, JWKS: r.JWKS, Verified: r.Verified, LogConsistent: r.LogConsistent, Problem: r.Problem, ReceivedAt: r.ReceivedAt.Unix()}
 	var id int64
 	err := db.write(ctx, func(tx *gorm.DB) error {
-		if err := tx.Exec(`INSERT INTO received_receipts (node, rid, agent, brand, task, status, jws, proof, jwks, verified, log_consistent, problem, received_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (node, rid) DO NOTHING`,
-			row.Node, row.RID, row.Agent, row.Brand, row.Task, row.Status, row.JWS, row.Proof, row.JWKS, row.Verified, row.LogConsistent, row.Problem, row.ReceivedAt).Error; err != nil {
+		if err := tx.Exec(`INSERT INTO received_receipts (node, rid, agent_issuer, agent, brand, task, status, jws, proof, jwks, verified, log_consistent, problem, received_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (node, rid) DO NOTHING`,
+			row.Node, row.RID, row.AgentIssuer, row.Agent, row.Brand, row.Task, row.Status, row.JWS, row.Proof, row.JWKS, row.Verified, row.LogConsistent, row.Problem, row.ReceivedAt).Error; err != nil {
 			return err
 		}
 		return tx.Raw(`SELECT id FROM received_receipts WHERE node = ? AND rid = ?`, row.Node, row.RID).Scan(&id).Error
@@ -78,7 +80,7 @@ func (db *DB) ReceivedReceipts(ctx context.Context, limit int) ([]Received, erro
 	}
 	out := make([]Received, len(rows))
 	for i, r := range rows {
-		out[i] = Received{ID: r.ID, Node: r.Node, RID: r.RID, Agent: r.Agent, Brand: r.Brand, Task: r.Task, Status: r.Status, JWS: r.JWS,
+		out[i] = Received{ID: r.ID, Node: r.Node, RID: r.RID, AgentIssuer: r.AgentIssuer, Agent: r.Agent, Brand: r.Brand, Task: r.Task, Status: r.Status, JWS: r.JWS,
 			Proof: r.Proof, JWKS: r.JWKS, Verified: r.Verified, LogConsistent: r.LogConsistent, Problem: r.Problem, ReceivedAt: time.Unix(r.ReceivedAt, 0).UTC()}
 	}
 	return out, nil
