@@ -240,7 +240,7 @@ func TestMCPTwoNodes(t *testing.T) {
 			t.Fatalf("exit %d:\n%s", code, out)
 		}
 	})
-	t.Run("P3 a receipt that does not verify, or is not for the agent, is refused at home", func(t *testing.T) {
+	t.Run("Q3 a receipt that does not verify, or is not for the agent, is refused at home", func(t *testing.T) {
 		resp, err := a.admin.hc.Get(a.admin.base + "/api/receipts/received/export")
 		if err != nil {
 			t.Fatal(err)

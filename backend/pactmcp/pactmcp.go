@@ -33,7 +33,7 @@ const (
 	// DefaultWait is how long one pact_ask call waits before it answers "still waiting" with a
 	// handle: below the minute after which many assistants give up on a tool call.
 	DefaultWait = 45 * time.Second
-	// DefaultAskLimit is how long an ask may take in all, approval included (docs/threats.md P4).
+	// DefaultAskLimit is how long an ask may take in all, approval included (docs/threats.md Q2).
 	DefaultAskLimit = 30 * time.Minute
 	// maxAnswerRunes caps the answer handed to the assistant; the receipt signs the whole.
 	maxAnswerRunes = 64 << 10

@@ -150,7 +150,7 @@ func (s *Server) ask(ctx context.Context, req *sdk.CallToolRequest, in AskIn) (*
 	if ans.State != "waiting" {
 		s.forget(a.handle)
 	}
-	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: ans.text()}}}, ans, nil
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: ans.text()}}, IsError: ans.State == "failed"}, ans, nil
 }
 
 // text is the answer in words, for assistants that read the content rather than the structure.
