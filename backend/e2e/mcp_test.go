@@ -235,6 +235,24 @@ func TestMCPTwoNodes(t *testing.T) {
 	if len(grants.Grants) != 1 || grants.Grants[0].Agent.Issuer != frontA.url+"/id" || grants.Grants[0].Agent.Subject != "claude-desktop" {
 		t.Fatalf("B's grants: %+v", grants)
 	}
+	t.Run("the MCP Inspector CLI lists the tools and calls pact_describe", func(t *testing.T) {
+		inspector := inspectorBin(t)
+		base := []string{"--cli", "-e", "SSL_CERT_FILE=" + caFile, bin, "mcp", "--agent", "claude-desktop", "--data-dir", a.dataDir}
+		catalog := "MCP_CATALOG_PATH=" + filepath.Join(t.TempDir(), "mcp.json") // not the user's ~/.mcp-inspector
+		run := func(args ...string) ([]byte, error) {
+			cmd := exec.Command(inspector, append(base, args...)...)
+			cmd.Env = append(os.Environ(), catalog)
+			return cmd.CombinedOutput()
+		}
+		out, err := run("--method", "tools/list")
+		if err != nil || !strings.Contains(string(out), `"pact_ask"`) || !strings.Contains(string(out), `"pact_describe"`) || !strings.Contains(string(out), `"pact_receipts"`) {
+			t.Fatalf("tools/list: %v\n%s", err, out)
+		}
+		out, err = run("--method", "tools/call", "--tool-name", "pact_describe", "--tool-arg", "url="+cardURL)
+		if err != nil || !strings.Contains(string(out), "Code review") || !strings.Contains(string(out), "verified with the node JWKS") {
+			t.Fatalf("tools/call pact_describe: %v\n%s", err, out)
+		}
+	})
 	t.Run("aether receipts verify checks the received receipts again", func(t *testing.T) {
 		if code, out := verifyCLI(t, a.dataDir); code != 0 || !strings.Contains(out, "Received: 2 receipt(s)") {
 			t.Fatalf("exit %d:\n%s", code, out)
@@ -304,4 +322,20 @@ func checkAnswered(t *testing.T, what string, ans pactmcp.Answer, node string) {
 	if ans.State != "answered" || ans.Answer == "" || ans.Node != node || r == nil || !r.Signature || !r.LogIncluded || !r.LogConsistent || !r.KeptAtHome || r.Problem != "" {
 		t.Fatalf("%s: %+v (receipt %+v)", what, ans, r)
 	}
+}
+
+// inspectorBin is the MCP Inspector's CLI from interop/node_modules (pinned in
+// interop/package.json), or skips (fails with AETHER_REQUIRE_BROWSER=1) when it is missing.
+func inspectorBin(t *testing.T) string {
+	t.Helper()
+	root := jsSDKRoot(t)
+	bin := filepath.Join(root, "interop", "node_modules", ".bin", "mcp-inspector")
+	if _, err := os.Stat(bin); err != nil {
+		msg := "the MCP Inspector test needs interop/node_modules with @modelcontextprotocol/inspector (scripts/deps.sh, or cd interop && npm ci)"
+		if os.Getenv("AETHER_REQUIRE_BROWSER") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return bin
 }
