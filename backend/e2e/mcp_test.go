@@ -137,8 +137,10 @@ func toolText(res *sdk.CallToolResult) string {
 func TestMCPTwoNodes(t *testing.T) {
 	ca := newTestCA(t)
 	frontA, frontB := newTLSFront(t, ca), newTLSFront(t, ca)
-	a := newEnv(t, withPublicURL(frontA.url))
-	b := newEnv(t, withPublicURL(frontB.url), withNode(func(o *node.Options) { o.IssuerRoots = ca.pool() }))
+	// Both nodes serve the built UI, for the window's part at the end (skipped without a browser).
+	ui := withNode(func(o *node.Options) { o.UI = os.DirFS(filepath.Join("..", "..", "frontend", "dist")) })
+	a := newEnv(t, withPublicURL(frontA.url), ui)
+	b := newEnv(t, withPublicURL(frontB.url), ui, withNode(func(o *node.Options) { o.IssuerRoots = ca.pool() }))
 	frontA.to(a.n.Addresses().Gateway)
 	frontB.to(b.n.Addresses().Gateway)
 
@@ -309,6 +311,36 @@ func TestMCPTwoNodes(t *testing.T) {
 			if node[k] {
 				t.Fatalf("the issuer's key %s is in the node JWKS: it would sign receipts too", k)
 			}
+		}
+	})
+	t.Run("the window: My agents, the Received list, and B's Sharing page naming A's agent", func(t *testing.T) {
+		root := browserRoot(t)
+		o := startOwner(t, a, root)
+		browse[map[string]any](t, o, "signin", map[string]any{"link": a.n.SignInURL()})
+		agents := browse[struct{ Rows []struct{ Name, Text string } }](t, o, "myAgents", map[string]any{"name": "assistant", "off": "assistant", "shot": "mcp-my-agents.png"})
+		if len(agents.Rows) != 2 || agents.Rows[0].Name != "claude-desktop" || !strings.Contains(agents.Rows[1].Text, "Off") {
+			t.Fatalf("My agents: %+v", agents.Rows)
+		}
+		recv := browse[struct{ Rows []struct{ RID, Text string } }](t, o, "received", map[string]any{"shot": "mcp-received.png"})
+		if len(recv.Rows) != 2 {
+			t.Fatalf("Received: %+v", recv.Rows)
+		}
+		for _, r := range recv.Rows {
+			for _, want := range []string{frontB.url, "review", "claude-desktop", "Completed", "Verified", "Consistent", "Codex"} {
+				if !strings.Contains(r.Text, want) {
+					t.Errorf("a Received row lacks %q: %q", want, r.Text)
+				}
+			}
+		}
+		noBrowserProblems(t, o)
+		ob := startOwner(t, b, root)
+		browse[map[string]any](t, ob, "signin", map[string]any{"link": b.n.SignInURL()})
+		sharing := browse[struct{ Rows []struct{ ID, Text string } }](t, ob, "sharing", map[string]any{"shot": "mcp-b-sharing.png"})
+		if len(sharing.Rows) != 1 || !strings.Contains(sharing.Rows[0].Text, "claude-desktop") || !strings.Contains(sharing.Rows[0].Text, "127.0.0.1") {
+			t.Fatalf("B's Sharing page: %+v", sharing.Rows)
+		}
+		if _, err := apiA.MintIdentity(ctx, "assistant", frontB.url); err == nil || !strings.Contains(err.Error(), "turned off") {
+			t.Fatalf("I4 the agent turned off in the window still gets a token: %v", err)
 		}
 	})
 	if os.Getenv("AETHER_MCP_TRANSCRIPT") != "" {
