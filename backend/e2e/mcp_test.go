@@ -223,6 +223,12 @@ func TestMCPTwoNodes(t *testing.T) {
 			t.Fatalf("received: %+v", r)
 		}
 	}
+	// The first answer's checkpoint, cosigned by the agent as a witness, went with the second ask.
+	var page struct{ Log struct{ Witnesses int } }
+	b.admin.do("GET", "/api/receipts", nil, &page)
+	if page.Log.Witnesses != 1 {
+		t.Fatalf("B's receipts log has %d witnesses, want A's agent", page.Log.Witnesses)
+	}
 	var held pactmcp.ReceiptsOut
 	c.call(t, "pact_receipts", map[string]any{"filter": "review"}, &held)
 	if len(held.Receipts) != 2 {

@@ -27,6 +27,7 @@ type ask struct {
 
 	mu      sync.Mutex
 	lines   []string      // what the run said, in order
+	told    int           // how many of them a call has told its assistant already
 	changed chan struct{} // closed at each new line
 	code    string        // the user code, once the device flow started
 	done    chan struct{} // closed when ans is final
@@ -99,7 +100,8 @@ func (s *Server) run(a *ask, in AskIn) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.AskLimit)
 	defer cancel()
 	res, err := agent.Run(ctx, agent.Options{Card: in.URL, Brand: in.Brand, Message: in.Message, TaskID: in.Task, Stream: true,
-		Dir: s.cfg.Dir, Subject: s.cfg.Agent, Identity: s.identity, HTTPClient: s.cfg.HTTPClient, OnUserCode: a.userCode, Log: a})
+		Dir: s.cfg.Dir, Subject: s.cfg.Agent, Identity: s.identity, HTTPClient: s.cfg.HTTPClient, OnUserCode: a.userCode, Log: a,
+		Witness: true})
 	ans := Answer{State: "answered", Handle: a.handle, Brand: in.Brand, Answer: cut(res.Answer)}
 	if res.Card != nil {
 		ans.Node, ans.Brand = res.Card.PublicURL, res.Card.Brand
@@ -143,16 +145,16 @@ func (s *Server) home(ctx context.Context, res agent.Result, runErr error) *Proo
 	return p
 }
 
-// wait waits for the ask, telling notify what the run says, at most d (or until the caller
-// goes away); then the ask goes on and the answer says "waiting" with its handle.
+// wait waits for the ask, telling notify what the run says that no call told before, at most d
+// (or until the caller goes away); then the ask goes on and the answer says "waiting" with its
+// handle.
 func (a *ask) wait(ctx context.Context, d time.Duration, notify func(context.Context, string)) Answer {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	seen := 0
 	for {
 		a.mu.Lock()
-		fresh, changed := a.lines[seen:], a.changed
-		seen = len(a.lines)
+		fresh, changed := a.lines[a.told:], a.changed
+		a.told = len(a.lines)
 		a.mu.Unlock()
 		for _, l := range fresh {
 			notify(ctx, l)
@@ -161,9 +163,10 @@ func (a *ask) wait(ctx context.Context, d time.Duration, notify func(context.Con
 		case <-a.done:
 			a.mu.Lock()
 			defer a.mu.Unlock()
-			for _, l := range a.lines[seen:] {
+			for _, l := range a.lines[a.told:] {
 				notify(ctx, l)
 			}
+			a.told = len(a.lines)
 			return a.ans
 		case <-changed:
 			continue
