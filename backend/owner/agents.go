@@ -3,6 +3,7 @@ package owner
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aether/aether/backend/issuer"
@@ -60,7 +61,7 @@ func (s *Service) MyAgents() (MyAgents, error) {
 	}
 	out := MyAgents{Agents: []MyAgent{}, Issuer: is.URL(), Ready: true}
 	if err := is.Ready(); err != nil {
-		out.Ready, out.Missing = false, agentsMissing(s.PublicURL())
+		out.Ready, out.Missing = false, agentsMissing(publicURLOf(is))
 	}
 	for _, a := range is.Agents() {
 		out.Agents = append(out.Agents, MyAgent(a))
@@ -99,7 +100,7 @@ func (s *Service) MintIdentity(name string, req MintRequest) (IdentityToken, err
 	}
 	t, err := is.Mint(name, req.Audience)
 	if errors.Is(err, issuer.ErrNotHTTPS) {
-		return t, fmt.Errorf("%w: %s", ErrInvalid, agentsMissing(s.PublicURL()))
+		return t, fmt.Errorf("%w: %s", ErrInvalid, agentsMissing(publicURLOf(is)))
 	}
 	return t, agentErr(err, name)
 }
@@ -118,6 +119,9 @@ func agentErr(err error, name string) error {
 	}
 	return err
 }
+
+// publicURLOf is the publicUrl the issuer follows.
+func publicURLOf(is *issuer.Issuer) string { return strings.TrimSuffix(is.URL(), issuer.PathPrefix) }
 
 // agentsMissing says what the owner's agents need to call other nodes.
 func agentsMissing(publicURL string) string {
