@@ -75,7 +75,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # The frontend's npm packages, and interop/'s (the A2A JavaScript SDK that backend/e2e/jssdk_test.go
-# drives), each when its package-lock.json is newer than what is installed.
+# drives, the MCP Inspector whose CLI backend/e2e/mcp_test.go runs), each when its package-lock.json is newer than what is installed.
 for dir in frontend interop; do
 	if [ ! -f $dir/node_modules/.package-lock.json ] || [ $dir/package-lock.json -nt $dir/node_modules/.package-lock.json ]; then
 		echo "== npm ci ($dir)"

@@ -514,3 +514,22 @@ func jsonBody(t *testing.T, body string) map[string]any {
 }
 
 const decisionBody = `{"userCode":"BCDF-GHJK","decision":"allow","duration":"30d"}`
+
+func (f *fakeBackend) MyAgents() (owner.MyAgents, error) { return owner.MyAgents{}, owner.ErrInvalid }
+func (f *fakeBackend) AddAgent(owner.AgentRequest) (owner.MyAgent, error) {
+	return owner.MyAgent{}, owner.ErrInvalid
+}
+func (f *fakeBackend) SetAgent(string, owner.AgentSwitch) (owner.MyAgent, error) {
+	return owner.MyAgent{}, owner.ErrInvalid
+}
+func (f *fakeBackend) MintIdentity(string, owner.MintRequest) (owner.IdentityToken, error) {
+	f.note("MintIdentity")
+	return owner.IdentityToken{Token: "minted"}, nil
+}
+func (f *fakeBackend) KeepReceived(context.Context, owner.ReceivedRequest) (owner.ReceivedReceipt, error) {
+	return owner.ReceivedReceipt{}, owner.ErrInvalid
+}
+func (f *fakeBackend) Received(context.Context) (owner.ReceivedList, error) {
+	return owner.ReceivedList{}, nil
+}
+func (f *fakeBackend) ExportReceived(context.Context, io.Writer) error { return nil }

@@ -37,6 +37,14 @@ type Backend interface {
 	CheckModel(ctx context.Context) (owner.ModelCheck, error)
 	SetFunnel(ctx context.Context, on bool) (owner.Reachability, error)
 	UseFunnelURL(ctx context.Context) (owner.Reachability, error)
+	// The owner's agents (the node is their issuer) and what they received.
+	MyAgents() (owner.MyAgents, error)
+	AddAgent(req owner.AgentRequest) (owner.MyAgent, error)
+	SetAgent(name string, req owner.AgentSwitch) (owner.MyAgent, error)
+	MintIdentity(name string, req owner.MintRequest) (owner.IdentityToken, error)
+	KeepReceived(ctx context.Context, req owner.ReceivedRequest) (owner.ReceivedReceipt, error)
+	Received(ctx context.Context) (owner.ReceivedList, error)
+	ExportReceived(ctx context.Context, w io.Writer) error
 }
 
 var _ Backend = (*owner.Service)(nil)

@@ -25,6 +25,10 @@ func (s *Server) NodeHandler() http.Handler {
 	mux.HandleFunc("/v1/admin/sign-in-link", post(s.postSignInLink))
 	mux.HandleFunc("/v1/reachability/funnel", post(s.postFunnel))
 	mux.HandleFunc("/v1/reachability/use", post(s.postUseFunnelURL))
+	mux.HandleFunc("/v1/agents", methods(map[string]http.HandlerFunc{"GET": s.getAgents, "POST": s.postAgent}))
+	mux.HandleFunc("/v1/agents/{name}", post(s.postAgentSwitch))
+	mux.HandleFunc("/v1/agents/{name}/token", post(s.postMint))
+	mux.HandleFunc("/v1/received", methods(map[string]http.HandlerFunc{"GET": s.getReceived, "POST": s.postReceived}))
 	mux.HandleFunc("/v1/runtime", get(func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.b.Runtime()) }))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, errorBody{Error: "no such API: " + r.URL.Path})
@@ -45,6 +49,7 @@ func (s *Server) NodeHandler() http.Handler {
 			writeError(w, http.StatusUnauthorized, errorBody{Error: "the admin token is required (Authorization: Bearer <token from admin.token>)"})
 			return
 		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		mux.ServeHTTP(w, r)
 	})
 }

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/receipts"
 )
 
@@ -52,6 +53,10 @@ type Options struct {
 	// IdentityToken is an identity JWT issued elsewhere; when set, no local
 	// issuer runs and this token is sent as it is.
 	IdentityToken string
+	// Identity, when set, gives the identity JWTs for the node's audience from an issuer
+	// elsewhere (`aether mcp`: the owner's node), asked again for each request; no local
+	// issuer runs.
+	Identity func(audience string) IdentitySource
 	// Audience is the aud of the identity JWTs the local issuer mints.
 	// Default: the node's publicUrl (a node's usual audience).
 	Audience string
@@ -89,6 +94,11 @@ type Result struct {
 	Answer     string
 	Receipt    *receipts.Claims // verified
 	ReceiptJWS string
+	// ReceiptProof is the receipt's tlog-proof as the node sent it, and NodeKeys the node JWKS
+	// the receipt was verified with: what lets another check it again (`aether mcp` hands
+	// both to the owner's node).
+	ReceiptProof string
+	NodeKeys     keys.History
 	// Checkpoint is the node's log checkpoint the receipt's proof names (verified, and
 	// consistent with every one this agent saw before).
 	Checkpoint *receipts.Checkpoint
@@ -132,7 +142,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return r.res, err
 	}
 	// 2. The identity.
-	closeIssuer, err := r.identify()
+	closeIssuer, err := r.identify(ctx)
 	if err != nil {
 		return r.res, err
 	}
@@ -240,11 +250,24 @@ func (r *run) readCard(ctx context.Context) error {
 
 // identify sets the client's identity: the token given, else the local issuer's, which
 // the returned func closes.
-func (r *run) identify() (func(), error) {
+func (r *run) identify(ctx context.Context) (func(), error) {
 	o, say := r.o, r.say
 	audience := o.Audience
 	if audience == "" {
 		audience = r.card.PublicURL
+	}
+	if o.Identity != nil {
+		src := o.Identity(audience)
+		tok, err := src.IdentityToken(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if r.who, err = PeekIdentity(tok); err != nil {
+			return nil, err
+		}
+		r.res.Agent, r.c.Identity = r.who, src
+		say("Agent: %s at issuer %s", r.who.Subject, r.who.Issuer)
+		return func() {}, nil
 	}
 	if o.IdentityToken != "" {
 		who, err := PeekIdentity(o.IdentityToken)
@@ -469,7 +492,7 @@ func (r *run) verifyReceipt(ctx context.Context, task *a2a.Task, out Outcome) er
 	if err != nil {
 		return fmt.Errorf("the receipt does not verify: %w", err)
 	}
-	r.res.Receipt = claims
+	r.res.Receipt, r.res.ReceiptProof, r.res.NodeKeys = claims, out.ReceiptProof, set
 	r.say("Receipt %s (seq %d, %s): signature verified with the node JWKS (key %s).", claims.RID, claims.Seq, claims.Status, claims.Kid)
 	if r.res.Checkpoint, err = checkAnswerLog(ctx, r.logs, out, claims.Seq, r.say); err != nil || !r.o.Witness {
 		return err

@@ -39,6 +39,7 @@ Usage:
   aether admin new-token [--data-dir D]   a new admin token; ends every admin session
   aether admin link [--data-dir D]        a one-time sign-in link to the admin UI
   aether agent --card URL ... a reference personal agent that walks the whole flow
+  aether mcp --agent NAME     an MCP server for your assistant: other nodes' brands as tools
   aether codex pin            the pinned Codex: version, package, tarball URL, sha512, size
   aether codex get [--dir D]  gets the pinned Codex as the Status page does; prints its path
   aether version | --version
@@ -98,6 +99,8 @@ func Main(args []string, env Env) int {
 		return adminVerb(rest, env)
 	case "agent":
 		return agent(rest, env)
+	case "mcp":
+		return mcpVerb(rest, env)
 	case "codex":
 		return codexVerb(rest, env)
 	case "version", "--version":

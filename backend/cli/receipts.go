@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/aether/aether/backend/datadir"
 	"github.com/aether/aether/backend/keys"
@@ -90,6 +91,37 @@ func receiptsVerify(args []string, env Env) int {
 	}
 	if rep.Count > 0 {
 		fmt.Fprintf(env.Stdout, "Keep this high-water mark elsewhere to detect a truncated tail later: --expect-seq %d --expect-hash %s\n", rep.LastSeq, rep.LastHash)
+	}
+	if *in == "" {
+		return verifyReceived(ctx, *dir, env)
+	}
+	return 0
+}
+
+// verifyReceived checks again what the owner's agents received from other nodes.
+func verifyReceived(ctx context.Context, dir string, env Env) int {
+	d, err := dataDir(dir)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "aether receipts verify:", err)
+		return 1
+	}
+	rs, err := datadir.OpenReceipts(d)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "aether receipts verify:", err)
+		return 1
+	}
+	defer rs.Close()
+	n, problems, err := rs.VerifyReceived(ctx)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "aether receipts verify:", err)
+		return 1
+	}
+	if len(problems) > 0 {
+		fmt.Fprintf(env.Stdout, "FAILED: %d of %d received receipt(s) do not verify:\n  %s\n", len(problems), n, strings.Join(problems, "\n  "))
+		return 1
+	}
+	if n > 0 {
+		fmt.Fprintf(env.Stdout, "Received: %d receipt(s) from other nodes; each signature and log proof verify with the JWKS and tlog-proof kept beside it.\n", n)
 	}
 	return 0
 }

@@ -18,18 +18,20 @@ import (
 
 // Files inside the data dir, besides the key ring's (backend/keys).
 const (
-	LockFile       = "node.lock"
-	TLSCertFile    = "admin-tls.crt"
-	TLSKeyFile     = "admin-tls.key"
-	TokenFile      = "admin.token"
-	DBFile         = "pact.sqlite"
-	AddressesFile  = "node.json"
-	LastPolicyFile = "last-policy"
-	PolicyFile     = "policy.json"
-	HeadFile       = "receipts.head" // the receipt chain's head, kept outside pact.sqlite
-	CodexDir       = "codex"         // codex state per conversation, and each turn's scratch
-	CodexBinDir    = "codex-bin"     // the pinned Codex, got from the window (backend/codexget)
-	TailscaleDir   = "tailscale"     // Tailscale Funnel's node state (backend/reach), mode 0700
+	LockFile        = "node.lock"
+	TLSCertFile     = "admin-tls.crt"
+	TLSKeyFile      = "admin-tls.key"
+	TokenFile       = "admin.token"
+	DBFile          = "pact.sqlite"
+	AddressesFile   = "node.json"
+	LastPolicyFile  = "last-policy"
+	PolicyFile      = "policy.json"
+	HeadFile        = "receipts.head" // the receipt chain's head, kept outside pact.sqlite
+	CodexDir        = "codex"         // codex state per conversation, and each turn's scratch
+	CodexBinDir     = "codex-bin"     // the pinned Codex, got from the window (backend/codexget)
+	TailscaleDir    = "tailscale"     // Tailscale Funnel's node state (backend/reach), mode 0700
+	IdentityKeyFile = "identity.key"  // the owner's agents' issuer key (backend/issuer): not the receipts key
+	AgentsFile      = "agents.json"   // the owner's agents the node issues identities for
 )
 
 // Default is the per-user data folder of the OS: $XDG_DATA_HOME/aether/node

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/admin"
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/receipts"
 	"github.com/aether/aether/backend/store"
@@ -146,4 +147,20 @@ func expect(seq int64, hash string) receipts.VerifyOptions {
 		return receipts.VerifyOptions{}
 	}
 	return receipts.VerifyOptions{Expect: &store.Checkpoint{Seq: seq, Hash: hash}}
+}
+
+// VerifyReceived checks again every receipt the owner's agents received from other nodes
+// (receipts.CheckReceived, with the JWKS and tlog-proof kept beside it): how many there are,
+// and what fails, one line per receipt.
+func (r *Receipts) VerifyReceived(ctx context.Context) (n int, problems []string, err error) {
+	rs, err := r.db.ReceivedReceipts(ctx, 0)
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, rec := range rs {
+		if _, _, err := receipts.CheckReceived(rec.JWS, rec.Proof, []byte(rec.JWKS), domain.Agent{Issuer: rec.AgentIssuer, Subject: rec.Agent}); err != nil {
+			problems = append(problems, fmt.Sprintf("received receipt %s from %s (agent %s): %v", rec.RID, rec.Node, rec.Agent, err))
+		}
+	}
+	return len(rs), problems, nil
 }

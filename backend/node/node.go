@@ -27,6 +27,7 @@ import (
 	"github.com/aether/aether/backend/datadir"
 	"github.com/aether/aether/backend/gateway"
 	"github.com/aether/aether/backend/identity"
+	"github.com/aether/aether/backend/issuer"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/model"
 	"github.com/aether/aether/backend/owner"
@@ -82,7 +83,8 @@ type Options struct {
 	Listen func(network, address string) (net.Listener, error)
 	// IssuerNet, set by tests only, changes how identity checks reach issuers (a resolver, a
 	// dialer and root CAs that put an issuer with a public name and address on loopback), so
-	// a public gateway is tested with public issuers (docs/threats.md N4).
+	// a public gateway is tested with public issuers (docs/threats.md N4), and roots of their
+	// own CA.
 	IssuerNet func(*identity.Config)
 }
 
@@ -126,6 +128,8 @@ type Node struct {
 	// ids checks identities for the served publicUrl and audience; funnel publishes the gateway.
 	ids    identity.Current
 	funnel *reach.Switch
+	// issuer is the owner's agents' identity issuer, at <publicUrl>/id (docs/assistants.md).
+	issuer *issuer.Issuer
 
 	mu      sync.Mutex        // addrs
 	addrs   datadir.Addresses // node.json
@@ -206,6 +210,9 @@ func (n *Node) openDataDir() (err error) {
 	if n.token, err = admin.LoadOrCreateToken(n.path(datadir.TokenFile)); err != nil {
 		return err
 	}
+	if n.issuer, err = issuer.Open(n.path(datadir.IdentityKeyFile), n.path(datadir.AgentsFile), time.Now); err != nil {
+		return err
+	}
 	if n.cert, err = keys.LoadOrCreateTLS(n.path(datadir.TLSCertFile), n.path(datadir.TLSKeyFile), time.Now()); err != nil {
 		return err
 	}
@@ -264,6 +271,7 @@ func (n *Node) consentURL() string { return "https://" + n.addrs.Admin + "/pact/
 // receipts.head and ends what the last stop left running.
 func (n *Node) newServices(ctx context.Context) error {
 	publicURL := n.addrs.PublicURL
+	n.issuer.SetPublicURL(publicURL)
 	n.consent = consent.New(n.db, n.key, consent.Config{
 		PublicURL: publicURL, ConsentURL: n.consentURL(), Logger: n.log,
 	})
@@ -271,7 +279,7 @@ func (n *Node) newServices(ctx context.Context) error {
 	n.owner = owner.New(owner.Config{
 		Consent: n.consent, Ledger: n.ledger, Keys: n.history, Node: ownerNode{n}, Policy: n.policy,
 		Listen: n.addrs.Gateway, PublicURL: publicURL, AdminURL: "https://" + n.addrs.Admin, Setup: n.setup,
-		TokensToday: n.setup.TokensToday,
+		TokensToday: n.setup.TokensToday, Issuer: n.issuer, Received: n.db,
 	})
 	n.funnel = n.newFunnel()
 	n.head = &receipts.HeadFile{Path: n.path(datadir.HeadFile)}

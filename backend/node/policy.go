@@ -4,8 +4,10 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 
 	"github.com/aether/aether/backend/gateway"
+	"github.com/aether/aether/backend/issuer"
 	"github.com/aether/aether/backend/policy"
 )
 
@@ -86,6 +88,11 @@ func (n *Node) ownListeners() []netip.AddrPort {
 // serveGateway answers on the gateway listener; with no valid policy it says
 // so (503) rather than serve a guessed one.
 func (n *Node) serveGateway(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, issuer.PathPrefix+"/") {
+		// The owner's agents' issuer: public documents, served whatever the policy's state.
+		n.issuer.Handler().ServeHTTP(w, r)
+		return
+	}
 	gw := n.gw.Load()
 	if gw == nil || n.policy.Current().Err != nil {
 		if r.URL.Path == "/healthz" {

@@ -52,6 +52,7 @@ func (n *Node) applyPublicURL(p *policy.Policy) {
 	}
 	n.consent.SetPublicURL(p.Pact.PublicURL)
 	n.ledger.SetIssuer(p.Pact.PublicURL)
+	n.issuer.SetPublicURL(p.Pact.PublicURL)
 	ids := identity.Config{Audience: p.Pact.Audience, AllowInsecureLocalIssuers: p.Pact.AllowInsecureLocalIssuers,
 		OwnListeners: n.ownListeners(), NodeIssuer: p.Pact.PublicURL, Logger: n.log}
 	if n.opts.IssuerNet != nil {

@@ -36,6 +36,7 @@ var tsAnswers = map[string]any{
 	"ConsentList": owner.ConsentList{}, "GrantList": owner.GrantList{}, "GrantAnswer": owner.GrantAnswer{},
 	"BrandList": owner.BrandList{}, "ReceiptPage": owner.ReceiptPage{}, "DenyIssuerResult": owner.DenyIssuerResult{},
 	"ConsentEvent": owner.ConsentEvent{}, "ReceiptLog": owner.ReceiptLog{}, "AgentWitnesses": owner.AgentWitnesses{},
+	"MyAgent": owner.MyAgent{}, "MyAgents": owner.MyAgents{}, "ReceivedReceipt": owner.ReceivedReceipt{}, "ReceivedList": owner.ReceivedList{},
 	// A receipt's signed claim `work` (docs/wire.md); its names are the claims'.
 	"ReceiptWork": work.Work{}, "ReceiptWorkCommand": work.Command{}, "ReceiptWorkFile": work.File{}, "ReceiptWorkPatch": work.Patch{},
 	"ReceiptCommandList": work.List[work.Command]{}, "ReceiptFileList": work.List[work.File]{}, "ReceiptPatchList": work.List[work.Patch]{},
@@ -45,6 +46,7 @@ var tsAnswers = map[string]any{
 var tsBodies = map[string]any{
 	"DecisionRequest": owner.DecisionRequest{}, "DenyIssuerRequest": owner.DenyIssuerRequest{},
 	"CodexPathRequest": owner.CodexPathRequest{}, "FunnelRequest": owner.FunnelRequest{}, "ModelRequest": owner.ModelRequest{},
+	"AgentRequest": owner.AgentRequest{}, "AgentSwitch": owner.AgentSwitch{},
 }
 
 // tsOnly is what api.ts has beyond owner's types, and why.

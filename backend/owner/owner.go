@@ -9,6 +9,7 @@ package owner
 
 import (
 	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/issuer"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/receipts"
@@ -41,6 +42,10 @@ type Config struct {
 	Setup CodexSetup
 	// TokensToday is a grant's model tokens today, as the model gateway counted them; nil = none.
 	TokensToday func(grantID string) int64
+	// Issuer is the owner's agents' identity issuer; nil where the node has none.
+	Issuer *issuer.Issuer
+	// Received keeps what the owner's agents received from other nodes; nil keeps nothing.
+	Received ReceivedStore
 }
 
 // Service carries out the owner's actions. It is safe for concurrent use.

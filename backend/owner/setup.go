@@ -90,7 +90,7 @@ type ModelCheck struct {
 
 // SetupStep is one line of the Status page's first-run checklist.
 type SetupStep struct {
-	ID   string `json:"id"` // codex, model, brand, reachable, ready
+	ID   string `json:"id"` // codex, model, brand, reachable, ready, agents
 	Done bool   `json:"done"`
 	Text string `json:"text"` // what is there, or what is missing
 	Link string `json:"link"` // where the step is done
@@ -103,6 +103,7 @@ const (
 	StepBrand     = "brand"
 	StepReachable = "reachable"
 	StepReady     = "ready"
+	StepAgents    = "agents" // the owner's own agents can call other nodes (docs/assistants.md)
 )
 
 func (s *Service) setup() (CodexSetup, error) {
@@ -226,7 +227,13 @@ func setupSteps(st Status) []SetupStep {
 			ready.Text = "the gateway is not serving"
 		}
 	}
-	return []SetupStep{codex, m, brand, reach, ready}
+	agents := SetupStep{ID: StepAgents, Link: "/agents"}
+	if ok, _ := Reachable(st.Gateway.PublicURL); ok {
+		agents.Done, agents.Text = true, "My agents can call other nodes: their issuer is "+strings.TrimRight(st.Gateway.PublicURL, "/")+"/id"
+	} else {
+		agents.Text = "My agents cannot call other nodes yet: " + agentsMissing(st.Gateway.PublicURL)
+	}
+	return []SetupStep{codex, m, brand, reach, ready, agents}
 }
 
 // Reachable says whether agents elsewhere can reach the gateway at publicURL: an https address

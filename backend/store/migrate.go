@@ -209,6 +209,29 @@ CREATE TABLE log_cosignatures (
 	PRIMARY KEY (agent_issuer, agent_subject)
 );
 `,
+	// 8: receipts the owner's agents received from other nodes (docs/assistants.md): each as it
+	// came, with the JWKS and tlog-proof it was checked with, so it can be checked again offline,
+	// and what the checks found on arrival.
+	`
+CREATE TABLE received_receipts (
+	id             INTEGER PRIMARY KEY AUTOINCREMENT,
+	node           TEXT NOT NULL,    -- the issuing node's publicUrl (the receipt's iss)
+	rid            TEXT NOT NULL,
+	agent_issuer   TEXT NOT NULL,    -- the owner's agent: its issuer (<publicUrl>/id when it received it)…
+	agent          TEXT NOT NULL,    -- …and its name, the sub
+	brand          TEXT NOT NULL,
+	task           TEXT NOT NULL,
+	status         TEXT NOT NULL,
+	jws            TEXT NOT NULL,
+	proof          TEXT NOT NULL,    -- the C2SP tlog-proof that came with it
+	jwks           TEXT NOT NULL,    -- the node JWKS it was checked with
+	verified       INTEGER NOT NULL, -- signature and log inclusion held on arrival
+	log_consistent INTEGER NOT NULL, -- the node's log was consistent with every checkpoint the agent held
+	problem        TEXT NOT NULL,    -- why not, in words
+	received_at    INTEGER NOT NULL, -- Unix seconds
+	UNIQUE (node, rid)
+);
+`,
 }
 
 func (db *DB) migrate() error {

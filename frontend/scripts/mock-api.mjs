@@ -148,6 +148,11 @@ if (!EMPTY) {
 
 const b64u = (s) => Buffer.from(s).toString("base64url");
 let receipts = [];
+const myAgents = [{ name: "claude-desktop", on: true, created: "2026-11-30T09:00:00Z" }];
+const received = [
+  { id: 1, node: "https://friend.example", rid: "r_mock1", agent: "claude-desktop", brand: "review", task: "t_mock1", status: "completed",
+    verified: true, logConsistent: true, problem: "", ran: "Codex 0.169.0, read-only, in bubblewrap 0.8.0: 2 command(s), 0 file(s) changed", receivedAt: "2026-12-01T10:00:00Z" },
+];
 let prevHash = "0".repeat(64);
 const sha = (s) => crypto.createHash("sha256").update(s).digest("hex");
 /** mockWork is a receipt's work claim (docs/wire.md, "What the turn did"), as the node escapes and bounds it. */
@@ -352,6 +357,7 @@ function statusBody() {
       { id: "brand", done: brands.length > 0, text: `${brands.length} brand(s) offered`, link: "/brands" },
       { id: "reachable", done: true, text: "agents reach this node at https://aether.example.com", link: "#reachability" },
       { id: "ready", done: false, text: "not ready for agents yet", link: "" },
+      { id: "agents", done: true, text: "My agents can call other nodes: their issuer is https://aether.example.com/id", link: "/agents" },
     ],
     reachability: { mode: "proxy", state: "off", url: "https://aether.example.com", device: "", reason: "", fix: "", loginUrl: "", inUse: true },
   };
@@ -501,6 +507,25 @@ const server = http.createServer(async (req, res) => {
       broadcast("grant", g);
     }
     return send(res, 200, { grant: g });
+  }
+  if (p === "/api/receipts/received" && method === "GET") {
+    return send(res, 200, { receipts: received });
+  }
+  if (p === "/api/agents" && method === "GET") {
+    return send(res, 200, { agents: myAgents, issuer: "https://aether.example.ts.net/id", ready: true, missing: "" });
+  }
+  if (p === "/api/agents" && method === "POST") {
+    const b = await readBody(req);
+    if (!/^[a-z0-9][a-z0-9._-]{0,63}$/.test(b.name || "")) return send(res, 400, { error: "invalid request: an agent's name is 1 to 64 characters" });
+    const a = { name: b.name, on: true, created: iso(now()) };
+    myAgents.push(a);
+    return send(res, 200, a);
+  }
+  if ((m = p.match(/^\/api\/agents\/([^/]+)$/)) && method === "POST") {
+    const a = myAgents.find((x) => x.name === decodeURIComponent(m[1]));
+    if (!a) return send(res, 404, { error: "not found" });
+    a.on = Boolean((await readBody(req)).on);
+    return send(res, 200, a);
   }
   if (p === "/api/receipts/export" && method === "GET") {
     const lines = filterReceipts(url.searchParams).map((r) => JSON.stringify({ ...r.summary, jws: r.jws })).join("\n");

@@ -309,6 +309,49 @@ export interface BrandList {
   brands: Brand[];
 }
 
+/** One of the owner's own agents: the node is its identity issuer (docs/assistants.md). */
+export interface MyAgent {
+  name: string;
+  on: boolean;
+  created: string;
+}
+
+/** GET /api/agents: the agents, their issuer, and whether tokens can be minted, else what is missing. */
+export interface MyAgents {
+  agents: MyAgent[];
+  issuer: string;
+  ready: boolean;
+  missing: string;
+}
+
+export interface AgentRequest {
+  name: string;
+}
+
+export interface AgentSwitch {
+  on: boolean;
+}
+
+/** A receipt one of the owner's agents received from another node. */
+export interface ReceivedReceipt {
+  id: number;
+  node: string;
+  rid: string;
+  agent: string;
+  brand: string;
+  task: string;
+  status: string;
+  verified: boolean;
+  logConsistent: boolean;
+  problem: string;
+  ran: string;
+  receivedAt: string;
+}
+
+export interface ReceivedList {
+  receipts: ReceivedReceipt[];
+}
+
 export interface ReceiptPage {
   receipts: ReceiptSummary[];
   nextCursor: string;
@@ -472,6 +515,10 @@ export const api = {
   checkModel: () => request<ModelCheck>("POST", "/api/model/check"),
   setFunnel: (on: boolean) => request<Reachability>("POST", "/api/reachability/funnel", { on } satisfies FunnelRequest),
   useFunnelUrl: () => request<Reachability>("POST", "/api/reachability/use"),
+  myAgents: () => request<MyAgents>("GET", "/api/agents"),
+  addAgent: (name: string) => request<MyAgent>("POST", "/api/agents", { name } satisfies AgentRequest),
+  setAgent: (name: string, on: boolean) => request<MyAgent>("POST", `/api/agents/${enc(name)}`, { on } satisfies AgentSwitch),
+  received: () => request<ReceivedList>("GET", "/api/receipts/received"),
 };
 
 export function errorMessage(e: unknown): string {

@@ -9,6 +9,7 @@ import { consentPage } from "./pages/consent";
 import { sharingPage } from "./pages/sharing";
 import { receiptsPage } from "./pages/receipts";
 import { brandsPage } from "./pages/brands";
+import { agentsPage } from "./pages/agents";
 import { signInScreen } from "./pages/signin";
 
 const routes: Route[] = [
@@ -17,6 +18,7 @@ const routes: Route[] = [
   { path: "/sharing", label: "Sharing", page: sharingPage, icon: "⇄" },
   { path: "/receipts", label: "Receipts", page: receiptsPage, icon: "≡" },
   { path: "/brands", label: "Brands", page: brandsPage, icon: "◆" },
+  { path: "/agents", label: "My agents", page: agentsPage, icon: "➚" },
 ];
 
 let signedOut = false;

@@ -288,6 +288,38 @@ const steps = {
     return { verify: text, ok: await verify.evaluate((el) => el.classList.contains("verify-ok")), detail: await page.locator("main").innerText() };
   },
 
+  /** myAgents names an agent on the My agents page, optionally turns it off, and reads the rows. */
+  async myAgents({ name, off, shot: shotName }) {
+    await page.goto("/agents");
+    await page.getByRole("heading", { name: "My agents", level: 1 }).waitFor();
+    if (name) {
+      await page.getByLabel("Name", { exact: true }).fill(name);
+      await page.getByRole("button", { name: "Add agent" }).click();
+      await page.locator(`tr[data-agent="${name}"]`).waitFor();
+    }
+    if (off) {
+      const row = page.locator(`tr[data-agent="${off}"]`);
+      await row.getByRole("button", { name: "Turn off" }).click();
+      await row.getByRole("button", { name: "Turn on" }).waitFor();
+    }
+    const rows = await page.locator("tr.agent-row").evaluateAll((trs) => trs.map((tr) => ({ name: tr.dataset.agent, text: tr.innerText })));
+    await page.mouse.move(0, 0);
+    await shot(page, shotName);
+    return { rows, text: await page.locator("main").innerText() };
+  },
+
+  /** received reads the Receipts page's Received list. */
+  async received({ shot: name }) {
+    await page.goto("/receipts");
+    await page.getByRole("heading", { name: "Received", level: 2 }).waitFor();
+    await page.locator("tr.received-row").first().waitFor();
+    const rows = await page.locator("tr.received-row").evaluateAll((trs) => trs.map((tr) => ({ rid: tr.dataset.rid, text: tr.innerText })));
+    await page.locator("section.received").scrollIntoViewIfNeeded();
+    await page.mouse.move(0, 0);
+    await shot(page, name);
+    return { rows };
+  },
+
   /** status opens the status page. */
   async status({ shot: name }) {
     await page.goto("/");

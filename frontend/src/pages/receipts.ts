@@ -2,6 +2,7 @@ import { api, ApiError, errorMessage, type ReceiptSummary, type ReceiptDetail } 
 import { h, replace, banner, clean, untrusted, agentView, timeCell, fmtTime, copyText, parseTime, uid } from "../dom";
 import { on } from "../events";
 import { navigate, type PageDef } from "../router";
+import { receivedSection } from "./received";
 import { pageHeader, loading, receiptStatusBadge, receiptAgentCell } from "./common";
 import { receiptLogCard } from "./receiptlog";
 import { whatRan } from "./whatran";
@@ -99,7 +100,7 @@ export const receiptsPage: PageDef = {
     const detail = h("aside", { class: "detail", "aria-label": "Receipt", tabindex: "-1", hidden: true });
     const layout = h("div", { class: "receipts-layout" }, newNote, listArea, detail);
     const logArea = h("div", { class: "receipt-log-slot" });
-    replace(root, pageHeader("Receipts", "Every answered turn, signed by this node. Newest first.", exportLink), logArea, form, layout);
+    replace(root, pageHeader("Receipts", "Every answered turn, signed by this node. Newest first.", exportLink), logArea, form, layout, receivedSection());
 
     function syncForm(): void {
       agentIn.value = filters.agent;

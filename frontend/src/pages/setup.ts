@@ -20,6 +20,7 @@ const STEP_TITLES: Record<string, string> = {
   brand: "A brand",
   reachable: "Reachable",
   ready: "Ready for agents",
+  agents: "My agents can call other nodes",
 };
 
 const STEP_ACTIONS: Record<string, string> = {
@@ -27,6 +28,7 @@ const STEP_ACTIONS: Record<string, string> = {
   model: "Set a key",
   brand: "Add a brand",
   reachable: "Set up reachability",
+  agents: "My agents",
 };
 
 function mb(n: number): string {
