@@ -166,7 +166,7 @@ func TestLogMovesToCommitments(t *testing.T) {
 	e.run(0, 5, 1)
 	rows := e.rows()
 	e.close()
-	// The log as the code before migration 7 left it.
+	// The log as the code before migration 7 left it (and without migration 8's table).
 	old := &memTree{}
 	for i, r := range rows {
 		if _, err := old.add(int64(i), []byte(r.JWS)); err != nil {
@@ -182,7 +182,7 @@ func TestLogMovesToCommitments(t *testing.T) {
 		t.Fatal(err)
 	}
 	stmts := append([]string{}, untrigger...)
-	stmts = append(stmts, `DELETE FROM log_hashes`, `DELETE FROM log_checkpoints`, `PRAGMA user_version = 6`,
+	stmts = append(stmts, `DELETE FROM log_hashes`, `DELETE FROM log_checkpoints`, `DROP TABLE received_receipts`, `PRAGMA user_version = 6`,
 		`UPDATE meta SET value = 'node.example/log' WHERE key = 'log.origin'`,
 		`INSERT INTO log_checkpoints (size, note) VALUES (5, `+sqlQuote(string(legacy))+`)`)
 	for i, h := range old.hashes {

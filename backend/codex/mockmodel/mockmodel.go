@@ -164,6 +164,22 @@ func (s *Server) WaitRequests(n int) {
 	}
 }
 
+// record keeps req and picks its step: the script of the codex agent that sent it (Agent),
+// else the main one. n counts the requests so far, req included.
+func (s *Server) record(req Request) (step Step, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc := s.main
+	if a, ok := s.agents[fmt.Sprint(req.TurnMetadata()["agent_name"])]; ok {
+		sc = a
+	}
+	step = sc.steps[min(sc.next, len(sc.steps)-1)]
+	sc.next++
+	s.requests = append(s.requests, req)
+	s.arrived.Broadcast()
+	return step, len(s.requests)
+}
+
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 	if err != nil {
@@ -187,17 +203,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			req.ToolOutput = append(req.ToolOutput, string(raw))
 		}
 	}
-	s.mu.Lock()
-	sc := s.main
-	if a, ok := s.agents[fmt.Sprint(req.TurnMetadata()["agent_name"])]; ok {
-		sc = a
-	}
-	step := sc.steps[min(sc.next, len(sc.steps)-1)]
-	sc.next++
-	s.requests = append(s.requests, req)
-	n := len(s.requests)
-	s.arrived.Broadcast()
-	s.mu.Unlock()
+	step, n := s.record(req)
 
 	if step.status != 0 {
 		for k, v := range step.header {
