@@ -30,6 +30,7 @@ const (
 	CodexDir       = "codex"         // codex state per conversation, and each turn's scratch
 	CodexBinDir    = "codex-bin"     // the pinned Codex, got from the window (backend/codexget)
 	TailscaleDir   = "tailscale"     // Tailscale Funnel's node state (backend/reach), mode 0700
+	DevicesFile    = "devices.json"  // the owner's paired phones (backend/devices), mode 0600
 )
 
 // Default is the per-user data folder of the OS: $XDG_DATA_HOME/aether/node

@@ -15,6 +15,7 @@ import (
 func (n *Node) newFunnel() *reach.Switch {
 	cfg := n.opts.Reach
 	cfg.Dir, cfg.Handler, cfg.Logger = n.path(datadir.TailscaleDir), http.HandlerFunc(n.serveGateway), n.log
+	cfg.Tailnet = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { n.phones.ServeHTTP(w, r) })
 	cfg.OnChange = func(reach.Status) { n.owner.ReachabilityChanged() }
 	return &reach.Switch{Config: cfg}
 }

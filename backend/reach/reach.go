@@ -48,6 +48,9 @@ type Config struct {
 	Dir      string       // tsnet's state: <data dir>/tailscale, kept at mode 0700
 	Hostname string       // the device name asked for ("" = "aether"); the tailnet may add a suffix
 	Handler  http.Handler // the gateway's handler: all the Funnel listener serves
+	// Tailnet, when set, is the owner's pages: served on the tailnet listener (tailnet.go) to
+	// the devices of the node's own Tailscale user, never on the Funnel listener.
+	Tailnet http.Handler
 	Logger   *slog.Logger
 	OnChange func(Status) // called after every change of Status, in order
 	// ConnectTimeout is how long joining may take before the control server counts as
@@ -70,7 +73,8 @@ type Publisher struct {
 
 	mu    sync.Mutex
 	st    Status
-	http  *http.Server // the Funnel listener's server, once listening
+	http    *http.Server // the Funnel listener's server, once listening
+	tailnet *http.Server // the owner's tailnet listener's server, once listening
 	wasUp bool         // Running once: a later NeedsLogin is a logout
 }
 
@@ -126,12 +130,16 @@ func (p *Publisher) Tailnet() *tsnet.Server { return p.srv }
 func (p *Publisher) Stop(ctx context.Context) error {
 	p.cancel()
 	p.mu.Lock()
-	hs := p.http
+	servers := []*http.Server{p.http, p.tailnet}
 	p.mu.Unlock()
 	var err error
-	if hs != nil {
-		if err = hs.Shutdown(ctx); err != nil {
+	for _, hs := range servers {
+		if hs == nil {
+			continue
+		}
+		if e := hs.Shutdown(ctx); e != nil {
 			hs.Close()
+			err = e
 		}
 	}
 	<-p.done

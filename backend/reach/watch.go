@@ -141,6 +141,15 @@ func (p *Publisher) publish(ctx context.Context, lc *local.Client) {
 	if len(st.CertDomains) > 0 {
 		device = st.CertDomains[0]
 	}
+	p.mu.Lock()
+	owners := p.cfg.Tailnet != nil && p.tailnet == nil
+	p.mu.Unlock()
+	if owners {
+		if err := p.listenTailnet(lc, st.Self.UserID, device); err != nil {
+			p.fail("the owner's pages could not listen on the tailnet: "+err.Error(), "turn Funnel off and on again")
+			return
+		}
+	}
 	p.set(Status{State: Published, URL: "https://" + device, Device: device})
 }
 
