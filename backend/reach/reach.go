@@ -50,7 +50,7 @@ type Config struct {
 	Handler  http.Handler // the gateway's handler: all the Funnel listener serves
 	// Tailnet, when set, is the owner's pages: served on the tailnet listener (tailnet.go) to
 	// the devices of the node's own Tailscale user, never on the Funnel listener.
-	Tailnet http.Handler
+	Tailnet  http.Handler
 	Logger   *slog.Logger
 	OnChange func(Status) // called after every change of Status, in order
 	// ConnectTimeout is how long joining may take before the control server counts as
@@ -71,11 +71,11 @@ type Publisher struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu    sync.Mutex
-	st    Status
+	mu      sync.Mutex
+	st      Status
 	http    *http.Server // the Funnel listener's server, once listening
 	tailnet *http.Server // the owner's tailnet listener's server, once listening
-	wasUp bool         // Running once: a later NeedsLogin is a logout
+	wasUp   bool         // Running once: a later NeedsLogin is a logout
 }
 
 // Start joins the tailnet in the background and publishes once it is up; Status follows it.
