@@ -90,7 +90,7 @@ func (s *Server) servePair(w http.ResponseWriter, r *http.Request, peer TailnetP
 }
 
 // serveDeviceAPI is the API a paired device may call: its session, the pending requests and
-// decisions, its push subscription. Nothing else of the owner's API is on the tailnet (O2).
+// decisions (and "Deny all from this issuer"), its push subscription. Nothing else of the owner's API is on the tailnet (O2).
 func (s *Server) serveDeviceAPI(w http.ResponseWriter, r *http.Request, peer TailnetPeer, origin string) {
 	c, err := r.Cookie(DeviceCookie)
 	if err != nil || c.Value == "" {
@@ -125,6 +125,7 @@ func (s *Server) phoneRoutes() *http.ServeMux {
 	mux.HandleFunc("/api/session", get(s.getSession))
 	mux.HandleFunc("/api/consent", get(s.getConsent))
 	mux.HandleFunc("/api/consent/{id}/decision", post(s.postDecision))
+	mux.HandleFunc("/api/consent/deny-issuer", post(s.postDenyIssuer))
 	mux.HandleFunc("/api/device/push", methods(map[string]http.HandlerFunc{"PUT": s.putPush, "DELETE": s.deletePush}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, errorBody{Error: "no such API on a phone: " + r.URL.Path})

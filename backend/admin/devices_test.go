@@ -162,7 +162,7 @@ func TestPhone(t *testing.T) {
 		for _, c := range []struct{ method, path string }{
 			{"GET", "/api/grants"}, {"POST", "/api/grants/g1/revoke"}, {"GET", "/api/brands"}, {"PUT", "/api/brands/docs"},
 			{"GET", "/api/receipts"}, {"GET", "/api/model"}, {"POST", "/api/reachability/funnel"}, {"GET", "/api/devices"},
-			{"POST", "/api/devices/pair"}, {"GET", "/api/events"}, {"POST", "/api/consent/deny-issuer"}, {"GET", "/api/status"},
+			{"POST", "/api/devices/pair"}, {"GET", "/api/events"}, {"GET", "/api/status"},
 		} {
 			resp, body := p.phone(c.method, c.path, "{}", p.phoneHeaders(cookie, csrf))
 			if resp.StatusCode != http.StatusNotFound {

@@ -61,6 +61,9 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, name string) 
 	}
 	h := w.Header()
 	ctype := mime.TypeByExtension(path.Ext(name))
+	if path.Ext(name) == ".webmanifest" { // the phone's web app manifest; not in every system's MIME table
+		ctype = "application/manifest+json"
+	}
 	if ctype == "" {
 		ctype = http.DetectContentType(data)
 	}

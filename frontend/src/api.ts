@@ -368,7 +368,7 @@ export function isDesktop(): boolean {
   return desktop;
 }
 
-async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
+export async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
   try {
     return await send<T>(method, path, body);
   } catch (e) {

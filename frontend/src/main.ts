@@ -10,6 +10,7 @@ import { sharingPage } from "./pages/sharing";
 import { receiptsPage } from "./pages/receipts";
 import { brandsPage } from "./pages/brands";
 import { signInScreen } from "./pages/signin";
+import { phonesPage } from "./pages/phones";
 
 const routes: Route[] = [
   { path: "/", label: "Status", page: statusPage, icon: "◉" },
@@ -17,6 +18,7 @@ const routes: Route[] = [
   { path: "/sharing", label: "Sharing", page: sharingPage, icon: "⇄" },
   { path: "/receipts", label: "Receipts", page: receiptsPage, icon: "≡" },
   { path: "/brands", label: "Brands", page: brandsPage, icon: "◆" },
+  { path: "/phones", label: "Phones", page: phonesPage, icon: "▯" },
 ];
 
 let signedOut = false;
