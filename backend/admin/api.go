@@ -44,6 +44,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("/api/model/check", post(s.postModelCheck))
 	mux.HandleFunc("/api/reachability/funnel", post(s.postFunnel))
 	mux.HandleFunc("/api/reachability/use", post(s.postUseFunnelURL))
+	mux.HandleFunc("/api/reachability/check", post(s.postCheckReachability))
 	mux.HandleFunc("/api/devices", get(s.getDevices))
 	mux.HandleFunc("/api/devices/pair", post(s.postPair))
 	mux.HandleFunc("/api/devices/{id}/revoke", post(s.postRevokeDevice))
@@ -386,6 +387,16 @@ func (s *Server) postFunnel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.b.SetFunnel(r.Context(), *req.On)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// postCheckReachability asks the published address again (the card's "Check again").
+func (s *Server) postCheckReachability(w http.ResponseWriter, r *http.Request) {
+	res, err := s.b.CheckReachability(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -37,7 +37,7 @@ func (n *Node) reachability() owner.Reachability {
 	}
 	st := pub.Status()
 	return owner.Reachability{Mode: owner.ReachFunnel, State: string(st.State), URL: st.URL, Device: st.Device,
-		Reason: st.Reason, Fix: st.Fix, LoginURL: st.LoginURL}
+		Reason: st.Reason, Fix: st.Fix, LoginURL: st.LoginURL, Probe: st.Probe, ProbeReason: st.ProbeReason}
 }
 
 // FunnelTailnet is the Funnel node when publishing is on (tests drive their ingress with it).

@@ -22,6 +22,11 @@ type Reachability struct {
 	Reason   string `json:"reason"`   // why it is not reachable
 	Fix      string `json:"fix"`      // what to do about it
 	LoginURL string `json:"loginUrl"` // where to sign in to the tailnet
+	// Probe is what the published address answered when the node last asked it as an agent
+	// would: "checking", "reachable" or "unreachable" (ProbeReason says why); "" before the
+	// first check, and when not published.
+	Probe       string `json:"probe"`
+	ProbeReason string `json:"probeReason"`
 	// InUse: publicUrl and audience are URL. A published URL not in use waits for the owner
 	// to confirm it (UseFunnelURL): agents are told the old publicUrl until then.
 	InUse bool `json:"inUse"`
@@ -38,6 +43,12 @@ const (
 const (
 	ReachStateOff       = "off"
 	ReachStatePublished = "published"
+)
+
+// Reachability.Probe: what the published address answered the node asking as an agent would.
+const (
+	ProbeReachable   = "reachable"
+	ProbeUnreachable = "unreachable"
 )
 
 // EventReachability is sent when Reachability changes; Data: Reachability.
@@ -92,6 +103,16 @@ func (s *Service) UseFunnelURL(ctx context.Context) (Reachability, error) {
 		return Reachability{}, err
 	}
 	s.ReachabilityChanged() // now in use: the tray and the window follow
+	return s.Reachability(), nil
+}
+
+// CheckReachability asks the published address again now; the answer comes as a
+// reachability event (the check takes up to 15 s).
+func (s *Service) CheckReachability(ctx context.Context) (Reachability, error) {
+	if r := s.cfg.Node.Reach(); r.State != ReachStatePublished {
+		return Reachability{}, fmt.Errorf("%w: the gateway is not published with Tailscale Funnel", ErrInvalid)
+	}
+	s.cfg.Node.Recheck()
 	return s.Reachability(), nil
 }
 

@@ -41,6 +41,10 @@ type Status struct {
 	Reason   string // why it is not reachable (Failed, or a LoggingIn after a logout)
 	Fix      string // what the owner can do about it
 	LoginURL string // where to sign in (LoggingIn)
+	// Probe is what the public address answered when the node last asked it (probe.go):
+	// ProbeChecking, ProbeReachable or ProbeUnreachable with ProbeReason; "" before the first.
+	Probe       string
+	ProbeReason string
 }
 
 // Config is what a Publisher serves and where it keeps its state.
@@ -57,6 +61,11 @@ type Config struct {
 	// unreachable (still retried). 0 means 30 s.
 	ConnectTimeout time.Duration
 
+	// Probe asks the public address as an agent would (nil: http.DefaultClient, the system's
+	// resolver and the internet); ProbeEvery is how often (0: every 5 minutes).
+	Probe      *http.Client
+	ProbeEvery time.Duration
+
 	// Tests only: a loopback control server, an in-memory ephemeral node, and the test
 	// certificate issuer's TLS config in place of the tailnet's Let's Encrypt certificate.
 	ControlURL string
@@ -66,16 +75,19 @@ type Config struct {
 
 // Publisher runs one tsnet node and its Funnel listener.
 type Publisher struct {
-	cfg    Config
-	srv    *tsnet.Server
-	cancel context.CancelFunc
-	done   chan struct{}
+	cfg     Config
+	srv     *tsnet.Server
+	cancel  context.CancelFunc
+	done    chan struct{}
+	recheck chan struct{} // Recheck's: probe now
 
 	mu      sync.Mutex
 	st      Status
 	http    *http.Server // the Funnel listener's server, once listening
 	tailnet *http.Server // the owner's tailnet listener's server, once listening
 	wasUp   bool         // Running once: a later NeedsLogin is a logout
+
+	probeOnce sync.Once // probeLoop runs once per Publisher
 }
 
 // Start joins the tailnet in the background and publishes once it is up; Status follows it.
@@ -111,7 +123,7 @@ func Start(cfg Config) (*Publisher, error) {
 		srv.Store = new(mem.Store)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Publisher{cfg: cfg, srv: srv, cancel: cancel, done: make(chan struct{}), st: Status{State: Starting}}
+	p := &Publisher{cfg: cfg, srv: srv, cancel: cancel, done: make(chan struct{}), recheck: make(chan struct{}, 1), st: Status{State: Starting}}
 	go p.run(ctx)
 	return p, nil
 }
@@ -158,7 +170,14 @@ func (p *Publisher) set(st Status) {
 	log := p.cfg.Logger.With("state", st.State)
 	switch st.State {
 	case Published:
-		log.Info("reachable from the internet (Tailscale Funnel)", "url", st.URL, "device", st.Device)
+		switch st.Probe {
+		case "":
+			log.Info("published with Tailscale Funnel; checking that it is reachable", "url", st.URL, "device", st.Device)
+		case ProbeReachable:
+			log.Info("reachable from the internet (Tailscale Funnel)", "url", st.URL, "device", st.Device)
+		case ProbeUnreachable:
+			log.Warn("published, but not reachable from the internet (Tailscale Funnel)", "url", st.URL, "reason", st.ProbeReason)
+		}
 	case LoggingIn:
 		// Never the link: whoever opens it first puts this device in their tailnet. The
 		// window and the terminal of `node serve` show it (docs/deploy.md).

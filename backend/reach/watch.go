@@ -150,7 +150,13 @@ func (p *Publisher) publish(ctx context.Context, lc *local.Client) {
 			return
 		}
 	}
-	p.set(Status{State: Published, URL: "https://" + device, Device: device})
+	url := "https://" + device
+	if cur := p.Status(); cur.State == Published && cur.URL == url {
+		return // still published: the probe's word stands
+	}
+	p.set(Status{State: Published, URL: url, Device: device})
+	p.probeOnce.Do(func() { go p.probeLoop(ctx) })
+	p.Recheck()
 }
 
 // funnelRefusal turns ListenFunnel's error into what the owner reads and can do.

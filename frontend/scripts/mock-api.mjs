@@ -350,7 +350,7 @@ function statusBody() {
       { id: "reachable", done: true, text: "agents reach this node at https://aether.example.com", link: "#reachability" },
       { id: "ready", done: false, text: "not ready for agents yet", link: "" },
     ],
-    reachability: { mode: "proxy", state: "off", url: "https://aether.example.com", device: "", reason: "", fix: "", loginUrl: "", inUse: true },
+    reachability: { mode: "proxy", state: "off", url: "https://aether.example.com", device: "", reason: "", fix: "", loginUrl: "", probe: "", probeReason: "", inUse: true },
   };
 }
 

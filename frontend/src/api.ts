@@ -180,6 +180,9 @@ export interface Reachability {
   reason: string;
   fix: string;
   loginUrl: string;
+  /** What the published address answered when the node last asked it as an agent would. */
+  probe: "" | "checking" | "reachable" | "unreachable";
+  probeReason: string;
   inUse: boolean;
 }
 
@@ -464,6 +467,7 @@ export const api = {
   checkModel: () => request<ModelCheck>("POST", "/api/model/check"),
   setFunnel: (on: boolean) => request<Reachability>("POST", "/api/reachability/funnel", { on } satisfies FunnelRequest),
   useFunnelUrl: () => request<Reachability>("POST", "/api/reachability/use"),
+  checkReachability: () => request<Reachability>("POST", "/api/reachability/check"),
 };
 
 export function errorMessage(e: unknown): string {

@@ -17,7 +17,8 @@ export function reachBadge(r: Reachability): HTMLElement {
   if (r.mode !== "funnel") return badge("Off", "neutral");
   switch (r.state) {
     case "published":
-      return r.inUse ? badge("Reachable", "ok") : badge("Published", "warn");
+      if (r.probe === "unreachable") return badge("Not reachable", "bad");
+      return r.inUse && r.probe === "reachable" ? badge("Reachable", "ok") : badge("Published", "warn");
     case "logging_in":
       return badge("Sign in", "warn");
     case "failed":
@@ -43,6 +44,7 @@ function funnelBody(r: Reachability, publicUrl: string, act: (fn: () => Promise<
     );
   } else if (r.state === "published") {
     out.push(h("dl", { class: "kvs kvs-stacked" }, kvRow("Address", copyable(r.url, "public address")), kvRow("Device", h("code", { class: "mono" }, clean(r.device)))));
+    out.push(probeLine(r, act));
     if (!r.inUse) {
       const use = h("button", { type: "button", class: "btn btn-primary", "data-reach": "use" }, "Use this address");
       use.addEventListener("click", () =>
@@ -63,6 +65,20 @@ function funnelBody(r: Reachability, publicUrl: string, act: (fn: () => Promise<
     out.push(h("p", { class: "muted" }, "Joining your tailnet…"));
   }
   return out;
+}
+
+/** probeLine says whether the published address answered the node as it answers an agent. */
+function probeLine(r: Reachability, act: (fn: () => Promise<unknown>) => void): HTMLElement {
+  const again = h("button", { type: "button", class: "btn btn-ghost btn-xs", "data-reach": "check" }, "Check again");
+  again.addEventListener("click", () => act(() => api.checkReachability()));
+  switch (r.probe) {
+    case "reachable":
+      return h("p", { class: "reach-probe", "data-probe": "reachable" }, "Published and reachable. ", again);
+    case "unreachable":
+      return h("p", { class: "error-text reach-probe", "data-probe": "unreachable" }, "Published, but not reachable from the internet: ", clean(r.probeReason), ". ", again);
+    default:
+      return h("p", { class: "muted reach-probe", "data-probe": "checking" }, "Published; checking that agents can reach it…");
+  }
 }
 
 function kvRow(label: string, value: Node): HTMLElement {
