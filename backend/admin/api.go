@@ -45,6 +45,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("/api/reachability/funnel", post(s.postFunnel))
 	mux.HandleFunc("/api/reachability/use", post(s.postUseFunnelURL))
 	mux.HandleFunc("/api/reachability/check", post(s.postCheckReachability))
+	mux.HandleFunc("/api/reachability/tailnet", post(s.postTailnet))
 	mux.HandleFunc("/api/devices", get(s.getDevices))
 	mux.HandleFunc("/api/devices/pair", post(s.postPair))
 	mux.HandleFunc("/api/devices/{id}/revoke", post(s.postRevokeDevice))
@@ -387,6 +388,24 @@ func (s *Server) postFunnel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.b.SetFunnel(r.Context(), *req.On)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// postTailnet is the Reachability card's "Tailnet only": {"on": true|false}.
+func (s *Server) postTailnet(w http.ResponseWriter, r *http.Request) {
+	var req owner.FunnelRequest
+	if !s.decode(w, r, &req) {
+		return
+	}
+	if err := req.Validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.b.SetTailnet(r.Context(), *req.On)
 	if err != nil {
 		s.fail(w, r, err)
 		return

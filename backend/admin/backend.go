@@ -36,6 +36,7 @@ type Backend interface {
 	CheckModel(ctx context.Context) (owner.ModelCheck, error)
 	SetFunnel(ctx context.Context, on bool) (owner.Reachability, error)
 	UseFunnelURL(ctx context.Context) (owner.Reachability, error)
+	SetTailnet(ctx context.Context, on bool) (owner.Reachability, error)
 	CheckReachability(ctx context.Context) (owner.Reachability, error)
 }
 

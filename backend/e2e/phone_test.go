@@ -24,6 +24,7 @@ import (
 	"github.com/aether/aether/backend/devices/pushtest"
 	"github.com/aether/aether/backend/node"
 	ownerpkg "github.com/aether/aether/backend/owner"
+	"github.com/aether/aether/backend/reach"
 )
 
 // tailnetDevice is another device on the test tailnet, with a browser-like client (a cookie
@@ -276,4 +277,39 @@ func TestPhoneOnTheTailnet(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestPhoneTailnetOnly: an owner who does not publish chooses "Tailnet only" on the
+// Reachability card: the node joins the tailnet without a Funnel listener, and the owner's
+// phone pairs and reads the requests there.
+func TestPhoneTailnetOnly(t *testing.T) {
+	tn := newTailnet(t, nil, false)
+	e := newEnv(t, withNode(func(o *node.Options) {
+		o.Reach = reach.Config{ControlURL: tn.url, Ephemeral: true, TLS: tn.ca.tlsConfig(), Hostname: "aether"}
+	}))
+	var r ownerpkg.Reachability
+	if code := e.admin.do("POST", "/api/reachability/tailnet", map[string]bool{"on": true}, &r); code != http.StatusOK {
+		t.Fatalf("tailnet only: %d", code)
+	}
+	r = waitReach(t, e, "on the tailnet", func(r ownerpkg.Reachability) bool { return r.State == string(reach.OnTailnet) })
+	if r.Mode != ownerpkg.ReachTailnet || r.URL != funnelURL || r.InUse {
+		t.Fatalf("tailnet only: %+v", r)
+	}
+	self := e.n.FunnelTailnet().Tailnet()
+	st, err := self.Up(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	phone := joinTailnet(t, tn, "pixel", self)
+	phone.seenAs(self, st.Self.UserID, false)
+	var pr struct{ Link string }
+	if code := e.admin.do("POST", "/api/devices/pair", nil, &pr); code != http.StatusOK {
+		t.Fatalf("add a phone: %d", code)
+	}
+	if code, body := phone.call("GET", strings.TrimPrefix(pr.Link, funnelURL), nil, "", nil); code != http.StatusSeeOther {
+		t.Fatalf("pairing: %d %s", code, body)
+	}
+	if code, body := phone.call("GET", "/api/consent", nil, "", nil); code != http.StatusOK {
+		t.Fatalf("the phone's requests: %d %s", code, body)
+	}
 }

@@ -27,7 +27,7 @@ func (n *Node) tailnetHost() string {
 	if pub == nil {
 		return ""
 	}
-	if st := pub.Status(); st.State == reach.Published {
+	if st := pub.Status(); st.State == reach.Published || st.State == reach.OnTailnet {
 		return st.Device
 	}
 	return ""

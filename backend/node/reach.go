@@ -21,9 +21,16 @@ func (n *Node) newFunnel() *reach.Switch {
 }
 
 // syncFunnel publishes with Funnel when the --funnel flag or pact.funnel in the served
-// policy asks for it, and stops publishing when neither does.
+// policy asks for it, joins the tailnet for the owner's phones alone when pact.tailnet does,
+// and leaves the tailnet when none does.
 func (n *Node) syncFunnel(p *policy.Policy) {
-	want := n.opts.Funnel || (p != nil && p.Pact != nil && p.Pact.Funnel)
+	want := reach.ModeOff
+	switch {
+	case n.opts.Funnel || (p != nil && p.Pact != nil && p.Pact.Funnel):
+		want = reach.ModeFunnel
+	case p != nil && p.Pact != nil && p.Pact.Tailnet:
+		want = reach.ModeTailnet
+	}
 	if n.funnel.Set(want) {
 		n.owner.ReachabilityChanged()
 	}
@@ -36,7 +43,11 @@ func (n *Node) reachability() owner.Reachability {
 		return owner.Reachability{}
 	}
 	st := pub.Status()
-	return owner.Reachability{Mode: owner.ReachFunnel, State: string(st.State), URL: st.URL, Device: st.Device,
+	mode := owner.ReachFunnel
+	if st.State == reach.OnTailnet || pub.TailnetOnly() {
+		mode = owner.ReachTailnet
+	}
+	return owner.Reachability{Mode: mode, State: string(st.State), URL: st.URL, Device: st.Device,
 		Reason: st.Reason, Fix: st.Fix, LoginURL: st.LoginURL, Probe: st.Probe, ProbeReason: st.ProbeReason}
 }
 

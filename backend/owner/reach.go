@@ -12,10 +12,12 @@ import (
 // Reachability is how agents elsewhere reach the gateway: the Reachability card of the
 // Status page, the tray's line, `aether status` (docs/deploy.md).
 type Reachability struct {
-	// Mode is "funnel" (published with Tailscale Funnel), "proxy" (publicUrl is an https://
-	// address of the owner's own proxy or domain) or "off" (loopback only).
+	// Mode is "funnel" (published with Tailscale Funnel), "tailnet" (on the owner's tailnet
+	// for the paired phones only), "proxy" (publicUrl is an https:// address of the owner's own
+	// proxy or domain) or "off" (loopback only).
 	Mode string `json:"mode"`
-	// State is Funnel's: off, starting, logging_in, published or failed.
+	// State is Funnel's: off, starting, logging_in, published (Funnel), tailnet (tailnet only)
+	// or failed.
 	State    string `json:"state"`
 	URL      string `json:"url"`      // https://<device>.<tailnet>.ts.net once published
 	Device   string `json:"device"`   // the device's name on the tailnet
@@ -37,6 +39,8 @@ const (
 	ReachOff    = "off"
 	ReachFunnel = "funnel"
 	ReachProxy  = "proxy"
+	// ReachTailnet: on the owner's tailnet for the paired phones, the gateway not published.
+	ReachTailnet = "tailnet"
 )
 
 // Reach states (Reachability.State).
@@ -78,6 +82,19 @@ func (s *Service) ReachabilityChanged() {
 func (s *Service) SetFunnel(ctx context.Context, on bool) (Reachability, error) {
 	edit := func(p *policy.Policy) (int, error) {
 		p.Pact.Funnel = on
+		return -1, nil
+	}
+	if _, err := s.modify(edit); err != nil {
+		return Reachability{}, err
+	}
+	return s.Reachability(), nil
+}
+
+// SetTailnet joins the owner's tailnet for the paired phones without publishing the gateway,
+// or leaves it: pact.tailnet in policy.json (Funnel, when on, joins it anyway).
+func (s *Service) SetTailnet(ctx context.Context, on bool) (Reachability, error) {
+	edit := func(p *policy.Policy) (int, error) {
+		p.Pact.Tailnet = on
 		return -1, nil
 	}
 	if _, err := s.modify(edit); err != nil {

@@ -30,6 +30,7 @@ const (
 	Starting  State = "starting"   // joining the tailnet
 	LoggingIn State = "logging_in" // waiting for the owner to sign in at LoginURL
 	Published State = "published"  // serving at URL
+	OnTailnet State = "tailnet"    // on the tailnet at URL for the owner's phones, not published (TailnetOnly)
 	Failed    State = "failed"     // not reachable: Reason says why, Fix what to do
 )
 
@@ -52,6 +53,8 @@ type Config struct {
 	Dir      string       // tsnet's state: <data dir>/tailscale, kept at mode 0700
 	Hostname string       // the device name asked for ("" = "aether"); the tailnet may add a suffix
 	Handler  http.Handler // the gateway's handler: all the Funnel listener serves
+	// TailnetOnly joins the tailnet for Tailnet's listener alone: no Funnel listener.
+	TailnetOnly bool
 	// Tailnet, when set, is the owner's pages: served on the tailnet listener (tailnet.go) to
 	// the devices of the node's own Tailscale user, never on the Funnel listener.
 	Tailnet  http.Handler
@@ -135,6 +138,9 @@ func (p *Publisher) Status() Status {
 	return p.st
 }
 
+// TailnetOnly: on the tailnet for the owner's phones alone, no Funnel.
+func (p *Publisher) TailnetOnly() bool { return p.cfg.TailnetOnly }
+
 // Tailnet is the tsnet node (tests make it a Funnel target of their own ingress).
 func (p *Publisher) Tailnet() *tsnet.Server { return p.srv }
 
@@ -178,6 +184,8 @@ func (p *Publisher) set(st Status) {
 		case ProbeUnreachable:
 			log.Warn("published, but not reachable from the internet (Tailscale Funnel)", "url", st.URL, "reason", st.ProbeReason)
 		}
+	case OnTailnet:
+		log.Info("on the tailnet for your phones; the gateway is not published", "url", st.URL)
 	case LoggingIn:
 		// Never the link: whoever opens it first puts this device in their tailnet. The
 		// window and the terminal of `node serve` show it (docs/deploy.md).

@@ -120,7 +120,8 @@ func (p *Publisher) unreachable(ctx context.Context, lc *local.Client) {
 	p.fail(reason, "check this computer's internet connection; Aether keeps trying")
 }
 
-// publish listens with Funnel on :443 (once per run) and serves the handler there.
+// publish listens with Funnel on :443 (once per run) and serves the handler there, and the
+// owner's door on the tailnet; with TailnetOnly only the latter.
 func (p *Publisher) publish(ctx context.Context, lc *local.Client) {
 	st, err := lc.StatusWithoutPeers(ctx)
 	if err != nil {
@@ -129,7 +130,7 @@ func (p *Publisher) publish(ctx context.Context, lc *local.Client) {
 	}
 	device := trimDot(st.Self.DNSName)
 	p.mu.Lock()
-	listening := p.http != nil
+	listening := p.http != nil || p.cfg.TailnetOnly
 	p.mu.Unlock()
 	if !listening {
 		if err := p.listen(); err != nil {
@@ -151,6 +152,10 @@ func (p *Publisher) publish(ctx context.Context, lc *local.Client) {
 		}
 	}
 	url := "https://" + device
+	if p.cfg.TailnetOnly {
+		p.set(Status{State: OnTailnet, URL: url, Device: device})
+		return
+	}
 	if cur := p.Status(); cur.State == Published && cur.URL == url {
 		return // still published: the probe's word stands
 	}

@@ -173,8 +173,8 @@ export interface ModelRequest {
 
 /** Reachability is how agents elsewhere reach the gateway (owner.Reachability). */
 export interface Reachability {
-  mode: "off" | "funnel" | "proxy";
-  state: "off" | "starting" | "logging_in" | "published" | "failed";
+  mode: "off" | "funnel" | "tailnet" | "proxy";
+  state: "off" | "starting" | "logging_in" | "published" | "tailnet" | "failed";
   url: string;
   device: string;
   reason: string;
@@ -468,6 +468,7 @@ export const api = {
   setFunnel: (on: boolean) => request<Reachability>("POST", "/api/reachability/funnel", { on } satisfies FunnelRequest),
   useFunnelUrl: () => request<Reachability>("POST", "/api/reachability/use"),
   checkReachability: () => request<Reachability>("POST", "/api/reachability/check"),
+  setTailnet: (on: boolean) => request<Reachability>("POST", "/api/reachability/tailnet", { on } satisfies FunnelRequest),
 };
 
 export function errorMessage(e: unknown): string {

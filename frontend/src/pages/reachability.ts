@@ -14,6 +14,7 @@ function copyable(text: string, label: string): HTMLElement {
 /** reachBadge is the card's state in a word. */
 export function reachBadge(r: Reachability): HTMLElement {
   if (r.mode === "proxy") return badge("Own proxy", "ok");
+  if (r.mode === "tailnet") return r.state === "tailnet" ? badge("Tailnet only", "info") : r.state === "failed" ? badge("Not on the tailnet", "bad") : badge("Joining…", "neutral");
   if (r.mode !== "funnel") return badge("Off", "neutral");
   switch (r.state) {
     case "published":
@@ -93,19 +94,28 @@ export function reachabilityCard(s: Status, reload: () => void): HTMLElement {
     fn().then(reload, (e) => {
       err.textContent = e instanceof ApiError || e instanceof Error ? errorMessage(e) : String(e);
     });
-  const choice = (mode: "off" | "funnel" | "proxy", label: string) => {
+  const choice = (mode: "off" | "funnel" | "tailnet" | "proxy", label: string) => {
     const current = r.mode === mode;
     const b = h("button", { type: "button", class: current ? "btn btn-xs btn-primary" : "btn btn-xs", "aria-pressed": String(current), "data-mode": mode }, label);
     b.addEventListener("click", () => {
       if (current) return;
-      if (mode === "funnel") act(() => api.setFunnel(true));
-      else if (r.mode === "funnel") act(() => api.setFunnel(false));
+      // Funnel and "Tailnet only" are pact.funnel and pact.tailnet: one on, the other off.
+      if (mode === "funnel") act(() => api.setFunnel(true).then(() => api.setTailnet(false)));
+      else if (mode === "tailnet") act(() => api.setFunnel(false).then(() => api.setTailnet(true)));
+      else if (r.mode === "funnel" || r.mode === "tailnet") act(() => api.setFunnel(false).then(() => api.setTailnet(false)));
       if (mode === "proxy") err.textContent = "Put a TLS proxy serving your domain in front of the gateway, then set publicUrl and audience in policy.json to its https:// address (Installing and deploying, in the docs).";
     });
     return b;
   };
   let body: HTMLElement[];
   if (r.mode === "funnel") body = funnelBody(r, s.gateway.publicUrl, act);
+  else if (r.mode === "tailnet")
+    body =
+      r.state === "tailnet"
+        ? [
+            h("p", null, "On your tailnet at ", copyable(r.url, "tailnet address"), " for your paired phones (", h("a", { href: "/phones" }, "Phones"), "). The gateway is not published: only agents on this computer can call it."),
+          ]
+        : funnelBody(r, s.gateway.publicUrl, act);
   else if (r.mode === "proxy")
     body = [h("p", null, "Agents reach this node at ", copyable(s.gateway.publicUrl, "public URL"), ", through your own TLS proxy (see docs/deploy.md).")];
   else
@@ -115,9 +125,9 @@ export function reachabilityCard(s: Status, reload: () => void): HTMLElement {
     ];
   return h(
     "section",
-    { class: "card card-reach", id: "reachability", "data-reach-state": r.mode === "funnel" ? r.state : r.mode },
+    { class: "card card-reach", id: "reachability", "data-reach-state": r.mode === "funnel" || r.mode === "tailnet" ? r.state : r.mode },
     h("div", { class: "card-head" }, h("h2", null, "Reachability"), reachBadge(r)),
-    h("div", { class: "btn-group", role: "group", "aria-label": "How agents reach this node" }, choice("off", "Off"), choice("funnel", "Tailscale Funnel"), choice("proxy", "My own proxy or domain")),
+    h("div", { class: "btn-group", role: "group", "aria-label": "How agents reach this node" }, choice("off", "Off"), choice("tailnet", "Tailnet only"), choice("funnel", "Tailscale Funnel"), choice("proxy", "My own proxy or domain")),
     ...body,
     err,
   );
