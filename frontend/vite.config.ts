@@ -18,7 +18,11 @@ export default defineConfig({
     cssCodeSplit: false,
     rollupOptions: {
       input: { index: "index.html", phone: "phone.html", sw: "src/sw.ts" },
-      output: { entryFileNames: (chunk) => (chunk.name === "sw" ? "sw.js" : "assets/[name]-[hash].js") },
+      output: {
+        entryFileNames: (chunk) => (chunk.name === "sw" ? "sw.js" : "assets/[name]-[hash].js"),
+        // The code the window and the phone's page share (the API client, the consent page).
+        chunkFileNames: "assets/shared-[hash].js",
+      },
     },
   },
 });
