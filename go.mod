@@ -20,6 +20,7 @@ require (
 	golang.org/x/sys v0.47.0
 	golang.org/x/text v0.40.0
 	gorm.io/gorm v1.31.2
+	rsc.io/qr v0.2.0
 	tailscale.com v1.102.5
 )
 
@@ -140,5 +141,4 @@ require (
 	modernc.org/mathutil v1.5.0 // indirect
 	modernc.org/memory v1.5.0 // indirect
 	modernc.org/sqlite v1.23.1 // indirect
-	rsc.io/qr v0.2.0 // indirect
 )
