@@ -6,6 +6,7 @@ require (
 	fyne.io/systray v1.12.2
 	github.com/MicahParks/jwkset v0.11.4
 	github.com/MicahParks/keyfunc/v3 v3.9.2
+	github.com/SherClockHolmes/webpush-go v1.4.0
 	github.com/a2aproject/a2a-go/v2 v2.4.0
 	github.com/glebarez/go-sqlite v1.21.2
 	github.com/glebarez/sqlite v1.11.0
@@ -20,6 +21,7 @@ require (
 	golang.org/x/sys v0.47.0
 	golang.org/x/text v0.40.0
 	gorm.io/gorm v1.31.2
+	rsc.io/qr v0.2.0
 	tailscale.com v1.102.5
 )
 

@@ -36,6 +36,8 @@ type trayState struct {
 // reachLine is the tray's reachability line (docs/deploy.md).
 func reachLine(r owner.Reachability) string {
 	switch {
+	case r.Mode == owner.ReachFunnel && r.State == owner.ReachStatePublished && r.Probe == owner.ProbeUnreachable:
+		return "Published, but not reachable from the internet"
 	case r.Mode == owner.ReachFunnel && r.State == owner.ReachStatePublished && r.InUse,
 		r.Mode == owner.ReachProxy && r.URL != "":
 		return "Reachable at " + r.URL

@@ -49,7 +49,8 @@ func TestLayers(t *testing.T) {
 
 // TestOwnerLayers keeps the owner's side to one front door (docs/architecture.md): the desktop
 // app reaches consent, the store and the gateway only through owner and node; the CLI never
-// opens the database itself (datadir does); admin is a transport over owner alone; and node, the composition
+// opens the database itself (datadir does); admin is a transport over owner alone (besides
+// devices, the paired phones' sessions, which it keeps as it keeps its own); and node, the composition
 // root, is the only package that imports both transports, gateway and admin.
 func TestOwnerLayers(t *testing.T) {
 	const root = "github.com/aether/aether/"
@@ -65,7 +66,7 @@ func TestOwnerLayers(t *testing.T) {
 		"app":         {[]string{"backend/consent", "backend/store", "backend/gateway"}, "the desktop acts through owner.Service"},
 		"backend/cli": {[]string{"backend/store"}, "the offline verbs open the data dir through datadir"},
 	}
-	adminMay := map[string]bool{"backend/owner": true, "backend/fsutil": true, "backend/version": true}
+	adminMay := map[string]bool{"backend/owner": true, "backend/fsutil": true, "backend/version": true, "backend/devices": true}
 	seen := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		fields := strings.Fields(line)

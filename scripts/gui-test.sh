@@ -610,14 +610,18 @@ curl -sf "http://$(cat "$WORK/tailnet/helper.addr")/complete?url=$LOGIN" >/dev/n
 check "Reachability: signed in → published" wait_for 60 reach_is funnel published
 PUBLISHED=$(node_api /v1/status | jq -r .reachability.url)
 echo "# published at $PUBLISHED"
-check "tray: Published at $PUBLISHED (not in use yet)" wait_for 10 in_menu "Published at $PUBLISHED (not in use yet)"
+# The node then asks its public address as an agent would (docs/deploy.md): this run has no
+# Funnel ingress, so the answer is that it is not reachable, and the card and tray say so.
+probe_is() { node_api /v1/status | jq -e --arg p "$1" '.reachability.probe == $p' >/dev/null; }
+check "Reachability: the published address is checked, and not reachable here" wait_for 30 probe_is unreachable
+check "tray: Published, but not reachable from the internet" wait_for 10 in_menu "Published, but not reachable from the internet"
 sleep 1.5
 shot 11-reach-published
 node_post() { curl -sf -X POST -H "Authorization: Bearer $(cat "$DATA/admin.token")" "http://$(jq -r .api "$DATA/node.json")$1"; }
 node_post /v1/reachability/use >/dev/null
 in_use() { jq -e --arg u "$PUBLISHED" '.pact.publicUrl == $u and .pact.audience == $u' "$DATA/policy.json" >/dev/null; }
 check "Use this address: publicUrl and audience are $PUBLISHED in policy.json" wait_for 10 in_use
-check "tray: Reachable at $PUBLISHED" wait_for 10 in_menu "Reachable at $PUBLISHED"
+check "tray: still Published, but not reachable from the internet (in use)" wait_for 10 in_menu "Published, but not reachable from the internet"
 check "the local gateway still answers" healthz
 sleep 1.5
 shot 12-reach-in-use

@@ -236,6 +236,16 @@ func (f *fakeBackend) SetFunnel(ctx context.Context, on bool) (owner.Reachabilit
 	return owner.Reachability{Mode: owner.ReachFunnel, State: "starting"}, nil
 }
 
+func (f *fakeBackend) SetTailnet(ctx context.Context, on bool) (owner.Reachability, error) {
+	f.note("SetTailnet")
+	return owner.Reachability{Mode: "tailnet"}, nil
+}
+
+func (f *fakeBackend) CheckReachability(ctx context.Context) (owner.Reachability, error) {
+	f.note("CheckReachability")
+	return owner.Reachability{Mode: "funnel", State: "published", Probe: "checking"}, nil
+}
+
 func (f *fakeBackend) UseFunnelURL(ctx context.Context) (owner.Reachability, error) {
 	f.note("UseFunnelURL")
 	return owner.Reachability{}, fmt.Errorf("%w: not published", owner.ErrInvalid)

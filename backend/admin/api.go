@@ -48,6 +48,11 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("/api/model/check", post(s.postModelCheck))
 	mux.HandleFunc("/api/reachability/funnel", post(s.postFunnel))
 	mux.HandleFunc("/api/reachability/use", post(s.postUseFunnelURL))
+	mux.HandleFunc("/api/reachability/check", post(s.postCheckReachability))
+	mux.HandleFunc("/api/reachability/tailnet", post(s.postTailnet))
+	mux.HandleFunc("/api/devices", get(s.getDevices))
+	mux.HandleFunc("/api/devices/pair", post(s.postPair))
+	mux.HandleFunc("/api/devices/{id}/revoke", post(s.postRevokeDevice))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, errorBody{Error: "no such API: " + r.URL.Path})
 	})
@@ -94,15 +99,34 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, desktop bool) 
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-	s.api.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, x)))
+	s.api.ServeHTTP(w, r.WithContext(withSession(r.Context(), x)))
 }
 
+func withSession(ctx context.Context, x *session) context.Context {
+	return context.WithValue(ctx, ctxKey{}, x)
+}
+
+// sessionOf is the session serveAPI or serveDeviceAPI checked.
+func sessionOf(r *http.Request) *session { return r.Context().Value(ctxKey{}).(*session) }
+
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
-	x := r.Context().Value(ctxKey{}).(*session)
-	writeJSON(w, http.StatusOK, struct {
+	x := sessionOf(r)
+	out := struct {
 		CSRFToken string `json:"csrfToken"`
 		Desktop   bool   `json:"desktop"`
-	}{x.csrf, x.desktop})
+		// A paired device's: its id and the node's VAPID key to subscribe to pushes with.
+		Device  string `json:"device,omitempty"`
+		PushKey string `json:"pushKey,omitempty"`
+	}{CSRFToken: x.csrf, Desktop: x.desktop, Device: x.device}
+	if x.device != "" {
+		key, err := s.cfg.Devices.PublicKey()
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		out.PushKey = key
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
@@ -368,6 +392,34 @@ func (s *Server) postFunnel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.b.SetFunnel(r.Context(), *req.On)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// postTailnet is the Reachability card's "Tailnet only": {"on": true|false}.
+func (s *Server) postTailnet(w http.ResponseWriter, r *http.Request) {
+	var req owner.FunnelRequest
+	if !s.decode(w, r, &req) {
+		return
+	}
+	if err := req.Validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.b.SetTailnet(r.Context(), *req.On)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// postCheckReachability asks the published address again (the card's "Check again").
+func (s *Server) postCheckReachability(w http.ResponseWriter, r *http.Request) {
+	res, err := s.b.CheckReachability(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -45,6 +45,8 @@ type Backend interface {
 	KeepReceived(ctx context.Context, req owner.ReceivedRequest) (owner.ReceivedReceipt, error)
 	Received(ctx context.Context) (owner.ReceivedList, error)
 	ExportReceived(ctx context.Context, w io.Writer) error
+	SetTailnet(ctx context.Context, on bool) (owner.Reachability, error)
+	CheckReachability(ctx context.Context) (owner.Reachability, error)
 }
 
 var _ Backend = (*owner.Service)(nil)

@@ -22,6 +22,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -29,6 +30,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aether/aether/backend/devices"
 )
 
 // Config configures a Server.
@@ -53,6 +56,13 @@ type Config struct {
 	OnConsentLink func(userCode string)
 	// Log receives rejections and backend failures; nil means slog.Default().
 	Log *slog.Logger
+	// Devices is the owner's paired phones (devices.go); nil: none can be paired.
+	Devices *devices.Store
+	// TailnetPeer is the device a request on TailnetHandler comes from (the tailnet listener's
+	// word); false refuses the request.
+	TailnetPeer func(*http.Request) (TailnetPeer, bool)
+	// TailnetHost is the node's ts.net name while it is on the tailnet, "" otherwise.
+	TailnetHost func() string
 }
 
 const (
@@ -74,6 +84,7 @@ type Server struct {
 	origins  map[string]bool // allowed Origin headers for non-GET requests
 	cop      *http.CrossOriginProtection
 	api      *http.ServeMux
+	phoneAPI *http.ServeMux // the API a paired device may call (devices.go)
 	sessions *sessions
 	codes    signInCodes
 	limiter  loginLimiter
@@ -126,6 +137,7 @@ func New(cfg Config, b Backend) *Server {
 		log.Error("admin: no port in the listen address; refusing every request", "addr", cfg.Addr)
 	}
 	s.api = s.routes()
+	s.phoneAPI = s.phoneRoutes()
 	return s
 }
 
@@ -152,7 +164,12 @@ func (s *Server) RotateToken() error {
 	s.token = tok
 	s.sessions.clear()
 	s.codes.clear()
-	s.log.Info("admin token rotated; every admin session ended")
+	if s.cfg.Devices != nil {
+		if err := s.cfg.Devices.RevokeAll(); err != nil {
+			return fmt.Errorf("the admin token was rotated, but the paired devices were not removed: %w", err)
+		}
+	}
+	s.log.Info("admin token rotated; every admin session and paired device ended")
 	return nil
 }
 
@@ -178,17 +195,22 @@ func (s *Server) Close() { s.close() }
 type handler struct {
 	s       *Server
 	desktop bool
+	tailnet bool // the owner's tailnet door (devices.go)
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := h.s
 	setSecurityHeaders(w.Header())
+	if h.tailnet {
+		s.serveTailnet(w, r)
+		return
+	}
 	if !h.desktop {
 		if !s.hosts[strings.ToLower(r.Host)] {
 			s.reject(w, r, http.StatusMisdirectedRequest, "host", "unknown host")
 			return
 		}
-		if reason := s.crossOrigin(r); reason != "" {
+		if reason := s.crossOrigin(r, func(o string) bool { return s.origins[o] }); reason != "" {
 			s.reject(w, r, http.StatusForbidden, reason, "cross-origin request refused")
 			return
 		}
@@ -199,7 +221,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/login" && !h.desktop:
 		s.serveLogin(w, r)
 	default:
-		s.serveUI(w, r, !h.desktop)
+		s.serveUI(w, r, !h.desktop, "index.html")
 	}
 }
 
@@ -213,18 +235,19 @@ func setSecurityHeaders(h http.Header) {
 	h.Set("Cache-Control", "no-store") // C12; immutable assets override it
 }
 
-// crossOrigin returns a reason code when r must be refused as cross-origin, "" otherwise.
-func (s *Server) crossOrigin(r *http.Request) string {
+// crossOrigin returns a reason code when r must be refused as cross-origin, "" otherwise; ours
+// says which Origins are this listener's.
+func (s *Server) crossOrigin(r *http.Request, ours func(origin string) bool) string {
 	site := r.Header.Get("Sec-Fetch-Site")
 	foreign := site == "cross-site" || site == "same-site"
 	switch {
 	case foreign && isAPI(r.URL.Path):
 		// The API is only for the UI's own fetch() calls, whatever the method.
 		return "sec-fetch-site"
-	case foreign && r.URL.Path == "/login" &&
+	case foreign && (r.URL.Path == "/login" || r.URL.Path == "/pair") &&
 		(r.Header.Get("Sec-Fetch-Mode") != "navigate" || r.Header.Get("Sec-Fetch-Dest") != "document"):
-		// A sign-in link is followed by a top-level navigation; anything else from another
-		// site is only there to burn the failed-login budget.
+		// A sign-in or pairing link is followed by a top-level navigation; anything else from
+		// another site is only there to burn the failed-login budget or a pairing code.
 		return "sec-fetch-site"
 	}
 	if safeMethod(r.Method) {
@@ -237,7 +260,7 @@ func (s *Server) crossOrigin(r *http.Request) string {
 	// https on our port is ours (C2). A request with no Origin at all is no browser's (every
 	// browser sends one on non-GET requests): the API answers it 401 without a session (C4)
 	// and refuses it after the session check (originRequired).
-	if o := r.Header.Get("Origin"); o != "" && !s.origins[o] && !signInForm(r) {
+	if o := r.Header.Get("Origin"); o != "" && !ours(o) && !signInForm(r) {
 		return "origin"
 	}
 	return ""

@@ -31,6 +31,7 @@ type session struct {
 	csrf    string
 	expires time.Time // zero: never (desktop)
 	desktop bool
+	device  string // a paired device's id (devices.go): its session lives in devices.Store
 }
 
 type sessions struct {

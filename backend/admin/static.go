@@ -9,23 +9,24 @@ import (
 	"strings"
 )
 
-// serveUI answers the pages and the built assets. Pages need no session: without one the UI
-// shows only the sign-in explanation, because /api/session answers 401.
-func (s *Server) serveUI(w http.ResponseWriter, r *http.Request, browser bool) {
+// serveUI answers the pages and the built assets; index is the page of every client-side route
+// (the phone's pages on the tailnet). Pages need no session: without one the UI shows only the
+// sign-in explanation, because /api/session answers 401.
+func (s *Server) serveUI(w http.ResponseWriter, r *http.Request, browser bool, index string) {
 	if !safeMethod(r.Method) {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
 	p := path.Clean("/" + r.URL.Path)
-	if last := path.Base(p); !strings.Contains(last, ".") || p == "/index.html" {
+	if last := path.Base(p); !strings.Contains(last, ".") || p == "/"+index {
 		// A client-side route (/, /pact/consent, /sharing, …): the UI decides what to show.
 		if browser && p == "/pact/consent" && r.Method == http.MethodGet && s.cfg.OnConsentLink != nil {
 			if code := r.URL.Query().Get("user_code"); plausibleUserCode(code) {
 				s.cfg.OnConsentLink(code)
 			}
 		}
-		s.serveFile(w, r, "index.html")
+		s.serveFile(w, r, index)
 		return
 	}
 	s.serveFile(w, r, strings.TrimPrefix(p, "/"))
@@ -51,7 +52,7 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, name string) 
 	}
 	data, err := fs.ReadFile(s.cfg.UI, name)
 	if err != nil {
-		if name == "index.html" {
+		if name == "index.html" || name == "phone.html" {
 			http.Error(w, "the admin UI is not built into this binary", http.StatusNotFound)
 			return
 		}
@@ -60,6 +61,9 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, name string) 
 	}
 	h := w.Header()
 	ctype := mime.TypeByExtension(path.Ext(name))
+	if path.Ext(name) == ".webmanifest" { // the phone's web app manifest; not in every system's MIME table
+		ctype = "application/manifest+json"
+	}
 	if ctype == "" {
 		ctype = http.DetectContentType(data)
 	}

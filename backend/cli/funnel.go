@@ -39,8 +39,12 @@ func reachLine(r owner.Reachability) string {
 	switch {
 	case r.Mode == owner.ReachProxy:
 		return "your own proxy or domain (publicUrl)"
-	case r.Mode != owner.ReachFunnel:
+	case r.Mode == owner.ReachTailnet && r.State == "tailnet":
+		return "not reachable from the internet; on your tailnet at " + r.URL + " for your phones"
+	case r.Mode != owner.ReachFunnel && r.Mode != owner.ReachTailnet:
 		return "not reachable from the internet (loopback only)"
+	case r.State == owner.ReachStatePublished && r.Probe == owner.ProbeUnreachable:
+		return "published at " + r.URL + ", but not reachable from the internet: " + r.ProbeReason
 	case r.State == owner.ReachStatePublished && r.InUse:
 		return "reachable at " + r.URL
 	case r.State == owner.ReachStatePublished:

@@ -32,6 +32,7 @@ const (
 	TailscaleDir    = "tailscale"     // Tailscale Funnel's node state (backend/reach), mode 0700
 	IdentityKeyFile = "identity.key"  // the owner's agents' issuer key (backend/issuer): not the receipts key
 	AgentsFile      = "agents.json"   // the owner's agents the node issues identities for
+	DevicesFile     = "devices.json"  // the owner's paired phones (backend/devices), mode 0600
 )
 
 // Default is the per-user data folder of the OS: $XDG_DATA_HOME/aether/node

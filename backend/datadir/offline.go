@@ -60,8 +60,14 @@ func NewAdminToken(dataDir string) error {
 		return err
 	}
 	defer l.Close()
-	_, err = admin.NewToken(filepath.Join(dataDir, TokenFile))
-	return err
+	if _, err = admin.NewToken(filepath.Join(dataDir, TokenFile)); err != nil {
+		return err
+	}
+	// Paired phones end with the token, as a running node's rotation ends them (A6).
+	if err := os.Remove(filepath.Join(dataDir, DevicesFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("the admin token is new, but the paired phones were not removed: %w", err)
+	}
+	return nil
 }
 
 // LocalAPI is what a local tool needs to call the node running on dataDir: the node API's

@@ -96,7 +96,11 @@ func TestFunnelServeHeadless(t *testing.T) {
 	if st := run("status"); !strings.Contains(st, "reach     published at "+funnelURL) {
 		t.Errorf("aether status:\n%s", st)
 	}
-	if used := run("funnel", "use"); !strings.Contains(used, "reachable at "+funnelURL) {
+	// The node asks its public address as an agent would (docs/deploy.md): this node has no
+	// path to the test's tailnet name from outside, so once that check has answered the line
+	// says so; before, it says the address is in use.
+	used := run("funnel", "use")
+	if !strings.Contains(used, "reachable at "+funnelURL) && !strings.Contains(used, "published at "+funnelURL+", but not reachable from the internet: ") {
 		t.Errorf("aether funnel use: %s", used)
 	}
 	if data, _ := os.ReadFile(pol); !strings.Contains(string(data), `"publicUrl": "`+funnelURL+`"`) {

@@ -25,6 +25,7 @@ import (
 	"github.com/aether/aether/backend/codexsetup"
 	"github.com/aether/aether/backend/consent"
 	"github.com/aether/aether/backend/datadir"
+	"github.com/aether/aether/backend/devices"
 	"github.com/aether/aether/backend/gateway"
 	"github.com/aether/aether/backend/identity"
 	"github.com/aether/aether/backend/issuer"
@@ -78,6 +79,9 @@ type Options struct {
 	// server; the node sets where it keeps its state, what it serves and whom it tells.
 	Funnel bool
 	Reach  reach.Config
+	// PushClient sends the paired phones' pushes; nil is a client with a 30 s timeout. Tests
+	// give one that trusts their own push service.
+	PushClient *http.Client
 	// Listen opens the node's listeners; nil is net.Listen. Tests wrap it to see what
 	// reaches the node.
 	Listen func(network, address string) (net.Listener, error)
@@ -122,6 +126,8 @@ type Node struct {
 	turns   gateway.Runner
 	owner   *owner.Service
 	admin   *admin.Server
+	devices *devices.Store // the owner's paired phones (devices.json)
+	phones  http.Handler   // the owner's door on the tailnet: admin.Server.TailnetHandler
 	// gw is nil until a policy first loads. Its routes are the served policy, which the gateway
 	// passes to consent with every check.
 	gw atomic.Pointer[gateway.Gateway]
@@ -216,6 +222,9 @@ func (n *Node) openDataDir() (err error) {
 	if n.cert, err = keys.LoadOrCreateTLS(n.path(datadir.TLSCertFile), n.path(datadir.TLSKeyFile), time.Now()); err != nil {
 		return err
 	}
+	if n.devices, err = devices.Open(n.path(datadir.DevicesFile), nil); err != nil {
+		return err
+	}
 	n.db, err = store.Open(n.path(datadir.DBFile))
 	return err
 }
@@ -296,7 +305,9 @@ func (n *Node) newServices(ctx context.Context) error {
 
 // serveAll serves the three listeners: the gateway, the admin UI, the node API.
 func (n *Node) serveAll() {
-	n.admin = admin.New(admin.Config{Token: n.token, TokenFile: n.path(datadir.TokenFile), Addr: n.addrs.Admin, UI: n.opts.UI, Log: n.log, OnConsentLink: n.opts.OnConsentLink}, n.owner)
+	n.admin = admin.New(admin.Config{Token: n.token, TokenFile: n.path(datadir.TokenFile), Addr: n.addrs.Admin, UI: n.opts.UI, Log: n.log, OnConsentLink: n.opts.OnConsentLink,
+		Devices: n.devices, TailnetPeer: tailnetPeer, TailnetHost: n.tailnetHost}, n.owner)
+	n.phones = n.admin.TailnetHandler()
 	// No ReadTimeout: net/http keeps reading after the body to notice a client that goes away,
 	// and would end streaming turns with it. The gateway gives each body its own deadline
 	// (docs/wire.md, "Limits").
@@ -315,7 +326,7 @@ func (n *Node) serveAll() {
 // startBackground starts the services' background jobs; they end with the node.
 func (n *Node) startBackground() {
 	bgCtx := n.bgCtx
-	for _, job := range []func(context.Context){n.consent.EndWaitingTasks, n.owner.Forward, n.watchPolicy} {
+	for _, job := range []func(context.Context){n.consent.EndWaitingTasks, n.owner.Forward, n.watchPolicy, n.pushRequests} {
 		n.bg.Add(1)
 		go func() {
 			defer n.bg.Done()

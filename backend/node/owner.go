@@ -35,3 +35,9 @@ func (o ownerNode) SetPaused(paused bool) error {
 func (o ownerNode) Health() (owner.CodexStatus, owner.Confinement) { return o.n.setup.Health() }
 
 func (o ownerNode) Reach() owner.Reachability { return o.n.reachability() }
+
+func (o ownerNode) Recheck() {
+	if pub := o.n.funnel.Publisher(); pub != nil {
+		pub.Recheck()
+	}
+}

@@ -15,14 +15,22 @@ import (
 func (n *Node) newFunnel() *reach.Switch {
 	cfg := n.opts.Reach
 	cfg.Dir, cfg.Handler, cfg.Logger = n.path(datadir.TailscaleDir), http.HandlerFunc(n.serveGateway), n.log
+	cfg.Tailnet = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { n.phones.ServeHTTP(w, r) })
 	cfg.OnChange = func(reach.Status) { n.owner.ReachabilityChanged() }
 	return &reach.Switch{Config: cfg}
 }
 
 // syncFunnel publishes with Funnel when the --funnel flag or pact.funnel in the served
-// policy asks for it, and stops publishing when neither does.
+// policy asks for it, joins the tailnet for the owner's phones alone when pact.tailnet does,
+// and leaves the tailnet when none does.
 func (n *Node) syncFunnel(p *policy.Policy) {
-	want := n.opts.Funnel || (p != nil && p.Pact != nil && p.Pact.Funnel)
+	want := reach.ModeOff
+	switch {
+	case n.opts.Funnel || (p != nil && p.Pact != nil && p.Pact.Funnel):
+		want = reach.ModeFunnel
+	case p != nil && p.Pact != nil && p.Pact.Tailnet:
+		want = reach.ModeTailnet
+	}
 	if n.funnel.Set(want) {
 		n.owner.ReachabilityChanged()
 	}
@@ -35,8 +43,12 @@ func (n *Node) reachability() owner.Reachability {
 		return owner.Reachability{}
 	}
 	st := pub.Status()
-	return owner.Reachability{Mode: owner.ReachFunnel, State: string(st.State), URL: st.URL, Device: st.Device,
-		Reason: st.Reason, Fix: st.Fix, LoginURL: st.LoginURL}
+	mode := owner.ReachFunnel
+	if st.State == reach.OnTailnet || pub.TailnetOnly() {
+		mode = owner.ReachTailnet
+	}
+	return owner.Reachability{Mode: mode, State: string(st.State), URL: st.URL, Device: st.Device,
+		Reason: st.Reason, Fix: st.Fix, LoginURL: st.LoginURL, Probe: st.Probe, ProbeReason: st.ProbeReason}
 }
 
 // FunnelTailnet is the Funnel node when publishing is on (tests drive their ingress with it).

@@ -25,6 +25,8 @@ type Node interface {
 	Health() (CodexStatus, Confinement)
 	// Reach is where publishing with Tailscale Funnel stands; Mode "" when it is off.
 	Reach() Reachability
+	// Recheck asks the published address again (Reachability.Probe follows).
+	Recheck()
 }
 
 // Config is what a Service works over.

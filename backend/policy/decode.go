@@ -12,7 +12,7 @@ import (
 
 var (
 	topFields   = []string{"pact", "scopes"}
-	pactFields  = []string{"publicUrl", "audience", "allowInsecureLocalIssuers", "trustedProxies", "taskRetentionDays", "funnel", "brands"}
+	pactFields  = []string{"publicUrl", "audience", "allowInsecureLocalIssuers", "trustedProxies", "taskRetentionDays", "funnel", "tailnet", "brands"}
 	brandFields = []string{"id", "name", "description", "capability", "instructions", "workspace", "accessMode", "scope", "modelName", "tokensPerDay"}
 	scopeFields = []string{"id", "description"}
 )
@@ -189,6 +189,7 @@ func (d *decoder) pact(path string, n *node) *Pact {
 		Audience:                  d.str(path+".audience", f["audience"]),
 		AllowInsecureLocalIssuers: d.boolean(path+".allowInsecureLocalIssuers", f["allowInsecureLocalIssuers"]),
 		Funnel:                    d.boolean(path+".funnel", f["funnel"]),
+		Tailnet:                   d.boolean(path+".tailnet", f["tailnet"]),
 		Brands:                    []Brand{},
 	}
 	if v := f["trustedProxies"]; v != nil {

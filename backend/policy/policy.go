@@ -121,8 +121,11 @@ type Pact struct {
 	// (1–3650; 0, absent, means DefaultTaskRetentionDays). Receipts are never deleted.
 	TaskRetentionDays int `json:"taskRetentionDays,omitempty"`
 	// Funnel publishes the gateway on the internet with Tailscale Funnel (docs/deploy.md).
-	Funnel bool    `json:"funnel,omitempty"`
-	Brands []Brand `json:"brands"`
+	Funnel bool `json:"funnel,omitempty"`
+	// Tailnet joins the owner's tailnet for the owner's paired phones without publishing the
+	// gateway (docs/deploy.md, "Your phone on the tailnet"); Funnel joins it anyway.
+	Tailnet bool    `json:"tailnet,omitempty"`
+	Brands  []Brand `json:"brands"`
 }
 
 // DefaultTaskRetentionDays is the task retention of a policy that sets none.

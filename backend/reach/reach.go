@@ -30,6 +30,7 @@ const (
 	Starting  State = "starting"   // joining the tailnet
 	LoggingIn State = "logging_in" // waiting for the owner to sign in at LoginURL
 	Published State = "published"  // serving at URL
+	OnTailnet State = "tailnet"    // on the tailnet at URL for the owner's phones, not published (TailnetOnly)
 	Failed    State = "failed"     // not reachable: Reason says why, Fix what to do
 )
 
@@ -41,6 +42,10 @@ type Status struct {
 	Reason   string // why it is not reachable (Failed, or a LoggingIn after a logout)
 	Fix      string // what the owner can do about it
 	LoginURL string // where to sign in (LoggingIn)
+	// Probe is what the public address answered when the node last asked it (probe.go):
+	// ProbeChecking, ProbeReachable or ProbeUnreachable with ProbeReason; "" before the first.
+	Probe       string
+	ProbeReason string
 }
 
 // Config is what a Publisher serves and where it keeps its state.
@@ -48,11 +53,21 @@ type Config struct {
 	Dir      string       // tsnet's state: <data dir>/tailscale, kept at mode 0700
 	Hostname string       // the device name asked for ("" = "aether"); the tailnet may add a suffix
 	Handler  http.Handler // the gateway's handler: all the Funnel listener serves
+	// TailnetOnly joins the tailnet for Tailnet's listener alone: no Funnel listener.
+	TailnetOnly bool
+	// Tailnet, when set, is the owner's pages: served on the tailnet listener (tailnet.go) to
+	// the devices of the node's own Tailscale user, never on the Funnel listener.
+	Tailnet  http.Handler
 	Logger   *slog.Logger
 	OnChange func(Status) // called after every change of Status, in order
 	// ConnectTimeout is how long joining may take before the control server counts as
 	// unreachable (still retried). 0 means 30 s.
 	ConnectTimeout time.Duration
+
+	// Probe asks the public address as an agent would (nil: http.DefaultClient, the system's
+	// resolver and the internet); ProbeEvery is how often (0: every 5 minutes).
+	Probe      *http.Client
+	ProbeEvery time.Duration
 
 	// Tests only: a loopback control server, an in-memory ephemeral node, and the test
 	// certificate issuer's TLS config in place of the tailnet's Let's Encrypt certificate.
@@ -63,15 +78,19 @@ type Config struct {
 
 // Publisher runs one tsnet node and its Funnel listener.
 type Publisher struct {
-	cfg    Config
-	srv    *tsnet.Server
-	cancel context.CancelFunc
-	done   chan struct{}
+	cfg     Config
+	srv     *tsnet.Server
+	cancel  context.CancelFunc
+	done    chan struct{}
+	recheck chan struct{} // Recheck's: probe now
 
-	mu    sync.Mutex
-	st    Status
-	http  *http.Server // the Funnel listener's server, once listening
-	wasUp bool         // Running once: a later NeedsLogin is a logout
+	mu      sync.Mutex
+	st      Status
+	http    *http.Server // the Funnel listener's server, once listening
+	tailnet *http.Server // the owner's tailnet listener's server, once listening
+	wasUp   bool         // Running once: a later NeedsLogin is a logout
+
+	probeOnce sync.Once // probeLoop runs once per Publisher
 }
 
 // Start joins the tailnet in the background and publishes once it is up; Status follows it.
@@ -107,7 +126,7 @@ func Start(cfg Config) (*Publisher, error) {
 		srv.Store = new(mem.Store)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Publisher{cfg: cfg, srv: srv, cancel: cancel, done: make(chan struct{}), st: Status{State: Starting}}
+	p := &Publisher{cfg: cfg, srv: srv, cancel: cancel, done: make(chan struct{}), recheck: make(chan struct{}, 1), st: Status{State: Starting}}
 	go p.run(ctx)
 	return p, nil
 }
@@ -119,6 +138,9 @@ func (p *Publisher) Status() Status {
 	return p.st
 }
 
+// TailnetOnly: on the tailnet for the owner's phones alone, no Funnel.
+func (p *Publisher) TailnetOnly() bool { return p.cfg.TailnetOnly }
+
 // Tailnet is the tsnet node (tests make it a Funnel target of their own ingress).
 func (p *Publisher) Tailnet() *tsnet.Server { return p.srv }
 
@@ -126,12 +148,16 @@ func (p *Publisher) Tailnet() *tsnet.Server { return p.srv }
 func (p *Publisher) Stop(ctx context.Context) error {
 	p.cancel()
 	p.mu.Lock()
-	hs := p.http
+	servers := []*http.Server{p.http, p.tailnet}
 	p.mu.Unlock()
 	var err error
-	if hs != nil {
-		if err = hs.Shutdown(ctx); err != nil {
+	for _, hs := range servers {
+		if hs == nil {
+			continue
+		}
+		if e := hs.Shutdown(ctx); e != nil {
 			hs.Close()
+			err = e
 		}
 	}
 	<-p.done
@@ -150,7 +176,16 @@ func (p *Publisher) set(st Status) {
 	log := p.cfg.Logger.With("state", st.State)
 	switch st.State {
 	case Published:
-		log.Info("reachable from the internet (Tailscale Funnel)", "url", st.URL, "device", st.Device)
+		switch st.Probe {
+		case "":
+			log.Info("published with Tailscale Funnel; checking that it is reachable", "url", st.URL, "device", st.Device)
+		case ProbeReachable:
+			log.Info("reachable from the internet (Tailscale Funnel)", "url", st.URL, "device", st.Device)
+		case ProbeUnreachable:
+			log.Warn("published, but not reachable from the internet (Tailscale Funnel)", "url", st.URL, "reason", st.ProbeReason)
+		}
+	case OnTailnet:
+		log.Info("on the tailnet for your phones; the gateway is not published", "url", st.URL)
 	case LoggingIn:
 		// Never the link: whoever opens it first puts this device in their tailnet. The
 		// window and the terminal of `node serve` show it (docs/deploy.md).

@@ -8,34 +8,58 @@ import (
 	"time"
 )
 
+// Mode is what the node does on the tailnet.
+type Mode int
+
+const (
+	ModeOff     Mode = iota // not on the tailnet
+	ModeTailnet             // on the tailnet for the owner's phones, the gateway not published
+	ModeFunnel              // the gateway published with Funnel, and the owner's phones
+)
+
 // Switch turns publishing on and off as the node's settings say: it starts a Publisher with
-// Config when publishing is wanted and stops it when not. Starts and stops happen one at a
-// time; readers take the running Publisher without waiting for them.
+// Config in the mode wanted and stops it when none is; a change of mode starts it again.
+// Starts and stops happen one at a time; readers take the running Publisher without waiting
+// for them.
 type Switch struct {
-	Config Config // what a Publisher is started with
+	Config Config // what a Publisher is started with (TailnetOnly is the mode's)
 
 	mu  sync.Mutex // orders starts and stops
 	pub atomic.Pointer[Publisher]
 }
 
-// Set starts or stops publishing to match want; it reports whether that changed anything.
-func (s *Switch) Set(want bool) bool {
+// Set starts, restarts or stops the Publisher to match want; it reports whether that changed
+// anything.
+func (s *Switch) Set(want Mode) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	log := s.Config.Logger
 	if log == nil {
 		log = slog.Default()
 	}
+	if cur := s.pub.Load(); cur != nil && want != ModeOff && cur.cfg.TailnetOnly != (want == ModeTailnet) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.stop(ctx); err != nil {
+			log.Warn("Tailscale: requests still running were cut off", "err", err)
+		}
+	}
 	switch {
-	case want && s.pub.Load() == nil:
-		pub, err := Start(s.Config)
+	case want != ModeOff && s.pub.Load() == nil:
+		cfg := s.Config
+		cfg.TailnetOnly = want == ModeTailnet
+		pub, err := Start(cfg)
 		if err != nil {
-			log.Error("Tailscale Funnel could not start", "err", err)
+			log.Error("Tailscale could not start", "err", err)
 			return false
 		}
 		s.pub.Store(pub)
-		log.Info("Tailscale Funnel: joining the tailnet to publish the gateway", "state", s.Config.Dir)
-	case !want && s.pub.Load() != nil:
+		if cfg.TailnetOnly {
+			log.Info("Tailscale: joining the tailnet for your phones (the gateway is not published)", "state", s.Config.Dir)
+		} else {
+			log.Info("Tailscale Funnel: joining the tailnet to publish the gateway", "state", s.Config.Dir)
+		}
+	case want == ModeOff && s.pub.Load() != nil:
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := s.stop(ctx); err != nil {

@@ -120,7 +120,8 @@ func (p *Publisher) unreachable(ctx context.Context, lc *local.Client) {
 	p.fail(reason, "check this computer's internet connection; Aether keeps trying")
 }
 
-// publish listens with Funnel on :443 (once per run) and serves the handler there.
+// publish listens with Funnel on :443 (once per run) and serves the handler there, and the
+// owner's door on the tailnet; with TailnetOnly only the latter.
 func (p *Publisher) publish(ctx context.Context, lc *local.Client) {
 	st, err := lc.StatusWithoutPeers(ctx)
 	if err != nil {
@@ -129,7 +130,7 @@ func (p *Publisher) publish(ctx context.Context, lc *local.Client) {
 	}
 	device := trimDot(st.Self.DNSName)
 	p.mu.Lock()
-	listening := p.http != nil
+	listening := p.http != nil || p.cfg.TailnetOnly
 	p.mu.Unlock()
 	if !listening {
 		if err := p.listen(); err != nil {
@@ -141,7 +142,26 @@ func (p *Publisher) publish(ctx context.Context, lc *local.Client) {
 	if len(st.CertDomains) > 0 {
 		device = st.CertDomains[0]
 	}
-	p.set(Status{State: Published, URL: "https://" + device, Device: device})
+	p.mu.Lock()
+	owners := p.cfg.Tailnet != nil && p.tailnet == nil
+	p.mu.Unlock()
+	if owners {
+		if err := p.listenTailnet(lc, st.Self.UserID, device); err != nil {
+			p.fail("the owner's pages could not listen on the tailnet: "+err.Error(), "turn Funnel off and on again")
+			return
+		}
+	}
+	url := "https://" + device
+	if p.cfg.TailnetOnly {
+		p.set(Status{State: OnTailnet, URL: url, Device: device})
+		return
+	}
+	if cur := p.Status(); cur.State == Published && cur.URL == url {
+		return // still published: the probe's word stands
+	}
+	p.set(Status{State: Published, URL: url, Device: device})
+	p.probeOnce.Do(func() { go p.probeLoop(ctx) })
+	p.Recheck()
 }
 
 // funnelRefusal turns ListenFunnel's error into what the owner reads and can do.

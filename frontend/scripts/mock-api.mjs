@@ -359,7 +359,7 @@ function statusBody() {
       { id: "ready", done: false, text: "not ready for agents yet", link: "" },
       { id: "agents", done: true, text: "My agents can call other nodes: their issuer is https://aether.example.com/id", link: "/agents" },
     ],
-    reachability: { mode: "proxy", state: "off", url: "https://aether.example.com", device: "", reason: "", fix: "", loginUrl: "", inUse: true },
+    reachability: { mode: "proxy", state: "off", url: "https://aether.example.com", device: "", reason: "", fix: "", loginUrl: "", probe: "", probeReason: "", inUse: true },
   };
 }
 

@@ -180,13 +180,16 @@ export interface ModelRequest {
 
 /** Reachability is how agents elsewhere reach the gateway (owner.Reachability). */
 export interface Reachability {
-  mode: "off" | "funnel" | "proxy";
-  state: "off" | "starting" | "logging_in" | "published" | "failed";
+  mode: "off" | "funnel" | "tailnet" | "proxy";
+  state: "off" | "starting" | "logging_in" | "published" | "tailnet" | "failed";
   url: string;
   device: string;
   reason: string;
   fix: string;
   loginUrl: string;
+  /** What the published address answered when the node last asked it as an agent would. */
+  probe: "" | "checking" | "reachable" | "unreachable";
+  probeReason: string;
   inUse: boolean;
 }
 
@@ -418,7 +421,7 @@ export function isDesktop(): boolean {
   return desktop;
 }
 
-async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
+export async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
   try {
     return await send<T>(method, path, body);
   } catch (e) {
@@ -519,6 +522,8 @@ export const api = {
   addAgent: (name: string) => request<MyAgent>("POST", "/api/agents", { name } satisfies AgentRequest),
   setAgent: (name: string, on: boolean) => request<MyAgent>("POST", `/api/agents/${enc(name)}`, { on } satisfies AgentSwitch),
   received: () => request<ReceivedList>("GET", "/api/receipts/received"),
+  checkReachability: () => request<Reachability>("POST", "/api/reachability/check"),
+  setTailnet: (on: boolean) => request<Reachability>("POST", "/api/reachability/tailnet", { on } satisfies FunnelRequest),
 };
 
 export function errorMessage(e: unknown): string {

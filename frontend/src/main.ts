@@ -11,6 +11,7 @@ import { receiptsPage } from "./pages/receipts";
 import { brandsPage } from "./pages/brands";
 import { agentsPage } from "./pages/agents";
 import { signInScreen } from "./pages/signin";
+import { phonesPage } from "./pages/phones";
 
 const routes: Route[] = [
   { path: "/", label: "Status", page: statusPage, icon: "◉" },
@@ -19,6 +20,7 @@ const routes: Route[] = [
   { path: "/receipts", label: "Receipts", page: receiptsPage, icon: "≡" },
   { path: "/brands", label: "Brands", page: brandsPage, icon: "◆" },
   { path: "/agents", label: "My agents", page: agentsPage, icon: "➚" },
+  { path: "/phones", label: "Phones", page: phonesPage, icon: "▯" },
 ];
 
 let signedOut = false;

@@ -14,10 +14,12 @@ function copyable(text: string, label: string): HTMLElement {
 /** reachBadge is the card's state in a word. */
 export function reachBadge(r: Reachability): HTMLElement {
   if (r.mode === "proxy") return badge("Own proxy", "ok");
+  if (r.mode === "tailnet") return r.state === "tailnet" ? badge("Tailnet only", "info") : r.state === "failed" ? badge("Not on the tailnet", "bad") : badge("Joining…", "neutral");
   if (r.mode !== "funnel") return badge("Off", "neutral");
   switch (r.state) {
     case "published":
-      return r.inUse ? badge("Reachable", "ok") : badge("Published", "warn");
+      if (r.probe === "unreachable") return badge("Not reachable", "bad");
+      return r.inUse && r.probe === "reachable" ? badge("Reachable", "ok") : badge("Published", "warn");
     case "logging_in":
       return badge("Sign in", "warn");
     case "failed":
@@ -43,6 +45,7 @@ function funnelBody(r: Reachability, publicUrl: string, act: (fn: () => Promise<
     );
   } else if (r.state === "published") {
     out.push(h("dl", { class: "kvs kvs-stacked" }, kvRow("Address", copyable(r.url, "public address")), kvRow("Device", h("code", { class: "mono" }, clean(r.device)))));
+    out.push(probeLine(r, act));
     if (!r.inUse) {
       const use = h("button", { type: "button", class: "btn btn-primary", "data-reach": "use" }, "Use this address");
       use.addEventListener("click", () =>
@@ -65,6 +68,20 @@ function funnelBody(r: Reachability, publicUrl: string, act: (fn: () => Promise<
   return out;
 }
 
+/** probeLine says whether the published address answered the node as it answers an agent. */
+function probeLine(r: Reachability, act: (fn: () => Promise<unknown>) => void): HTMLElement {
+  const again = h("button", { type: "button", class: "btn btn-ghost btn-xs", "data-reach": "check" }, "Check again");
+  again.addEventListener("click", () => act(() => api.checkReachability()));
+  switch (r.probe) {
+    case "reachable":
+      return h("p", { class: "reach-probe", "data-probe": "reachable" }, "Published and reachable. ", again);
+    case "unreachable":
+      return h("p", { class: "error-text reach-probe", "data-probe": "unreachable" }, "Published, but not reachable from the internet: ", clean(r.probeReason), ". ", again);
+    default:
+      return h("p", { class: "muted reach-probe", "data-probe": "checking" }, "Published; checking that agents can reach it…");
+  }
+}
+
 function kvRow(label: string, value: Node): HTMLElement {
   return h("div", { class: "kv" }, h("dt", null, label), h("dd", null, value));
 }
@@ -77,19 +94,28 @@ export function reachabilityCard(s: Status, reload: () => void): HTMLElement {
     fn().then(reload, (e) => {
       err.textContent = e instanceof ApiError || e instanceof Error ? errorMessage(e) : String(e);
     });
-  const choice = (mode: "off" | "funnel" | "proxy", label: string) => {
+  const choice = (mode: "off" | "funnel" | "tailnet" | "proxy", label: string) => {
     const current = r.mode === mode;
     const b = h("button", { type: "button", class: current ? "btn btn-xs btn-primary" : "btn btn-xs", "aria-pressed": String(current), "data-mode": mode }, label);
     b.addEventListener("click", () => {
       if (current) return;
-      if (mode === "funnel") act(() => api.setFunnel(true));
-      else if (r.mode === "funnel") act(() => api.setFunnel(false));
+      // Funnel and "Tailnet only" are pact.funnel and pact.tailnet: one on, the other off.
+      if (mode === "funnel") act(() => api.setFunnel(true).then(() => api.setTailnet(false)));
+      else if (mode === "tailnet") act(() => api.setFunnel(false).then(() => api.setTailnet(true)));
+      else if (r.mode === "funnel" || r.mode === "tailnet") act(() => api.setFunnel(false).then(() => api.setTailnet(false)));
       if (mode === "proxy") err.textContent = "Put a TLS proxy serving your domain in front of the gateway, then set publicUrl and audience in policy.json to its https:// address (Installing and deploying, in the docs).";
     });
     return b;
   };
   let body: HTMLElement[];
   if (r.mode === "funnel") body = funnelBody(r, s.gateway.publicUrl, act);
+  else if (r.mode === "tailnet")
+    body =
+      r.state === "tailnet"
+        ? [
+            h("p", null, "On your tailnet at ", copyable(r.url, "tailnet address"), " for your paired phones (", h("a", { href: "/phones" }, "Phones"), "). The gateway is not published: only agents on this computer can call it."),
+          ]
+        : funnelBody(r, s.gateway.publicUrl, act);
   else if (r.mode === "proxy")
     body = [h("p", null, "Agents reach this node at ", copyable(s.gateway.publicUrl, "public URL"), ", through your own TLS proxy (see docs/deploy.md).")];
   else
@@ -99,9 +125,9 @@ export function reachabilityCard(s: Status, reload: () => void): HTMLElement {
     ];
   return h(
     "section",
-    { class: "card card-reach", id: "reachability", "data-reach-state": r.mode === "funnel" ? r.state : r.mode },
+    { class: "card card-reach", id: "reachability", "data-reach-state": r.mode === "funnel" || r.mode === "tailnet" ? r.state : r.mode },
     h("div", { class: "card-head" }, h("h2", null, "Reachability"), reachBadge(r)),
-    h("div", { class: "btn-group", role: "group", "aria-label": "How agents reach this node" }, choice("off", "Off"), choice("funnel", "Tailscale Funnel"), choice("proxy", "My own proxy or domain")),
+    h("div", { class: "btn-group", role: "group", "aria-label": "How agents reach this node" }, choice("off", "Off"), choice("tailnet", "Tailnet only"), choice("funnel", "Tailscale Funnel"), choice("proxy", "My own proxy or domain")),
     ...body,
     err,
   );
