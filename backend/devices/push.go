@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"syscall"
 	"time"
 
 	webpush "github.com/SherClockHolmes/webpush-go"
@@ -48,7 +51,8 @@ type vapidKey struct {
 // Push sends notices to the subscribed devices of a Store.
 type Push struct {
 	Store *Store
-	// Client sends to the push services; nil means a client with a 30 s timeout.
+	// Client sends to the push services; nil means publicClient. Tests set one that reaches
+	// their push service on loopback.
 	Client *http.Client
 	// Subscriber is the VAPID "sub": a mailto: or https: address of the node.
 	Subscriber string
@@ -149,7 +153,7 @@ func (p *Push) Send(ctx context.Context, n Notice) (int, error) {
 	}
 	client := p.Client
 	if client == nil {
-		client = &http.Client{Timeout: 30 * time.Second}
+		client = publicClient()
 	}
 	sub := p.Subscriber
 	if sub == "" {
@@ -180,4 +184,33 @@ func (p *Push) Send(ctx context.Context, n Notice) (int, error) {
 		}
 	}
 	return sent, errors.Join(errs...)
+}
+
+// publicClient posts to push services, which are on the internet: a subscription's endpoint is
+// a paired device's word, so the node connects to no address of this machine, its networks or
+// the tailnet's, and follows no redirect (docs/threats.md O7).
+func publicClient() *http.Client {
+	d := &net.Dialer{Timeout: 10 * time.Second, Control: refuseNonPublic}
+	return &http.Client{
+		Timeout:       30 * time.Second,
+		Transport:     &http.Transport{DialContext: d.DialContext, TLSHandshakeTimeout: 10 * time.Second},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// cgnat holds the tailnet's addresses (Tailscale's 100.64.0.0/10).
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+
+// refuseNonPublic refuses, at the moment of connecting (so a name that resolves, or rebinds,
+// to such an address is refused too), every address that is not public unicast.
+func refuseNonPublic(network, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return err
+	}
+	a := ap.Addr().Unmap()
+	if !a.IsGlobalUnicast() || a.IsPrivate() || cgnat.Contains(a) {
+		return fmt.Errorf("%w: its endpoint is at %s, not a public address", ErrSubscription, a)
+	}
+	return nil
 }
