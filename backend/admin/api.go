@@ -383,24 +383,16 @@ func nonNil[T any](s []T) []T {
 
 // postFunnel turns publishing with Tailscale Funnel on or off (pact.funnel).
 func (s *Server) postFunnel(w http.ResponseWriter, r *http.Request) {
-	var req owner.FunnelRequest
-	if !s.decode(w, r, &req) {
-		return
-	}
-	if err := req.Validate(); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	res, err := s.b.SetFunnel(r.Context(), *req.On)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
+	s.postSwitch(w, r, s.b.SetFunnel)
 }
 
 // postTailnet is the Reachability card's "Tailnet only": {"on": true|false}.
 func (s *Server) postTailnet(w http.ResponseWriter, r *http.Request) {
+	s.postSwitch(w, r, s.b.SetTailnet)
+}
+
+// postSwitch answers a Reachability switch's {"on": true|false} with set's Reachability.
+func (s *Server) postSwitch(w http.ResponseWriter, r *http.Request, set func(context.Context, bool) (owner.Reachability, error)) {
 	var req owner.FunnelRequest
 	if !s.decode(w, r, &req) {
 		return
@@ -409,7 +401,7 @@ func (s *Server) postTailnet(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	res, err := s.b.SetTailnet(r.Context(), *req.On)
+	res, err := set(r.Context(), *req.On)
 	if err != nil {
 		s.fail(w, r, err)
 		return
