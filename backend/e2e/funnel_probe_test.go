@@ -44,7 +44,7 @@ func (p *publicPath) set(in *ingress) {
 func TestFunnelReachable(t *testing.T) {
 	tn := newTailnet(t, nil, false)
 	path := &publicPath{}
-	e := newEnv(t, withNode(func(o *node.Options) {
+	e := newEnv(t, withPublicIssuer(), withNode(func(o *node.Options) {
 		o.Funnel = true
 		o.Reach = reach.Config{ControlURL: tn.url, Ephemeral: true, TLS: tn.ca.tlsConfig(), Hostname: "aether",
 			Probe: &http.Client{Transport: &http.Transport{DialContext: path.dial, TLSClientConfig: &tls.Config{RootCAs: tn.ca.pool()}}}}

@@ -89,7 +89,7 @@ func TestPhoneBrowser(t *testing.T) {
 	done := make(chan result, 1)
 	go func() {
 		res, err := agentpkg.Run(t.Context(), agentpkg.Options{Card: e.publicURL, Brand: "review", Message: "from the phone's browser", Dir: t.TempDir(),
-			OnUserCode: func(code, _ string) { codes <- code }})
+			OnUserCode: func(code, _ string) { codes <- code }, IdentityToken: e.issuer.Token("phone-agent", e.publicURL)})
 		done <- result{res, err}
 	}()
 	var code string

@@ -217,7 +217,7 @@ func TestPhoneOnTheTailnet(t *testing.T) {
 			}
 		}
 		res, err := agentpkg.Run(ctx, agentpkg.Options{Card: e.publicURL, Brand: "review", Message: "from the phone", Dir: t.TempDir(),
-			HTTPClient: &http.Client{Transport: asked}, OnUserCode: decide})
+			HTTPClient: &http.Client{Transport: asked}, OnUserCode: decide, IdentityToken: e.issuer.Token("phone-agent", e.publicURL)})
 		if err != nil {
 			t.Fatalf("the agent: %v", err)
 		}
