@@ -70,7 +70,9 @@ func TestGoldenLedger(t *testing.T) {
 	}
 
 	appendTurn("completed", 1, nil)
-	appendTurn("failed", 2, func(tr *Turn) { tr.Status, tr.Reason, tr.ExitCode, tr.AnswerHash = domain.TurnFailed, "codex exited 1", 1, "" })
+	appendTurn("failed", 2, func(tr *Turn) {
+		tr.Status, tr.Reason, tr.ExitCode, tr.AnswerHash = domain.TurnFailed, "codex exited 1", 1, ""
+	})
 	appendTurn("canceled", 3, func(tr *Turn) { tr.Status, tr.Reason, tr.ExitCode = domain.TurnCanceled, "canceled by the agent", -1 })
 	appendTurn("violation", 4, func(tr *Turn) { tr.Violation, tr.Work = true, goldenWork(3) })
 	appendTurn("work cut to fit", 5, func(tr *Turn) { tr.Work = goldenWork(work.MaxEntries) })
