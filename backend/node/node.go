@@ -279,7 +279,7 @@ func (n *Node) newServices(ctx context.Context) error {
 		return err
 	}
 	// From here on, no receipt is handed out before receipts.head holds it (T14).
-	n.db.SetHeadMark(n.head.Mark)
+	n.ledger.KeepHead(n.head)
 	if err := n.recover(ctx); err != nil {
 		return err
 	}
@@ -410,7 +410,7 @@ func (n *Node) Stop(ctx context.Context) error {
 	n.bg.Wait()
 	n.runner.Wait()
 	if n.ledger != nil {
-		// Drain the last receipts (each commit has marked receipts.head).
+		// Drain the last receipts (each append has marked receipts.head).
 		errs = append(errs, n.ledger.Close())
 		n.ledger = nil
 	}
@@ -437,7 +437,7 @@ func (n *Node) close() error {
 		errs = append(errs, n.db.Close())
 	}
 	if n.head != nil {
-		errs = append(errs, n.head.Close()) // after the store: its last commits mark it
+		errs = append(errs, n.head.Close()) // after the ledger: its last appends mark it
 	}
 	if n.dir != nil {
 		n.dir.Close()

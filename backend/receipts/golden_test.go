@@ -186,7 +186,7 @@ func TestWriteDataDir(t *testing.T) {
 		if err := head.Check(ctx, l); err != nil {
 			t.Fatal(err)
 		}
-		db.SetHeadMark(head.Mark)
+		l.KeepHead(head)
 		for i := from; i < to; i++ {
 			tr := testTurn(i)
 			tr.EndedAt = time.Time{}
