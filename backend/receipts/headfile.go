@@ -22,8 +22,8 @@ type HeadFile struct {
 	Path string
 
 	mu   sync.Mutex
-	f    *os.File   // open for Mark, once it has written
-	last Head // what the file holds, as this process last wrote it
+	f    *os.File // open for Mark, once it has written
+	last Head     // what the file holds, as this process last wrote it
 }
 
 // headSize is the length of every record Mark writes, in place at offset 0: the JSON padded
