@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/model"
 )
 
 // OpenAIBaseURL is the upstream when the owner names no server.
@@ -161,7 +162,7 @@ type Status struct {
 // Status reads the upstream as set now and the last failure seen.
 func (g *Gateway) Status() Status {
 	up, err := g.cfg.Upstream()
-	st := Status{Upstream: hostOf(baseOf(up)), KeyPresent: up.Key != ""}
+	st := Status{Upstream: model.Host(baseOf(up)), KeyPresent: up.Key != ""}
 	g.mu.Lock()
 	st.LastError, st.LastErrorAt, st.NoUsage = g.lastErr, g.lastAt, g.noUsage
 	g.mu.Unlock()
@@ -431,11 +432,4 @@ func baseOf(up Upstream) string {
 		return OpenAIBaseURL
 	}
 	return strings.TrimRight(up.BaseURL, "/")
-}
-
-func hostOf(raw string) string {
-	if u, err := url.Parse(raw); err == nil && u.Host != "" {
-		return u.Host
-	}
-	return raw
 }

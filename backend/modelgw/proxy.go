@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/aether/aether/backend/model"
 )
 
 // responsesPath is the one path forwarded: Codex posts every turn to base_url + /responses
@@ -132,7 +134,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, p *Pass) {
 		}
 		m.charge = false
 		g.fail(p, "the owner's model server cannot be reached",
-			"the model server "+hostOf(baseOf(p.up))+" cannot be reached: "+redact(err.Error(), p.up.Key))
+			"the model server "+model.Host(baseOf(p.up))+" cannot be reached: "+redact(err.Error(), p.up.Key))
 		apiError(w, http.StatusBadGateway, "server_error", "upstream_unreachable", "the owner's model server cannot be reached")
 		return
 	}
@@ -194,7 +196,7 @@ func (g *Gateway) stream(w http.ResponseWriter, p *Pass, body io.Reader, m *mete
 // Codex's to retry (M18); a 5xx too; anything else ends the turn.
 func (g *Gateway) refused(w http.ResponseWriter, p *Pass, resp *http.Response) {
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	host := hostOf(baseOf(p.up))
+	host := model.Host(baseOf(p.up))
 	words := upstreamWords(msg, p.up.Key)
 	e := classify(resp.StatusCode, msg)
 	owner := fmt.Sprintf("the model server %s %s (HTTP %d: %s)", host, e.owner, resp.StatusCode, words)

@@ -363,12 +363,11 @@ func (n *Node) writeAddresses() error { return n.dir.WriteAddresses(n.Addresses(
 
 // recover ends what a crash left running: turns get a failed receipt, tasks end FAILED.
 func (n *Node) recover(ctx context.Context) error {
-	const why = "the node stopped while the turn was running"
 	turns, err := n.ledger.Recover(ctx)
 	if err != nil {
 		return fmt.Errorf("recover interrupted turns: %w", err)
 	}
-	tasks, err := n.db.FailInterrupted(ctx, why)
+	tasks, err := n.db.FailInterrupted(ctx, receipts.ReasonNodeStopped)
 	if err != nil {
 		return fmt.Errorf("recover interrupted tasks: %w", err)
 	}

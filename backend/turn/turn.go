@@ -120,11 +120,12 @@ var (
 var (
 	errCanceledByAgent = errors.New("canceled by the agent (CancelTask)")
 	errDisconnected    = errors.New("the streaming client disconnected")
-	errShutdown        = errors.New("the node stopped while the turn was running")
+	errShutdown        = errors.New(receipts.ReasonNodeStopped)
 )
 
-// ReasonRevoked is the receipt's reason for a turn whose grant was revoked while it waited.
-const ReasonRevoked = "revoked"
+// ReasonRevoked is the receipt's reason for a turn whose grant was revoked while it waited:
+// consent's word for a revoked grant.
+const ReasonRevoked = consent.ReasonRevoked
 
 var errRevokedWhileQueued = errors.New(ReasonRevoked)
 
