@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/model"
 )
 
@@ -70,8 +71,8 @@ type meter struct {
 
 // estimate is a request's tokens from its bytes: one token for every 4 bytes sent and every
 // 4 bytes streamed back, which errs high (JSON and the stream's framing count as text).
-func (m meter) estimate() Usage {
-	return Usage{InputTokens: (m.sent + 3) / 4, OutputTokens: (m.got + 3) / 4}
+func (m meter) estimate() domain.Usage {
+	return domain.Usage{InputTokens: (m.sent + 3) / 4, OutputTokens: (m.got + 3) / 4}
 }
 
 // settle charges a request that ended without its usage event (cut, dropped by Codex, ended
