@@ -34,6 +34,7 @@ import (
 	"github.com/aether/aether/backend/reach"
 	"github.com/aether/aether/backend/receipts"
 	"github.com/aether/aether/backend/store"
+	"github.com/aether/aether/backend/turn"
 )
 
 // turnTag, set in the node's environment, is passed to every turn's Codex: a value that is no
@@ -60,7 +61,7 @@ type Options struct {
 	// harnesses set them (the fake codex's record).
 	CodexTestMounts []string
 	// Runner replaces Codex with another coding agent (benchmarks use an instant stand-in).
-	Runner gateway.Runner
+	Runner turn.Runner
 	UI     fs.FS // frontend/dist
 	Logger *slog.Logger
 	// Desktop keeps the node running on a broken policy (the window shows the
@@ -117,7 +118,8 @@ type Node struct {
 	head    *receipts.HeadFile // receipts.head
 	runner  *codex.Runner
 	setup   *codexsetup.Setup // Codex's health, Get Codex and the model settings (the Status page)
-	turns   gateway.Runner
+	runs    turn.Runner       // Codex, or the stand-in the options give
+	turns   *turn.Service
 	owner   *owner.Service
 	admin   *admin.Server
 	// gw is nil until a policy first loads. Its routes are the served policy, which the gateway
@@ -221,9 +223,9 @@ func (n *Node) newRunner() {
 		ExtraArgs: o.CodexArgs, Env: append([]string{"CODEX_API_KEY", turnTag}, o.CodexEnv...), TestMounts: o.CodexTestMounts, Logger: n.log}
 	n.setup = codexsetup.New(codexsetup.Config{Runner: n.runner, Models: &model.Store{Dir: n.dir.Path},
 		Getter: &codexget.Getter{Dir: n.path(datadir.CodexBinDir), Registry: o.CodexRegistry}, ProbeDir: n.path(datadir.CodexDir), Logger: n.log})
-	n.turns = n.runner
+	n.runs = n.runner
 	if o.Runner != nil {
-		n.turns = o.Runner
+		n.runs = o.Runner
 	}
 }
 
@@ -273,6 +275,9 @@ func (n *Node) newServices(ctx context.Context) error {
 		Listen: n.addrs.Gateway, PublicURL: publicURL, AdminURL: "https://" + n.addrs.Admin, Setup: n.setup,
 		TokensToday: n.setup.TokensToday,
 	})
+	n.turns = turn.New(turn.Config{Ledger: n.ledger, Runner: n.runs, Consent: n.consent,
+		Served: func() *policy.Policy { return n.policy.Current().Policy }, OnReceipt: n.owner.ReceiptAdded,
+		Models: n.setup.OpenPass, Logger: n.log})
 	n.funnel = n.newFunnel()
 	n.head = &receipts.HeadFile{Path: n.path(datadir.HeadFile)}
 	if err := n.head.Check(ctx, n.ledger); err != nil {

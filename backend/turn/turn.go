@@ -25,12 +25,13 @@ type Runner interface {
 	Run(ctx context.Context, req codex.Request, progress func(codex.Progress)) (codex.Result, error)
 }
 
-// Config is what the service needs; the gateway builds it from its own.
+// Config is what the service needs; the node builds it.
 type Config struct {
 	Ledger  *receipts.Ledger
 	Runner  Runner
 	Consent *consent.Service
-	// Served is the policy the node serves now: a turn's brand must still be offered there.
+	// Served is the policy the node serves now (its policy.File's current one): a turn's brand
+	// must still be offered there.
 	Served    func() *policy.Policy
 	Timeout   time.Duration
 	OnReceipt func(*receipts.Receipt) // told after each receipt is durable
