@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/url"
 	"strings"
+
+	"github.com/aether/aether/backend/owner"
 )
 
 // Pages of the UI the shell opens the window on.
@@ -23,25 +25,11 @@ func userCodeFromArgs(args []string) string {
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "aether") || strings.TrimRight(u.Path, "/") != pageConsent {
 			continue
 		}
-		if c := u.Query().Get("user_code"); plausibleUserCode(c) {
+		if c := u.Query().Get("user_code"); owner.PlausibleUserCode(c) {
 			return c
 		}
 	}
 	return ""
-}
-
-// plausibleUserCode keeps junk out of the window's address; the consent service does the
-// real check when the owner decides.
-func plausibleUserCode(c string) bool {
-	if c == "" || len(c) > 16 {
-		return false
-	}
-	for _, r := range c {
-		if !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == ' ') {
-			return false
-		}
-	}
-	return true
 }
 
 // consentPage is the window's address for one request.

@@ -7,6 +7,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"github.com/aether/aether/backend/owner"
 )
 
 // serveUI answers the pages and the built assets; index is the page of every client-side route
@@ -22,7 +24,7 @@ func (s *Server) serveUI(w http.ResponseWriter, r *http.Request, browser bool, i
 	if last := path.Base(p); !strings.Contains(last, ".") || p == "/"+index {
 		// A client-side route (/, /pact/consent, /sharing, …): the UI decides what to show.
 		if browser && p == "/pact/consent" && r.Method == http.MethodGet && s.cfg.OnConsentLink != nil {
-			if code := r.URL.Query().Get("user_code"); plausibleUserCode(code) {
+			if code := r.URL.Query().Get("user_code"); owner.PlausibleUserCode(code) {
 				s.cfg.OnConsentLink(code)
 			}
 		}
@@ -30,19 +32,6 @@ func (s *Server) serveUI(w http.ResponseWriter, r *http.Request, browser bool, i
 		return
 	}
 	s.serveFile(w, r, strings.TrimPrefix(p, "/"))
-}
-
-// plausibleUserCode keeps junk out of the desktop hook; the consent service does the real check.
-func plausibleUserCode(c string) bool {
-	if c == "" || len(c) > 16 {
-		return false
-	}
-	for _, r := range c {
-		if !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == ' ') {
-			return false
-		}
-	}
-	return true
 }
 
 func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, name string) {

@@ -28,6 +28,7 @@ import (
 	"github.com/aether/aether/backend/policy"
 	"github.com/aether/aether/backend/receipts"
 	"github.com/aether/aether/backend/store"
+	"github.com/aether/aether/backend/turn"
 )
 
 // The tests below drive Run against the real gateway (real consent, store,
@@ -123,7 +124,8 @@ func startNodeAt(t *testing.T, dir string, ln net.Listener, pub string) (*testNo
 	gw, err := gateway.New(gateway.Config{
 		ConsentURL: consentURL,
 		Identity:   identity.New(identity.Config{Audience: pub, NodeIssuer: pub, AllowInsecureLocalIssuers: true, Logger: quiet}),
-		Consent:    cs, Tasks: db, Ledger: ledger, Runner: runner, Keys: keys.History{Set: key.Set()}, Signer: key, Logger: quiet,
+		Consent:    cs, Tasks: db, Ledger: ledger, Keys: keys.History{Set: key.Set()}, Signer: key, Logger: quiet,
+		Turns: turn.New(turn.Config{Ledger: ledger, Runner: runner, Consent: cs, Served: func() *policy.Policy { return pol }, Logger: quiet}),
 	}, pol.Snapshot())
 	if err != nil {
 		t.Fatal(err)

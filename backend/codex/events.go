@@ -8,17 +8,19 @@ import (
 	"io"
 	"regexp"
 	"strings"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 // event is one line of `codex exec --json`. Fields not listed are ignored, as are unknown
 // event and item types, so a newer codex that adds some keeps working.
 type event struct {
-	Type     string    `json:"type"`
-	ThreadID string    `json:"thread_id"`
-	Message  string    `json:"message"`
-	Item     *item     `json:"item"`
-	Usage    *Usage    `json:"usage"`
-	Error    *errorMsg `json:"error"`
+	Type     string        `json:"type"`
+	ThreadID string        `json:"thread_id"`
+	Message  string        `json:"message"`
+	Item     *item         `json:"item"`
+	Usage    *domain.Usage `json:"usage"`
+	Error    *errorMsg     `json:"error"`
 }
 
 type errorMsg struct {
@@ -48,7 +50,7 @@ type item struct {
 type transcript struct {
 	threadID      string
 	answer        string // last completed agent_message
-	usage         Usage
+	usage         domain.Usage
 	turnCompleted bool
 	turnFailed    bool
 	failMessage   string // turn.failed error

@@ -8,6 +8,8 @@ import (
 	"testing/iotest"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 // realStream is what codex 0.169.0 printed for a read-only turn with one command.
@@ -34,7 +36,7 @@ func TestTranscriptRealStream(t *testing.T) {
 		!tr.turnCompleted || tr.turnFailed || tr.events != 6 || tr.skipped != 0 {
 		t.Fatalf("transcript %+v", tr)
 	}
-	if diff := cmp.Diff(Usage{20, 4, 1, 10, 2}, tr.usage); diff != "" {
+	if diff := cmp.Diff(domain.Usage{InputTokens: 20, CachedInputTokens: 4, OutputTokens: 10}, tr.usage); diff != "" {
 		t.Fatalf("usage (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"running: echo pwned > pwned.txt; cat a.txt"}, progress); diff != "" {

@@ -142,15 +142,6 @@ type Request struct {
 	Provider *Provider
 }
 
-// Usage is codex's token count for the turn.
-type Usage struct {
-	InputTokens           int64 `json:"input_tokens"`
-	CachedInputTokens     int64 `json:"cached_input_tokens"`
-	CacheWriteInputTokens int64 `json:"cache_write_input_tokens"`
-	OutputTokens          int64 `json:"output_tokens"`
-	ReasoningOutputTokens int64 `json:"reasoning_output_tokens"`
-}
-
 // Progress is a short, sanitized status line such as "running: ls".
 type Progress struct {
 	Text string
@@ -162,13 +153,13 @@ type Result struct {
 	ThreadID          string
 	ExitCode          int // -1 when codex did not start or was ended by a signal
 	Status            string
-	Reason            string // clear and redacted; empty when completed
-	Usage             Usage
-	OutputTruncated   bool     // stdout went over MaxOutputBytes; codex was stopped
-	WorkspaceChanged  bool     // read_only only: the workspace digest changed
-	ChangedPaths      []string // a violation's paths (changed read_only, planted read_write), up to 20, slash-separated
-	LeftoverProcesses bool     // processes of codex's group outlived it and were killed
-	StderrTail        string   // last few KiB of stderr, redacted
+	Reason            string       // clear and redacted; empty when completed
+	Usage             domain.Usage // Codex's token count for the turn (the model gateway's, when it ran through one)
+	OutputTruncated   bool         // stdout went over MaxOutputBytes; codex was stopped
+	WorkspaceChanged  bool         // read_only only: the workspace digest changed
+	ChangedPaths      []string     // a violation's paths (changed read_only, planted read_write), up to 20, slash-separated
+	LeftoverProcesses bool         // processes of codex's group outlived it and were killed
+	StderrTail        string       // last few KiB of stderr, redacted
 	StartedAt         time.Time
 	EndedAt           time.Time
 	// Work is what the turn did, for its receipt; nil when codex did not start.

@@ -167,7 +167,7 @@ func TestRunCompletes(t *testing.T) {
 	if res.Answer != codextest.DefaultAnswer || res.ExitCode != 0 || res.ThreadID == "" {
 		t.Fatalf("answer %q exit %d thread %q", res.Answer, res.ExitCode, res.ThreadID)
 	}
-	want := Usage{InputTokens: 120, CachedInputTokens: 20, OutputTokens: 7, ReasoningOutputTokens: 3}
+	want := domain.Usage{InputTokens: 120, CachedInputTokens: 20, OutputTokens: 7}
 	if diff := cmp.Diff(want, res.Usage); diff != "" {
 		t.Fatalf("usage (-want +got):\n%s", diff)
 	}

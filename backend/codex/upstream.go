@@ -3,12 +3,12 @@ package codex
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/model"
 )
 
 // Upstream is the model the owner chose in the window (backend/model): an API key, and
@@ -44,21 +44,14 @@ func upstreamCredential(up Upstream) (Credential, string, bool) {
 	switch {
 	case up.BaseURL != "" && up.Key != "":
 		return Credential{Kind: CredentialUpstreamKey,
-			Summary: "API key set in Aether for " + hostOf(up.BaseURL) + ": the node's model gateway holds it; each turn's Codex gets a one-time token"}, up.Key, true
+			Summary: "API key set in Aether for " + model.Host(up.BaseURL) + ": the node's model gateway holds it; each turn's Codex gets a one-time token"}, up.Key, true
 	case up.BaseURL != "":
-		return Credential{Kind: CredentialUpstreamOpen, Summary: "no key: " + hostOf(up.BaseURL) + " is asked without one"}, "", true
+		return Credential{Kind: CredentialUpstreamOpen, Summary: "no key: " + model.Host(up.BaseURL) + " is asked without one"}, "", true
 	case up.Key != "":
 		return Credential{Kind: CredentialAPIKeyStored,
 			Summary: "API key set in Aether: the node's model gateway holds it; each turn's Codex gets a one-time token"}, up.Key, true
 	}
 	return Credential{}, "", false
-}
-
-func hostOf(raw string) string {
-	if u, err := url.Parse(raw); err == nil && u.Host != "" {
-		return u.Host
-	}
-	return raw
 }
 
 // upstreamArgs are the `-c` options that point codex at the window's server and model. They go

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/confine"
+	"github.com/aether/aether/backend/model"
 	"github.com/aether/aether/backend/work"
 )
 
@@ -108,14 +109,14 @@ func (l *workLog) finish(meta work.Work, files *workFiles) *work.Work {
 // them, Codex's sandbox and the node's confinement.
 func workMeta(version string, req Request, up Upstream, box confine.Status) work.Work {
 	sandbox, _ := sandboxFor(req.AccessMode)
-	model := req.Model
-	if model == "" {
-		model = up.Model
+	name := req.Model
+	if name == "" {
+		name = up.Model
 	}
 	upstream := ""
 	if up.BaseURL != "" {
-		upstream = hostOf(up.BaseURL)
+		upstream = model.Host(up.BaseURL)
 	}
-	return work.Work{Codex: work.Text(version, 64), Model: work.Text(model, 128), Upstream: work.Text(upstream, 256),
+	return work.Work{Codex: work.Text(version, 64), Model: work.Text(name, 128), Upstream: work.Text(upstream, 256),
 		Sandbox: sandbox, Confinement: work.Text(box.Mechanism, 128)}
 }

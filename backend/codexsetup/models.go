@@ -52,10 +52,7 @@ func (s *Setup) OpenPass(t turn.ModelTurn) (*turn.ModelPass, error) {
 	return &turn.ModelPass{
 		Provider: codex.Provider{BaseURL: p.BaseURL, Token: p.Token, Model: p.Model},
 		Ended:    p.Ended(),
-		Close: func() (domain.Usage, error) {
-			u := p.Close()
-			return domain.Usage{InputTokens: u.InputTokens, CachedInputTokens: u.CachedInputTokens, OutputTokens: u.OutputTokens}, p.Err()
-		},
+		Close:    func() (domain.Usage, error) { return p.Close(), p.Err() },
 	}, nil
 }
 

@@ -14,11 +14,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/fanout"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/limit"
 	"github.com/aether/aether/backend/policy"
@@ -70,8 +70,7 @@ type Service struct {
 	// publicURL is cfg.PublicURL, and then what SetPublicURL made it.
 	publicURL atomic.Pointer[string]
 
-	mu   sync.Mutex
-	subs map[chan Event]struct{}
+	events *fanout.Hub[Event]
 }
 
 // New builds the service.
@@ -122,7 +121,7 @@ func New(db *store.DB, key *keys.Key, cfg Config) *Service {
 		unknown:     limit.NewBuckets(cfg.MaxUnknownCodes, unknownCodeRefill),
 		flows:       limit.NewBuckets(cfg.NewFlowBurst, cfg.NewFlowEvery),
 		newUserCode: newUserCode,
-		subs:        map[chan Event]struct{}{},
+		events:      fanout.New[Event](subscriberBuffer),
 		seen:        verified.New[delegationClaims](seenTokens),
 	}
 	s.SetPublicURL(cfg.PublicURL)

@@ -60,30 +60,11 @@ func (s *Service) Watch(ctx context.Context, fn func(Event)) {
 // Subscribe returns a channel of events and a function that ends the
 // subscription (and closes the channel). Delivery never blocks the service: a
 // subscriber that falls more than a buffer behind loses events.
-func (s *Service) Subscribe() (<-chan Event, func()) {
-	ch := make(chan Event, subscriberBuffer)
-	s.mu.Lock()
-	s.subs[ch] = struct{}{}
-	s.mu.Unlock()
-	return ch, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if _, ok := s.subs[ch]; ok {
-			delete(s.subs, ch)
-			close(ch)
-		}
-	}
-}
+func (s *Service) Subscribe() (<-chan Event, func()) { return s.events.Subscribe() }
 
 func (s *Service) emit(e Event) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for ch := range s.subs {
-		select {
-		case ch <- e:
-		default:
-			s.log.Warn("consent event dropped: subscriber too slow", "kind", e.Kind)
-		}
+	if dropped := s.events.Publish(e); dropped > 0 {
+		s.log.Warn("consent event dropped: subscriber too slow", "kind", e.Kind, "subscribers", dropped)
 	}
 }
 

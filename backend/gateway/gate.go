@@ -132,7 +132,7 @@ func (gt *gate) beforeTurn(ctx context.Context, cc *a2asrv.CallContext, id ident
 	var d *consent.Delegation
 	var derr error
 	if token == "" {
-		derr = &consent.DelegationError{Reason: "missing", Detail: "no " + DelegationHeader + " header"}
+		derr = &consent.DelegationError{Reason: consent.ReasonMissing, Detail: "no " + DelegationHeader + " header"}
 	} else {
 		d, derr = gt.g.cfg.Consent.CheckDelegation(ctx, token, id.Agent, gt.brand, gt.g.Policy())
 	}

@@ -27,7 +27,13 @@ import (
 )
 
 // Runner runs one coding-agent turn (codex.Runner in production).
-type Runner = turn.Runner
+// Turns runs the delegated turns the gateway maps onto A2A (turn.Service; the node builds it).
+type Turns interface {
+	Run(ctx context.Context, req turn.Request, w turn.Watcher) (*turn.Finished, error)
+	Running(taskID string) bool
+	Cancel(ctx context.Context, taskID string) (*receipts.Receipt, error)
+	Shutdown(ctx context.Context) error
+}
 
 // Identities verifies identity JWTs (identity.Verifier in production).
 type Identities interface {
@@ -48,17 +54,14 @@ type Tasks interface {
 
 // Config is everything the gateway needs; the node builds it.
 type Config struct {
-	ConsentURL  string // https://127.0.0.1:<admin-port>/pact/consent
-	Identity    Identities
-	Consent     *consent.Service
-	Tasks       Tasks
-	Ledger      *receipts.Ledger
-	Runner      Runner
-	Keys        keys.History // published at /.well-known/jwks.json, with each retired key's rotation (T13)
-	TurnTimeout time.Duration
-	OnReceipt   func(*receipts.Receipt)                       // told after each receipt is committed
-	Models      func(turn.ModelTurn) (*turn.ModelPass, error) // turn.Config.Models
-	Logger      *slog.Logger
+	ConsentURL string // https://127.0.0.1:<admin-port>/pact/consent
+	Identity   Identities
+	Consent    *consent.Service
+	Tasks      Tasks
+	Ledger     *receipts.Ledger
+	Turns      Turns
+	Keys       keys.History // published at /.well-known/jwks.json, with each retired key's rotation (T13)
+	Logger     *slog.Logger
 
 	// Signer signs the agent cards (A2A 1.0 §8.4); nil serves them unsigned.
 	Signer *keys.Key
@@ -74,7 +77,7 @@ type Gateway struct {
 	cfg    Config
 	routes atomic.Pointer[routes]
 	paused atomic.Bool
-	turns  *turn.Service
+	turns  Turns
 	// requests in progress per agent and per issuer site (F8, F9)
 	requests requestSlots
 	logs     *limit.Slots // log requests in progress per client address (log.go)
@@ -89,10 +92,7 @@ func New(cfg Config, s policy.Snapshot) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	g := &Gateway{cfg: cfg, requests: newRequestSlots(), logs: limit.NewSlots(maxLogRequestsPerClient), brands: map[domain.BrandID]*brandRoute{}}
-	g.turns = turn.New(turn.Config{Ledger: cfg.Ledger, Runner: cfg.Runner, Consent: cfg.Consent,
-		Served:  g.Policy,
-		Timeout: cfg.TurnTimeout, OnReceipt: cfg.OnReceipt, Models: cfg.Models, Logger: cfg.Logger})
+	g := &Gateway{cfg: cfg, turns: cfg.Turns, requests: newRequestSlots(), logs: limit.NewSlots(maxLogRequestsPerClient), brands: map[domain.BrandID]*brandRoute{}}
 	if err := g.Reload(s); err != nil {
 		return nil, err
 	}

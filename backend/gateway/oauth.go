@@ -52,16 +52,16 @@ func (g *Gateway) token(w http.ResponseWriter, r *http.Request) {
 	case deviceCodeGrant:
 		code := r.PostForm.Get("device_code")
 		if code == "" {
-			writeOAuthError(w, &consent.OAuthError{Code: "invalid_request", Description: "device_code is required", Status: http.StatusBadRequest})
+			writeOAuthError(w, &consent.OAuthError{Code: consent.CodeInvalidRequest, Description: "device_code is required", Status: http.StatusBadRequest})
 			return
 		}
 		tok, err = g.cfg.Consent.Poll(r.Context(), agent, code)
 	case grantRefreshGrant:
 		tok, err = g.cfg.Consent.Refresh(r.Context(), agent, domain.BrandID(r.PostForm.Get("brand")), g.Policy())
 	case "":
-		err = &consent.OAuthError{Code: "invalid_request", Description: "grant_type is required", Status: http.StatusBadRequest}
+		err = &consent.OAuthError{Code: consent.CodeInvalidRequest, Description: "grant_type is required", Status: http.StatusBadRequest}
 	default:
-		err = &consent.OAuthError{Code: "unsupported_grant_type", Description: "this node accepts " + deviceCodeGrant + " and " + grantRefreshGrant, Status: http.StatusBadRequest}
+		err = &consent.OAuthError{Code: consent.CodeUnsupportedGrantType, Description: "this node accepts " + deviceCodeGrant + " and " + grantRefreshGrant, Status: http.StatusBadRequest}
 	}
 	if err != nil {
 		writeOAuthError(w, err)
@@ -81,15 +81,15 @@ func (g *Gateway) oauthIdentity(w http.ResponseWriter, r *http.Request) (id iden
 		closeUnread(w)
 		if werr.HTTPStatus == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="pact", error="invalid_token", error_description="`+headerSafe(werr.Message)+`"`)
-			writeOAuthJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_client", "error_description": werr.Message})
+			writeOAuthJSON(w, http.StatusUnauthorized, map[string]string{"error": consent.CodeInvalidClient, "error_description": werr.Message})
 		} else {
-			writeOAuthJSON(w, werr.HTTPStatus, map[string]string{"error": "slow_down", "error_description": werr.Message})
+			writeOAuthJSON(w, werr.HTTPStatus, map[string]string{"error": consent.CodeSlowDown, "error_description": werr.Message})
 		}
 		return id, nil, false
 	}
 	fail := func(status int, desc string) (identity.Identity, func(), bool) {
 		release()
-		writeOAuthJSON(w, status, map[string]string{"error": "invalid_request", "error_description": desc})
+		writeOAuthJSON(w, status, map[string]string{"error": consent.CodeInvalidRequest, "error_description": desc})
 		return id, nil, false
 	}
 	ct := r.Header.Get("Content-Type")

@@ -129,15 +129,15 @@ func (gt *gate) authRequired(ctx context.Context, id identity.Identity, msg *a2a
 
 func reasonText(reason, detail string) string {
 	switch reason {
-	case "missing":
+	case consent.ReasonMissing:
 		return "no delegation token was sent"
-	case "expired":
+	case consent.ReasonExpired:
 		return "the delegation token or its grant has expired"
-	case "revoked":
+	case consent.ReasonRevoked:
 		return "the owner revoked the grant behind the delegation token"
-	case "wrong_brand":
+	case consent.ReasonWrongBrand:
 		return "the delegation token is for another brand"
-	case "wrong_agent":
+	case consent.ReasonWrongAgent:
 		return "the delegation token was issued to another agent"
 	}
 	if detail != "" {

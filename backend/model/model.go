@@ -67,6 +67,15 @@ func (st Settings) Server() string {
 	return st.BaseURL
 }
 
+// Host is the host of a model server's base URL, as the Status page and receipts name the
+// server (the whole text when it is no URL).
+func Host(baseURL string) string {
+	if u, err := url.Parse(baseURL); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return baseURL
+}
+
 // SavedKey is model.key: the key, and the server it was saved for (docs/threats.md M16). The
 // file holds the key on its first line and the server on its second; a file of one line (a key
 // saved before keys were bound) belongs to the server set now, and is bound to it before the

@@ -305,7 +305,7 @@ func TestBudget(t *testing.T) {
 	if resp, _ := post(t, url, p.Token, "{}"); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("the ended pass's token: %d", resp.StatusCode)
 	}
-	if u := p.Close(); u.Total() != 160 {
+	if u := p.Close(); total(u) != 160 {
 		t.Errorf("usage %+v", u)
 	}
 	if _, err := g.Open(Binding{Turn: "t2", Grant: "g", Budget: 100}, clk.Now().Add(time.Hour)); !errors.Is(err, ErrBudget) {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/model"
 )
 
 // OpenAIBaseURL is the upstream when the owner names no server.
@@ -26,9 +27,6 @@ const OpenAIBaseURL = "https://api.openai.com/v1"
 
 // DefaultMaxBody caps a request body Codex sends (its whole conversation, every turn).
 const DefaultMaxBody = 32 << 20
-
-// ProviderName is the name the gateway gets among Codex's model providers.
-const ProviderName = "aether"
 
 // Upstream is the model server the gateway forwards to: one per node.
 type Upstream struct {
@@ -49,15 +47,8 @@ type Binding struct {
 	Budget int64
 }
 
-// Usage is what the upstream reported using, summed over a turn's requests.
-type Usage struct {
-	InputTokens       int64
-	CachedInputTokens int64
-	OutputTokens      int64
-}
-
-// Total is the tokens a budget counts.
-func (u Usage) Total() int64 { return u.InputTokens + u.OutputTokens }
+// total is the tokens of u a budget counts.
+func total(u domain.Usage) int64 { return u.InputTokens + u.OutputTokens }
 
 // Config is the gateway's.
 type Config struct {
@@ -161,7 +152,7 @@ type Status struct {
 // Status reads the upstream as set now and the last failure seen.
 func (g *Gateway) Status() Status {
 	up, err := g.cfg.Upstream()
-	st := Status{Upstream: hostOf(baseOf(up)), KeyPresent: up.Key != ""}
+	st := Status{Upstream: model.Host(baseOf(up)), KeyPresent: up.Key != ""}
 	g.mu.Lock()
 	st.LastError, st.LastErrorAt, st.NoUsage = g.lastErr, g.lastAt, g.noUsage
 	g.mu.Unlock()
@@ -183,7 +174,7 @@ type Pass struct {
 	up       Upstream
 	deadline time.Time
 	ended    chan struct{}
-	usage    Usage
+	usage    domain.Usage     // what the upstream reported using, summed over the turn's requests
 	spent    map[string]int64 // UTC day → tokens counted, for the ledger at Close
 	why      error            // set once, when ended
 	said     string           // the upstream failure that ended the pass, in the owner's words
@@ -255,7 +246,7 @@ func (p *Pass) OwnerErr() error {
 
 // Close kills the token (a replay gets 401), waits for the requests under way to be counted
 // (ending the pass cuts them), writes what the turn used to the ledger, and returns it.
-func (p *Pass) Close() Usage {
+func (p *Pass) Close() domain.Usage {
 	p.g.mu.Lock()
 	p.end(errClosed)
 	p.g.mu.Unlock()
@@ -372,15 +363,15 @@ func (g *Gateway) admit(token string) (*Pass, error) {
 // count adds one response's usage to its pass and grant. When the grant's budget is crossed
 // it ends every pass of the grant (each turn is then ended by its owner, backend/turn), which
 // cuts their requests under way.
-func (g *Gateway) count(p *Pass, u Usage) {
+func (g *Gateway) count(p *Pass, u domain.Usage) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	p.usage.InputTokens += u.InputTokens
 	p.usage.CachedInputTokens += u.CachedInputTokens
 	p.usage.OutputTokens += u.OutputTokens
 	key := g.dayKey(p.bind.Grant)
-	g.used[key] += u.Total()
-	p.spent[g.day()] += u.Total()
+	g.used[key] += total(u)
+	p.spent[g.day()] += total(u)
 	crossed := func(o *Pass) bool { return o.bind.Budget > 0 && g.used[key] >= o.bind.Budget }
 	if crossed(p) {
 		p.end(fmt.Errorf("%w: this grant's %d tokens for today ran out during the turn (%d used)", ErrBudget, p.bind.Budget, g.used[key]))
@@ -431,11 +422,4 @@ func baseOf(up Upstream) string {
 		return OpenAIBaseURL
 	}
 	return strings.TrimRight(up.BaseURL, "/")
-}
-
-func hostOf(raw string) string {
-	if u, err := url.Parse(raw); err == nil && u.Host != "" {
-		return u.Host
-	}
-	return raw
 }

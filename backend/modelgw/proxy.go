@@ -10,6 +10,9 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/model"
 )
 
 // responsesPath is the one path forwarded: Codex posts every turn to base_url + /responses
@@ -68,8 +71,8 @@ type meter struct {
 
 // estimate is a request's tokens from its bytes: one token for every 4 bytes sent and every
 // 4 bytes streamed back, which errs high (JSON and the stream's framing count as text).
-func (m meter) estimate() Usage {
-	return Usage{InputTokens: (m.sent + 3) / 4, OutputTokens: (m.got + 3) / 4}
+func (m meter) estimate() domain.Usage {
+	return domain.Usage{InputTokens: (m.sent + 3) / 4, OutputTokens: (m.got + 3) / 4}
 }
 
 // settle charges a request that ended without its usage event (cut, dropped by Codex, ended
@@ -132,7 +135,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, p *Pass) {
 		}
 		m.charge = false
 		g.fail(p, "the owner's model server cannot be reached",
-			"the model server "+hostOf(baseOf(p.up))+" cannot be reached: "+redact(err.Error(), p.up.Key))
+			"the model server "+model.Host(baseOf(p.up))+" cannot be reached: "+redact(err.Error(), p.up.Key))
 		apiError(w, http.StatusBadGateway, "server_error", "upstream_unreachable", "the owner's model server cannot be reached")
 		return
 	}
@@ -194,7 +197,7 @@ func (g *Gateway) stream(w http.ResponseWriter, p *Pass, body io.Reader, m *mete
 // Codex's to retry (M18); a 5xx too; anything else ends the turn.
 func (g *Gateway) refused(w http.ResponseWriter, p *Pass, resp *http.Response) {
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	host := hostOf(baseOf(p.up))
+	host := model.Host(baseOf(p.up))
 	words := upstreamWords(msg, p.up.Key)
 	e := classify(resp.StatusCode, msg)
 	owner := fmt.Sprintf("the model server %s %s (HTTP %d: %s)", host, e.owner, resp.StatusCode, words)

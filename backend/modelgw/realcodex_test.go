@@ -233,7 +233,7 @@ func agentOf(r *http.Request) string {
 func TestRealCodexBudget(t *testing.T) {
 	ws := t.TempDir()
 	home := codextest.Home(t)
-	run := func(t *testing.T, ctx context.Context, up *upstream, b Binding) (codex.Result, Usage, *Gateway, *Pass) {
+	run := func(t *testing.T, ctx context.Context, up *upstream, b Binding) (codex.Result, domain.Usage, *Gateway, *Pass) {
 		t.Helper()
 		g := startGateway(t, Upstream{BaseURL: up.baseURL(), Key: ownerKey()})
 		pass, err := g.Open(b, time.Now().Add(2*time.Minute))

@@ -3,6 +3,8 @@ package modelgw
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/aether/aether/backend/domain"
 )
 
 // maxEventLine caps one server-sent event's data line the gateway keeps to read its usage; a
@@ -17,8 +19,8 @@ type usageScanner struct {
 }
 
 // feed takes the next chunk of the stream and returns the usage of each event it completes.
-func (s *usageScanner) feed(chunk []byte) []Usage {
-	var out []Usage
+func (s *usageScanner) feed(chunk []byte) []domain.Usage {
+	var out []domain.Usage
 	for len(chunk) > 0 {
 		i := bytes.IndexByte(chunk, '\n')
 		if i < 0 {
@@ -43,10 +45,10 @@ func (s *usageScanner) keep(b []byte) {
 }
 
 // eventUsage decodes a `data:` line of a response.completed, .incomplete or .failed event.
-func eventUsage(line []byte) (Usage, bool) {
+func eventUsage(line []byte) (domain.Usage, bool) {
 	data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r"), []byte("data:"))
 	if !ok || !bytes.Contains(data, []byte(`"usage"`)) {
-		return Usage{}, false
+		return domain.Usage{}, false
 	}
 	var ev struct {
 		Type     string `json:"type"`
@@ -61,14 +63,14 @@ func eventUsage(line []byte) (Usage, bool) {
 		} `json:"response"`
 	}
 	if json.Unmarshal(data, &ev) != nil || ev.Response.Usage == nil {
-		return Usage{}, false
+		return domain.Usage{}, false
 	}
 	switch ev.Type {
 	case "response.completed", "response.incomplete", "response.failed":
 	default:
-		return Usage{}, false
+		return domain.Usage{}, false
 	}
-	u := Usage{InputTokens: max(ev.Response.Usage.InputTokens, 0), OutputTokens: max(ev.Response.Usage.OutputTokens, 0)}
+	u := domain.Usage{InputTokens: max(ev.Response.Usage.InputTokens, 0), OutputTokens: max(ev.Response.Usage.OutputTokens, 0)}
 	if d := ev.Response.Usage.InputTokensDetails; d != nil {
 		u.CachedInputTokens = max(d.CachedTokens, 0)
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/aether/aether/backend/reach"
 	"github.com/aether/aether/backend/receipts"
 	"github.com/aether/aether/backend/store"
+	"github.com/aether/aether/backend/turn"
 )
 
 // turnTag, set in the node's environment, is passed to every turn's Codex: a value that is no
@@ -62,7 +63,7 @@ type Options struct {
 	// harnesses set them (the fake codex's record).
 	CodexTestMounts []string
 	// Runner replaces Codex with another coding agent (benchmarks use an instant stand-in).
-	Runner gateway.Runner
+	Runner turn.Runner
 	UI     fs.FS // frontend/dist
 	Logger *slog.Logger
 	// Desktop keeps the node running on a broken policy (the window shows the
@@ -123,7 +124,8 @@ type Node struct {
 	head    *receipts.HeadFile // receipts.head
 	runner  *codex.Runner
 	setup   *codexsetup.Setup // Codex's health, Get Codex and the model settings (the Status page)
-	turns   gateway.Runner
+	runs    turn.Runner       // Codex, or the stand-in the options give
+	turns   *turn.Service
 	owner   *owner.Service
 	admin   *admin.Server
 	devices *devices.Store // the owner's paired phones (devices.json)
@@ -237,9 +239,9 @@ func (n *Node) newRunner() {
 		ExtraArgs: o.CodexArgs, Env: append([]string{"CODEX_API_KEY", turnTag}, o.CodexEnv...), TestMounts: o.CodexTestMounts, Logger: n.log}
 	n.setup = codexsetup.New(codexsetup.Config{Runner: n.runner, Models: &model.Store{Dir: n.dir.Path},
 		Getter: &codexget.Getter{Dir: n.path(datadir.CodexBinDir), Registry: o.CodexRegistry}, ProbeDir: n.path(datadir.CodexDir), Logger: n.log})
-	n.turns = n.runner
+	n.runs = n.runner
 	if o.Runner != nil {
-		n.turns = o.Runner
+		n.runs = o.Runner
 	}
 }
 
@@ -290,13 +292,16 @@ func (n *Node) newServices(ctx context.Context) error {
 		Listen: n.addrs.Gateway, PublicURL: publicURL, AdminURL: "https://" + n.addrs.Admin, Setup: n.setup,
 		TokensToday: n.setup.TokensToday, Issuer: n.issuer, Received: n.db,
 	})
+	n.turns = turn.New(turn.Config{Ledger: n.ledger, Runner: n.runs, Consent: n.consent,
+		Served: func() *policy.Policy { return n.policy.Current().Policy }, OnReceipt: n.owner.ReceiptAdded,
+		Models: n.setup.OpenPass, Logger: n.log})
 	n.funnel = n.newFunnel()
 	n.head = &receipts.HeadFile{Path: n.path(datadir.HeadFile)}
 	if err := n.head.Check(ctx, n.ledger); err != nil {
 		return err
 	}
 	// From here on, no receipt is handed out before receipts.head holds it (T14).
-	n.db.SetHeadMark(n.head.Mark)
+	n.ledger.KeepHead(n.head)
 	if err := n.recover(ctx); err != nil {
 		return err
 	}
@@ -382,12 +387,11 @@ func (n *Node) writeAddresses() error { return n.dir.WriteAddresses(n.Addresses(
 
 // recover ends what a crash left running: turns get a failed receipt, tasks end FAILED.
 func (n *Node) recover(ctx context.Context) error {
-	const why = "the node stopped while the turn was running"
 	turns, err := n.ledger.Recover(ctx)
 	if err != nil {
 		return fmt.Errorf("recover interrupted turns: %w", err)
 	}
-	tasks, err := n.db.FailInterrupted(ctx, why)
+	tasks, err := n.db.FailInterrupted(ctx, receipts.ReasonNodeStopped)
 	if err != nil {
 		return fmt.Errorf("recover interrupted tasks: %w", err)
 	}
@@ -429,7 +433,7 @@ func (n *Node) Stop(ctx context.Context) error {
 	n.bg.Wait()
 	n.runner.Wait()
 	if n.ledger != nil {
-		// Drain the last receipts (each commit has marked receipts.head).
+		// Drain the last receipts (each append has marked receipts.head).
 		errs = append(errs, n.ledger.Close())
 		n.ledger = nil
 	}
@@ -456,7 +460,7 @@ func (n *Node) close() error {
 		errs = append(errs, n.db.Close())
 	}
 	if n.head != nil {
-		errs = append(errs, n.head.Close()) // after the store: its last commits mark it
+		errs = append(errs, n.head.Close()) // after the ledger: its last appends mark it
 	}
 	if n.dir != nil {
 		n.dir.Close()

@@ -43,10 +43,8 @@ func (n *Node) startGateway(s policy.Snapshot) error {
 		Consent:    n.consent,
 		Tasks:      n.db,
 		Ledger:     n.ledger,
-		Runner:     n.turns,
-		Models:     n.setup.OpenPass,
+		Turns:      n.turns,
 		Keys:       n.history,
-		OnReceipt:  n.owner.ReceiptAdded,
 		Logger:     n.log,
 
 		Signer: n.ring.Current,

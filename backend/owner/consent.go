@@ -143,3 +143,17 @@ func (s *Service) Revoke(ctx context.Context, id string) (Grant, error) {
 	}
 	return s.grantDTO(*g), nil
 }
+
+// PlausibleUserCode keeps junk out of a consent link's user code before the window or the
+// desktop hook shows it; the consent service does the real check when the owner decides.
+func PlausibleUserCode(c string) bool {
+	if c == "" || len(c) > 16 {
+		return false
+	}
+	for _, r := range c {
+		if !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == ' ') {
+			return false
+		}
+	}
+	return true
+}

@@ -2,7 +2,6 @@ package owner
 
 import (
 	"context"
-	"sync"
 
 	"github.com/aether/aether/backend/consent"
 	"github.com/aether/aether/backend/receipts"
@@ -11,7 +10,11 @@ import (
 // Events streams the owner's events (consent, grant, receipt, policy) until ctx ends, then
 // closes the channel. Delivery never blocks the publisher: a stream that falls behind loses
 // events, and its reader re-reads the lists on the next one.
-func (s *Service) Events(ctx context.Context) <-chan Event { return s.hub.subscribe(ctx) }
+func (s *Service) Events(ctx context.Context) <-chan Event {
+	ch, end := s.hub.Subscribe()
+	context.AfterFunc(ctx, end)
+	return ch
+}
 
 // Forward turns consent's events into consent and grant events until ctx ends; the node runs it.
 func (s *Service) Forward(ctx context.Context) {
@@ -34,51 +37,21 @@ func (s *Service) Forward(ctx context.Context) {
 			ce.Kind = ConsentExpired
 		}
 		if ce.Kind != "" {
-			s.hub.publish(Event{Name: EventConsent, Data: ce})
+			s.hub.Publish(Event{Name: EventConsent, Data: ce})
 		}
 		if ev.Grant != nil {
-			s.hub.publish(Event{Name: EventGrant, Data: s.grantDTO(*ev.Grant)})
+			s.hub.Publish(Event{Name: EventGrant, Data: s.grantDTO(*ev.Grant)})
 		}
 	})
 }
 
 // PolicyChanged tells the streams that the served policy or its file changed.
-func (s *Service) PolicyChanged() { s.hub.publish(Event{Name: EventPolicy}) }
+func (s *Service) PolicyChanged() { s.hub.Publish(Event{Name: EventPolicy}) }
 
 // ReceiptAdded tells the streams of a committed receipt (the gateway calls it).
 func (s *Service) ReceiptAdded(r *receipts.Receipt) {
-	s.hub.publish(Event{Name: EventReceipt, Data: receiptDTO(r)})
+	s.hub.Publish(Event{Name: EventReceipt, Data: receiptDTO(r)})
 }
 
-// hub fans events out to the streams.
-type hub struct {
-	mu   sync.Mutex
-	subs map[chan Event]struct{}
-}
-
-func newHub() *hub { return &hub{subs: map[chan Event]struct{}{}} }
-
-func (h *hub) subscribe(ctx context.Context) <-chan Event {
-	ch := make(chan Event, 32)
-	h.mu.Lock()
-	h.subs[ch] = struct{}{}
-	h.mu.Unlock()
-	context.AfterFunc(ctx, func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		delete(h.subs, ch)
-		close(ch)
-	})
-	return ch
-}
-
-func (h *hub) publish(ev Event) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for ch := range h.subs {
-		select {
-		case ch <- ev:
-		default:
-		}
-	}
-}
+// streamBuffer is how many events a stream may fall behind before it loses some.
+const streamBuffer = 32

@@ -9,6 +9,7 @@ package owner
 
 import (
 	"github.com/aether/aether/backend/consent"
+	"github.com/aether/aether/backend/fanout"
 	"github.com/aether/aether/backend/issuer"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/policy"
@@ -53,13 +54,13 @@ type Config struct {
 // Service carries out the owner's actions. It is safe for concurrent use.
 type Service struct {
 	cfg Config
-	hub *hub
+	hub *fanout.Hub[Event] // the event streams
 }
 
 // New builds the service; run Forward for its consent and grant events. It follows
 // cfg.Policy: every change of the file is an EventPolicy.
 func New(cfg Config) *Service {
-	s := &Service{cfg: cfg, hub: newHub()}
+	s := &Service{cfg: cfg, hub: fanout.New[Event](streamBuffer)}
 	if cfg.Policy != nil {
 		cfg.Policy.Subscribe(policy.Subscriber{Changed: func(policy.Snapshot) { s.PolicyChanged() }})
 	}

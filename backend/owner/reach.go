@@ -74,7 +74,7 @@ func (s *Service) Reachability() Reachability {
 
 // ReachabilityChanged tells the streams (the window, the tray) that Reachability changed.
 func (s *Service) ReachabilityChanged() {
-	s.hub.publish(Event{Name: EventReachability, Data: s.Reachability()})
+	s.hub.Publish(Event{Name: EventReachability, Data: s.Reachability()})
 }
 
 // SetFunnel turns publishing with Tailscale Funnel on or off: pact.funnel in policy.json,

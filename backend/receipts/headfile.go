@@ -17,13 +17,13 @@ import (
 // replaced by an older backup, with its tail cut together with its own mark, or on storage that
 // lost its last writes, no longer holds the receipt named there (docs/threats.md T4, T6, T14).
 // Once the node has started, it is marked after every commit that appends receipts, before
-// any of them is handed out (store.DB.SetHeadMark).
+// any of them is handed out (Ledger.KeepHead, durable.go).
 type HeadFile struct {
 	Path string
 
 	mu   sync.Mutex
-	f    *os.File   // open for Mark, once it has written
-	last store.Head // what the file holds, as this process last wrote it
+	f    *os.File // open for Mark, once it has written
+	last Head     // what the file holds, as this process last wrote it
 }
 
 // headSize is the length of every record Mark writes, in place at offset 0: the JSON padded
@@ -37,7 +37,7 @@ func (h *HeadFile) Read() (c store.Checkpoint, ok bool, err error) {
 	return head.Checkpoint, ok, err
 }
 
-func (h *HeadFile) read() (head store.Head, ok bool, err error) {
+func (h *HeadFile) read() (head Head, ok bool, err error) {
 	data, err := os.ReadFile(h.Path)
 	if errors.Is(err, os.ErrNotExist) {
 		return head, false, nil
@@ -53,7 +53,7 @@ func (h *HeadFile) read() (head store.Head, ok bool, err error) {
 	if err := json.Unmarshal(data, &rec); err != nil {
 		return head, false, fmt.Errorf("%s is unreadable (%v)", h.Path, err)
 	}
-	return store.Head{Checkpoint: store.Checkpoint{Seq: rec.Seq, Hash: rec.Hash}, ID: rec.ID}, true, nil
+	return Head{Checkpoint: store.Checkpoint{Seq: rec.Seq, Hash: rec.Hash}, ID: rec.ID}, true, nil
 }
 
 // Check refuses a ledger whose store lost receipts the file says were written: those receipts
@@ -77,7 +77,7 @@ func (h *HeadFile) Check(ctx context.Context, l *Ledger) error {
 
 // heldBy names the last receipt the node marked: an agent may hold it (it was marked just
 // before it was handed out).
-func heldBy(head store.Head) string {
+func heldBy(head Head) string {
 	id := ""
 	if head.ID != "" {
 		id = " " + head.ID
@@ -92,7 +92,7 @@ func (h *HeadFile) Save(ctx context.Context, l *Ledger) error {
 	if err != nil {
 		return err
 	}
-	head := store.Head{Checkpoint: c}
+	head := Head{Checkpoint: c}
 	if c.Seq > 0 {
 		r, err := l.db.ReceiptAt(ctx, c.Seq)
 		if err != nil {
@@ -106,7 +106,7 @@ func (h *HeadFile) Save(ctx context.Context, l *Ledger) error {
 // Mark records head, durably, before it returns: one write in place and one fdatasync, no
 // rename (a rename costs two more syncs). A file not there yet is made whole, by rename: a
 // kill while it is made leaves no file rather than an empty one.
-func (h *HeadFile) Mark(head store.Head) error {
+func (h *HeadFile) Mark(head Head) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.f != nil && head == h.last {

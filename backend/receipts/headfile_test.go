@@ -15,7 +15,7 @@ import (
 func TestHeadFileMark(t *testing.T) {
 	fresh := &HeadFile{Path: filepath.Join(t.TempDir(), "receipts.head")}
 	defer fresh.Close()
-	first := store.Head{Checkpoint: store.Checkpoint{Seq: 1, Hash: strings.Repeat("e", 64)}, ID: "r_1"}
+	first := Head{Checkpoint: store.Checkpoint{Seq: 1, Hash: strings.Repeat("e", 64)}, ID: "r_1"}
 	if err := fresh.Mark(first); err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestHeadFileMark(t *testing.T) {
 	}
 	h := &HeadFile{Path: path}
 	defer h.Close()
-	for _, want := range []store.Head{
+	for _, want := range []Head{
 		{Checkpoint: store.Checkpoint{Seq: 1234567890, Hash: strings.Repeat("b", 64)}, ID: "r_" + strings.Repeat("c", 24)},
 		{Checkpoint: store.Checkpoint{Seq: 4, Hash: strings.Repeat("d", 64)}},
 	} {

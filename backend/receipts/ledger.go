@@ -32,6 +32,7 @@ type Ledger struct {
 	key    *keys.Key
 	issuer atomic.Pointer[string] // the node's publicUrl, the receipts' iss
 	now    func() time.Time
+	mark   atomic.Pointer[marker] // receipts.head, once kept (KeepHead)
 
 	mu       sync.Mutex
 	closed   bool
@@ -129,7 +130,7 @@ type NewTask struct {
 // durable, so that the caller can make its answer while the commit is made: nothing of the
 // receipt or the task may leave the node before the Pending commit's Durable has returned nil
 // (T8). Close waits for that commit.
-func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand domain.BrandID, owner string, build func(*Receipt) (*a2a.Task, error)) (*Receipt, *store.Pending, error) {
+func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand domain.BrandID, owner string, build func(*Receipt) (*a2a.Task, error)) (*Receipt, *Pending, error) {
 	if t.EndedAt.IsZero() {
 		t.EndedAt = l.now()
 	}
@@ -141,13 +142,14 @@ func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand domain.Br
 		return nil, nil, err
 	}
 	var recs []*Receipt
-	pending, err := l.db.AppendReceiptsCreatingTask(ctx, l.signer([]Turn{t}, &recs), brand, owner, func() (*a2a.Task, error) {
+	commit, err := l.db.AppendReceiptsCreatingTask(ctx, l.signer([]Turn{t}, &recs), brand, owner, func() (*a2a.Task, error) {
 		return build(recs[0]) // the store has set its proof (signer)
 	})
 	if err != nil {
 		done()
 		return nil, nil, fmt.Errorf("receipt for turn %s: %w", t.ID, err)
 	}
+	pending := &Pending{commit: commit, mark: l.mark.Load(), head: headOf(recs[0])}
 	go func() { // counted out once the commit is over, its failure noted on the turn
 		if err := pending.Durable(); err != nil {
 			l.unrecorded(t, err)
@@ -168,6 +170,9 @@ func (l *Ledger) append(ctx context.Context, turns []Turn, note bool) ([]*Receip
 	defer done()
 	var recs []*Receipt
 	err = l.db.AppendReceipts(ctx, l.signer(turns, &recs))
+	if err == nil {
+		err = l.mark.Load().hold(headOf(recs[len(recs)-1]))
+	}
 	if err != nil {
 		if note {
 			for _, t := range turns {
@@ -186,7 +191,7 @@ func (l *Ledger) append(ctx context.Context, turns []Turn, note bool) ([]*Receip
 // Call it while the append is counted in (enter): Close waits for the note.
 func (l *Ledger) unrecorded(t Turn, err error) {
 	var turnErr *store.TurnError
-	if errors.As(err, &turnErr) || errors.Is(err, ErrClosed) || errors.Is(err, store.ErrClosed) || errors.Is(err, store.ErrHeadMark) {
+	if errors.As(err, &turnErr) || errors.Is(err, ErrClosed) || errors.Is(err, store.ErrClosed) || errors.Is(err, ErrHeadMark) {
 		return
 	}
 	why := ReasonUnrecorded + store.Why(err)

@@ -46,11 +46,6 @@ type DB struct {
 	tail   *Checkpoint
 	grants grantMemory // what GrantByID has read since the last write that may change grants
 
-	// mark (SetHeadMark) records the chain's tail outside the file after each commit that
-	// moved it, before anyone of that commit is answered (docs/threats.md T14): one mark a
-	// commit, shared by all its writes, made by the committer itself (a hand-over to another
-	// goroutine cost more, on a busy machine, than the mark).
-	mark func(Head) error
 	// signer signs the receipts log's checkpoints in each write that appends receipts (SetCheckpointSigner).
 	signer CheckpointSigner
 	// noLog leaves the log out of receipt writes: only B9 sets it, to measure the log's cost
@@ -70,8 +65,6 @@ type writeReq struct {
 	ran    chan struct{}
 	ranErr error
 	told   bool // ran is closed
-	// chained: fn appended receipts; the head mark must hold them before it is answered.
-	chained bool
 }
 
 // ranDone tells a caller answered ahead of the commit, once, that fn has run (err: what it returned, or why
@@ -278,22 +271,6 @@ func (db *DB) Flush(ctx context.Context) error {
 	return db.write(ctx, func(*gorm.DB) error { return nil })
 }
 
-// ErrHeadMark: receipts were committed, but the head mark kept outside pact.sqlite
-// (SetHeadMark) could not record them, so they must not be handed out.
-var ErrHeadMark = errors.New("the receipts were committed, but the head mark could not record them")
-
-// SetHeadMark makes every commit that appends receipts call mark with the chain's new tail
-// once it is durable, and answer those who appended only once mark has returned (with
-// ErrHeadMark if it failed): a receipt is handed out only once a mark outside pact.sqlite
-// holds it, so storage that loses the file's last writes cannot take it back unnoticed
-// (docs/threats.md T14). The writes of one group commit share one mark. Set it before the
-// first append.
-func (db *DB) SetHeadMark(mark func(Head) error) {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	db.mark = mark
-}
-
 func (db *DB) commitLoop() {
 	defer close(db.stopped)
 	for {
@@ -341,9 +318,6 @@ func (db *DB) commit(batch []*writeReq) {
 	if err != nil || grantsWritten {
 		db.grants.forget() // before anyone hears back: the next GrantByID reads the file
 	}
-	if err == nil && ch.moved {
-		db.markHead(batch, Head{Checkpoint: ch.tail, ID: ch.tailID})
-	}
 	release(batch, err)
 }
 
@@ -351,7 +325,7 @@ func (db *DB) commit(batch []*writeReq) {
 // none), and then moves the chain's mark.
 func runBatch(tx *gorm.DB, ch *chain, batch []*writeReq) error {
 	if len(batch) == 1 {
-		batch[0].err = runChained(tx, ch, batch[0])
+		batch[0].err = run(tx, ch, batch[0].fn)
 		batch[0].ranDone(batch[0].err)
 		if batch[0].err != nil {
 			return batch[0].err
@@ -363,7 +337,7 @@ func runBatch(tx *gorm.DB, ch *chain, batch []*writeReq) error {
 		if _, err := exec(tx, "SAVEPOINT "+sp); err != nil {
 			return err
 		}
-		if req.err = runChained(tx, ch, req); req.err != nil {
+		if req.err = run(tx, ch, req.fn); req.err != nil {
 			if _, err := exec(tx, "ROLLBACK TO "+sp); err != nil {
 				return err
 			}
@@ -376,26 +350,6 @@ func runBatch(tx *gorm.DB, ch *chain, batch []*writeReq) error {
 	return ch.flush(tx)
 }
 
-// markHead marks head, where a committed batch left the chain; if that fails, the writes of
-// the batch that appended receipts fail with ErrHeadMark.
-func (db *DB) markHead(batch []*writeReq, head Head) {
-	db.mu.Lock()
-	mark := db.mark
-	db.mu.Unlock()
-	if mark == nil {
-		return
-	}
-	err := mark(head)
-	if err == nil {
-		return
-	}
-	for _, req := range batch {
-		if req.chained && req.err == nil {
-			req.err = fmt.Errorf("%w: %w", ErrHeadMark, err)
-		}
-	}
-}
-
 // release answers everyone of a batch: err is why its commit failed (nil: it is durable).
 func release(batch []*writeReq, err error) {
 	for _, req := range batch {
@@ -405,14 +359,6 @@ func release(batch []*writeReq, err error) {
 		req.ranDone(req.err) // the transaction failed before it ran fn
 		close(req.done)
 	}
-}
-
-// runChained runs req's fn and notes whether it appended receipts.
-func runChained(tx *gorm.DB, ch *chain, req *writeReq) error {
-	before := ch.tail
-	err := run(tx, ch, req.fn)
-	req.chained = err == nil && ch.tail != before
-	return err
 }
 
 // run calls fn, turning a panic into that write's error.

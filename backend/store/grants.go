@@ -183,9 +183,11 @@ func (m *grantMemory) forget() {
 	m.rows = nil
 }
 
-// turnTables are a turn's own records: its turn, its task, its receipts and its grant's model
-// use (and, in meta, the chain's mark). A write of nothing else leaves what GrantByID remembers alone.
-var turnTables = []string{"turns", "tasks", "receipts", "model_use"}
+// turnTables are a turn's own records: its turn, its task, its receipts with their log leaves
+// and checkpoint, and its grant's model use (and, in meta, the chain's mark). A write of nothing
+// else leaves what GrantByID remembers alone: before the log's tables were here, every receipt
+// forgot it, and every call read its grant from the file again.
+var turnTables = []string{"turns", "tasks", "receipts", "log_hashes", "log_checkpoints", "model_use"}
 
 // countGrantWrites makes the writer's connection count, in temp.grant_writes, every row
 // written outside a turn's own records, by temporary triggers on every other table: the

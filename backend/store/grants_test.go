@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/keys"
 )
 
 // approveFlow stores a flow approved with grant g.
@@ -309,6 +311,34 @@ func TestGrantMemory(t *testing.T) {
 		}
 		if n := uses(); n != 7 {
 			t.Fatalf("uses = %d after another write: the grant was not read again", n)
+		}
+	})
+
+	t.Run("G13 a receipt's append, its log leaf and signed checkpoint with it, leaves the memory alone", func(t *testing.T) {
+		db, uses := remembered(t)
+		db.SetCheckpointSigner(noteSigner{keys.FromPrivate(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))).NoteSigner("node.example/log")})
+		for seq := int64(1); seq <= 2; seq++ { // the first sets the log's origin, once
+			turn := Turn{ID: fmt.Sprint("t", seq), TaskID: fmt.Sprint("task-", seq), ContextID: "ctx-1", Brand: "review",
+				BrandScope: "review:read_only", GrantID: "g1", Agent: domain.Agent{Issuer: "https://id.example", Subject: "alice"},
+				PolicyHash: "p1", StartedAt: flowT0}
+			if err := db.StartTurn(ctx, turn); err != nil {
+				t.Fatal(err)
+			}
+			if seq == 2 {
+				uses() // remembered again
+				if err := db.w.Exec(`UPDATE grants SET uses = 7 WHERE id = 'g1'`).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := db.AppendReceipts(ctx, signed([]Receipt{rcReceipt(turn, seq, rcPrev(seq))})); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if size, _, _, err := db.LatestCheckpoint(ctx); size != 2 || err != nil {
+			t.Fatalf("checkpoint of %d leaves (%v): the appends did not reach the log", size, err)
+		}
+		if n := uses(); n != 0 {
+			t.Fatalf("uses = %d after a receipt's append: the grant was read again", n)
 		}
 	})
 

@@ -174,58 +174,51 @@ func (db *DB) AppendReceipts(ctx context.Context, sign Signer) error {
 
 // appendReceipts is AppendReceipts inside a write: it returns the tail the receipts sign made
 // leave the chain at, for the caller to advance ch to once its whole write has succeeded.
-func appendReceipts(tx *gorm.DB, ch *chain, sign Signer) (Head, error) {
+func appendReceipts(tx *gorm.DB, ch *chain, sign Signer) (Checkpoint, error) {
 	if ch.read && !ch.checked {
 		if err := confirmTail(tx, ch.tail); err != nil {
-			return Head{}, err
+			return Checkpoint{}, err
 		}
 		ch.checked = true
 	}
 	if !ch.read {
 		tail, err := chainTail(tx)
 		if err != nil {
-			return Head{}, err
+			return Checkpoint{}, err
 		}
 		hw, ok, err := readHighWater(tx)
 		if err != nil {
-			return Head{}, err
+			return Checkpoint{}, err
 		}
 		if err := checkHighWater(tail, hw, ok); err != nil {
-			return Head{}, err
+			return Checkpoint{}, err
 		}
 		if err := catchUpLog(tx, ch, tail.Seq); err != nil {
-			return Head{}, err
+			return Checkpoint{}, err
 		}
 		ch.start, ch.tail, ch.read, ch.checked = tail, tail, true, true
 	}
 	batch, err := sign(ch.tail, func(id domain.GrantID) (bool, error) { return grantRevoked(tx, id) })
 	if err != nil {
-		return Head{}, err
+		return Checkpoint{}, err
 	}
-	prev := Head{Checkpoint: ch.tail, ID: ch.tailID}
+	prev := ch.tail
 	for i, r := range batch {
 		if r.Seq != prev.Seq+1 || (prev.Seq > 0 && r.PrevHash != prev.Hash) {
-			return Head{}, fmt.Errorf("%w: receipt %d of the batch has seq %d, the chain is at seq %d", ErrChainHead, i, r.Seq, prev.Seq)
+			return Checkpoint{}, fmt.Errorf("%w: receipt %d of the batch has seq %d, the chain is at seq %d", ErrChainHead, i, r.Seq, prev.Seq)
 		}
 		if err := endTurn(tx, r); err != nil {
-			return Head{}, err
+			return Checkpoint{}, err
 		}
-		prev = Head{Checkpoint: Checkpoint{Seq: r.Seq, Hash: r.Hash}, ID: r.ID}
+		prev = Checkpoint{Seq: r.Seq, Hash: r.Hash}
 	}
 	if err := insertReceipts(tx, batch); err != nil {
-		return Head{}, err
+		return Checkpoint{}, err
 	}
 	if err := logReceipts(tx, ch, batch); err != nil {
-		return Head{}, err
+		return Checkpoint{}, err
 	}
 	return prev, nil
-}
-
-// Head is a point of the chain and the id of the receipt there (empty before the first
-// receipt), as a head mark kept outside pact.sqlite names it (SetHeadMark).
-type Head struct {
-	Checkpoint
-	ID string
 }
 
 // chain is the receipt chain's tail as one group-commit transaction sees it:
@@ -239,19 +232,18 @@ type Head struct {
 type chain struct {
 	start   Checkpoint // the tail, and the mark, when the transaction began
 	tail    Checkpoint
-	tailID  string           // the id of the receipt at tail, once this transaction appended one
 	read    bool             // tail is the stored tail (plus what this transaction appended)
 	checked bool             // read, or confirmed, in this transaction
-	moved   bool             // receipts were appended: the mark must follow
+	moved   bool             // receipts were appended: the high-water mark must follow
 	signer  CheckpointSigner // signs the log's checkpoint after each write's receipts (nil: none)
 	noLog   bool             // DB.noLog
 	origin  string           // the log's origin, once read (DB.origin)
 }
 
 // advance moves the tail to where a write's receipts left it.
-func (ch *chain) advance(tail Head) {
-	ch.moved = ch.moved || tail.Checkpoint != ch.tail
-	ch.tail, ch.tailID = tail.Checkpoint, tail.ID
+func (ch *chain) advance(tail Checkpoint) {
+	ch.moved = ch.moved || tail != ch.tail
+	ch.tail = tail
 }
 
 // flush writes the mark where the transaction's receipts left the tail.

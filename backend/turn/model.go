@@ -68,7 +68,7 @@ func watchModel(pass *ModelPass, cancel context.CancelCauseFunc) (stop func()) {
 // gateway ended makes the turn fail with the gateway's reason.
 func closeModel(pass *ModelPass, res *codex.Result) {
 	usage, why := pass.Close()
-	res.Usage = codex.Usage{InputTokens: usage.InputTokens, CachedInputTokens: usage.CachedInputTokens, OutputTokens: usage.OutputTokens}
+	res.Usage = usage
 	if why != nil {
 		res.Status, res.Reason, res.Answer = codex.StatusFailed, why.Error(), ""
 	}

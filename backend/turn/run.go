@@ -196,7 +196,7 @@ func (s *Service) admit(ctx context.Context, grantID domain.GrantID, brandID dom
 // outcome is how the turn ended, from why its context ended and what Codex returned.
 func outcome(runCtx context.Context, res codex.Result) domain.Outcome {
 	out := domain.Outcome{Status: domain.TurnFailed, Answer: res.Answer, ThreadID: res.ThreadID,
-		Usage: domain.Usage{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens, OutputTokens: res.Usage.OutputTokens}}
+		Usage: res.Usage}
 	cause := context.Cause(runCtx)
 	switch {
 	case errors.Is(cause, errShutdown):

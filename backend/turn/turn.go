@@ -25,12 +25,13 @@ type Runner interface {
 	Run(ctx context.Context, req codex.Request, progress func(codex.Progress)) (codex.Result, error)
 }
 
-// Config is what the service needs; the gateway builds it from its own.
+// Config is what the service needs; the node builds it.
 type Config struct {
 	Ledger  *receipts.Ledger
 	Runner  Runner
 	Consent *consent.Service
-	// Served is the policy the node serves now: a turn's brand must still be offered there.
+	// Served is the policy the node serves now (its policy.File's current one): a turn's brand
+	// must still be offered there.
 	Served    func() *policy.Policy
 	Timeout   time.Duration
 	OnReceipt func(*receipts.Receipt) // told after each receipt is durable
@@ -120,11 +121,12 @@ var (
 var (
 	errCanceledByAgent = errors.New("canceled by the agent (CancelTask)")
 	errDisconnected    = errors.New("the streaming client disconnected")
-	errShutdown        = errors.New("the node stopped while the turn was running")
+	errShutdown        = errors.New(receipts.ReasonNodeStopped)
 )
 
-// ReasonRevoked is the receipt's reason for a turn whose grant was revoked while it waited.
-const ReasonRevoked = "revoked"
+// ReasonRevoked is the receipt's reason for a turn whose grant was revoked while it waited:
+// consent's word for a revoked grant.
+const ReasonRevoked = consent.ReasonRevoked
 
 var errRevokedWhileQueued = errors.New(ReasonRevoked)
 
