@@ -192,6 +192,16 @@ func TestMCPTwoNodes(t *testing.T) {
 	if req.Agent.Issuer != frontA.url+"/id" || req.Agent.Subject != "claude-desktop" {
 		t.Fatalf("B's consent request names %+v, want claude-desktop at %s/id", req.Agent, frontA.url)
 	}
+	t.Run("B's consent page names node A and its agent", func(t *testing.T) {
+		root := browserRoot(t)
+		ob := startOwner(t, b, root)
+		browse[map[string]any](t, ob, "signin", map[string]any{"link": b.n.SignInURL()})
+		browse[map[string]any](t, ob, "openRequest", map[string]any{
+			"link": "https://" + b.n.Addresses().Admin + "/pact/consent?user_code=" + code, "userCode": code,
+			"issuerOrigin": frontA.url, "subject": "claude-desktop",
+			"brand": "Code review", "brandId": "review", "scope": "review:read_only", "shot": "mcp-b-consent.png"})
+		noBrowserProblems(t, ob)
+	})
 	if st, _ := b.admin.decide(code, "allow"); st != http.StatusOK {
 		t.Fatalf("approve: %d", st)
 	}
