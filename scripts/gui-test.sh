@@ -596,7 +596,7 @@ xdotool windowactivate --sync "$(window)" 2>/dev/null || xdotool windowfocus --s
 xdotool mousemove 1180 347 click 1
 sleep 1
 shot 09b-reach-card
-xdotool mousemove 801 143 click 1 # its Tailscale Funnel button, where 09b-reach-card.png shows it
+xdotool mousemove 760 167 click 1 # its Tailscale Funnel button, where 09b-reach-card.png shows it (below Off and Tailnet only)
 check "Reachability: Tailscale Funnel pressed → logging in, with a login link" wait_for 30 reach_is funnel logging_in
 LOGIN=$(node_api /v1/status | jq -r .reachability.loginUrl)
 funnel_saved() { jq -e '.pact.funnel == true' "$DATA/policy.json" >/dev/null; }
