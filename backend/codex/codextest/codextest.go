@@ -33,6 +33,15 @@ import (
 	"testing"
 )
 
+// goTool builds the fake: found when the test binary starts, before a test narrows PATH to
+// hide every codex (t.Setenv("PATH", "/usr/bin:/bin")), where go is not.
+var goTool = func() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}()
+
 // Scenarios of the fake codex.
 const (
 	ScenarioOK          = "ok"           // one answer
@@ -149,7 +158,7 @@ func build() (string, []byte, error) {
 		return "", nil, err
 	}
 	defer os.RemoveAll(tmp)
-	cmd := exec.Command("go", "build", "-o", filepath.Join(tmp, name), ".")
+	cmd := exec.Command(goTool, "build", "-o", filepath.Join(tmp, name), ".")
 	cmd.Dir = src
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", out, err
