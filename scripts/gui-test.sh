@@ -667,14 +667,15 @@ check "F: the Status page shows its checklist and Get Codex (09-first-run-checkl
 check "F: the checklist starts with nothing done (09-first-run-checklist.png)" test "$(steps_done)" = "[]"
 
 # Where things are in the window is where 09-first-run-checklist.png shows them: the checklist's
-# rows are one line each, so the cards below it do not move as its texts change.
-at 621 677 # Get Codex
+# rows keep their height as their texts change (each text one line; "My agents can call other
+# nodes", the last, takes two), so the cards below it do not move.
+at 621 730 # Get Codex
 downloading() { status | jq -e '.download.state == "downloading" and .download.done > 0 and .download.done < .download.total' >/dev/null; }
 check "F: Get Codex downloads the pinned package (state downloading, bytes counted)" wait_for 20 downloading
 # the bar's strip under the button: a filled part and an empty one, while it downloads
 bar_drawn() {
 	downloading && shot 10-get-codex-progress >/dev/null &&
-		[ "$(/usr/bin/convert "$SHOTS/10-get-codex-progress.png" -crop 300x4+420+756 -format %k info: 2>/dev/null)" -ge 2 ]
+		[ "$(/usr/bin/convert "$SHOTS/10-get-codex-progress.png" -crop 300x4+420+809 -format %k info: 2>/dev/null)" -ge 2 ]
 }
 check "F: …with its progress bar in the window (10-get-codex-progress.png)" wait_for 10 bar_drawn
 installed() { status | jq -e '.download.state == "installed" and .codex.found and .codex.versionOk' >/dev/null; }
@@ -685,7 +686,7 @@ sleep 1.5
 shot 11-codex-ready
 
 # The key: typed into the window's field and saved with Enter.
-at 878 476 # the API key field
+at 878 529 # the API key field
 xdotool type --delay 15 "$KEY"
 xdotool key Return
 key_set() { status | jq -e '.model.keySet' >/dev/null; }
@@ -701,10 +702,10 @@ ocr_ok() { local t; t=$(ocr 12-key-set); grep -qi 'a key is set' <<<"$t" && ! gr
 check "F: the screenshot's text says a key is set, and holds no part of the key (tesseract, 12-key-set.png)" ocr_ok
 
 # Use another server: the refusing one first; Check shows its error.
-at 808 662 # "Use another server"
+at 808 715 # "Use another server"
 sleep 0.5
 server_url() { # server_url ADDR-FILE: the base URL field (under its label) takes the address, Enter saves it
-	at 927 726 # its base URL field
+	at 927 779 # its base URL field
 	xdotool key ctrl+a
 	xdotool type --delay 5 "$(cat "$WORK/$1.addr")"
 	xdotool key Return
@@ -750,8 +751,8 @@ curl -sk -c "$JAR" -o /dev/null --data-urlencode "token=$(cat "$DATA/admin.token
 W=$(window)
 wait_for 10 rendered 15-ready-for-agents
 at 80 115
-all_done() { [ "$(steps_done)" = '["codex","model","brand","reachable","ready"]' ]; }
-check "F: after a restart with an https public URL: every step done, Ready for agents" wait_for 20 all_done
+all_done() { [ "$(steps_done)" = '["codex","model","brand","reachable","ready","agents"]' ]; }
+check "F: after a restart with an https public URL: every step done (My agents can call other nodes too), Ready for agents" wait_for 20 all_done
 check "F: …and the window says Ready for agents (tesseract, 15-ready-for-agents.png)" wait_for 10 shows 15-ready-for-agents 'Ready for agents' 
 check "F: the key is still in no log" bash -c "! grep -qF '$KEY' '$WORK/app-f.log' '$WORK/app-f2.log'"
 kill -TERM "$APP_PID"
