@@ -713,7 +713,7 @@ server_url() { # server_url ADDR-FILE: the base URL field (under its label) take
 server_set() { status | jq -e --arg u "$(cat "$WORK/$1.addr")" '.model.baseUrl == $u' >/dev/null; }
 server_url model-refuse
 check "F: the server form saved the refusing server" wait_for 10 server_set model-refuse
-press_check() { at 773 621; } # the Check button
+press_check() { at 773 674; } # the Check button
 press_check
 check_done() { status | jq -e '.model.check != null' >/dev/null; }
 check "F: Check ran" wait_for 90 check_done
