@@ -685,6 +685,19 @@ check "F: the checklist's Codex step is done" wait_for 10 step_done codex
 sleep 1.5
 shot 11-codex-ready
 
+# Use another server: the refusing one first, then the key for it (a key belongs to the server it
+# is saved with, docs/threats.md M16); Check shows the server's refusal.
+at 808 715 # "Use another server"
+sleep 0.5
+server_url() { # server_url ADDR-FILE: the base URL field (under its label) takes the address, Enter saves it
+	at 927 779 # its base URL field
+	xdotool key ctrl+a
+	xdotool type --delay 5 "$(cat "$WORK/$1.addr")"
+	xdotool key Return
+}
+server_set() { status | jq -e --arg u "$(cat "$WORK/$1.addr")" '.model.baseUrl == $u' >/dev/null; }
+server_url model-refuse
+check "F: the server form saved the refusing server" wait_for 10 server_set model-refuse
 # The key: typed into the window's field and saved with Enter.
 at 878 529 # the API key field
 xdotool type --delay 15 "$KEY"
@@ -701,26 +714,21 @@ check "F: the key is in no answer of the API (what the page shows) and not in th
 ocr_ok() { local t; t=$(ocr 12-key-set); grep -qi 'a key is set' <<<"$t" && ! grep -qF "${KEY:7}" <<<"$t"; }
 check "F: the screenshot's text says a key is set, and holds no part of the key (tesseract, 12-key-set.png)" ocr_ok
 
-# Use another server: the refusing one first; Check shows its error.
-at 808 715 # "Use another server"
-sleep 0.5
-server_url() { # server_url ADDR-FILE: the base URL field (under its label) takes the address, Enter saves it
-	at 927 779 # its base URL field
-	xdotool key ctrl+a
-	xdotool type --delay 5 "$(cat "$WORK/$1.addr")"
-	xdotool key Return
-}
-server_set() { status | jq -e --arg u "$(cat "$WORK/$1.addr")" '.model.baseUrl == $u' >/dev/null; }
-server_url model-refuse
-check "F: the server form saved the refusing server" wait_for 10 server_set model-refuse
 press_check() { at 773 674; } # the Check button
 press_check
 check_done() { status | jq -e '.model.check != null' >/dev/null; }
 check "F: Check ran" wait_for 90 check_done
 check "F: Check shows the server's refusal in the owner's words: refused the owner's key, HTTP 401 (13-check-error.png)" bash -c "curl -sk -b '$JAR' https://$ADMIN/api/model | jq -e '.check.ok == false and (.check.error | contains(\"refused the owner\") and contains(\"HTTP 401\"))' >/dev/null"
 check "F: …and the window shows it: the checklist's model step says the check failed (tesseract, 13-check-error.png)" wait_for 10 shows 13-check-error 'the last check failed' 
-server_url model-ok
-check "F: the server form saved the answering server" wait_for 10 server_set model-ok
+# The answering server, with the key given again for it as the API takes it: the saved key stays
+# with the refusing server (M16). Through the API, so the window's card keeps its layout.
+put_model() {
+	curl -sk -b "$JAR" -o /dev/null -w '%{http_code}' -X PUT "https://$ADMIN/api/model" -H "Origin: https://$ADMIN" \
+		-H "X-CSRF-Token: $CSRF" -H 'Content-Type: application/json' --data "$1"
+}
+check "F: the answering server set, with the key for it (PUT /api/model)" test "$(put_model "{\"baseUrl\":\"$(cat "$WORK/model-ok.addr")\",\"key\":\"$KEY\"}")" = 200
+ok_server_keyed() { server_set model-ok && key_set; }
+check "F: the server is the answering one, and the key is for it" wait_for 10 ok_server_keyed
 press_check
 check_ok() { status | jq -e '.model.check.ok == true' >/dev/null; }
 check "F: Check shows OK against it" wait_for 90 check_ok
