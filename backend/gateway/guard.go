@@ -94,12 +94,6 @@ func (g *Gateway) guard(br *brandRoute, b binding, next http.Handler) http.Handl
 				}
 			}
 		}
-		if b == bindingREST {
-			if werr := g.checkRESTStream(br, id, r, body); werr != nil {
-				writeWireError(w, b, *werr, nil)
-				return
-			}
-		}
 		if b == bindingREST && r.Method == http.MethodGet && r.URL.Path == "/tasks" {
 			if err := checkListTasks(listTasksQuery(r.URL.Query())); err != nil {
 				writeWireError(w, b, errInvalidParams.with(err.Error()), nil)
