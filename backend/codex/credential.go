@@ -34,19 +34,27 @@ var ErrCredential = errors.New("codex credential cannot be protected")
 // safeCredentialHint names the way that works.
 const safeCredentialHint = "give Aether a dedicated, limited API key: on the Status page, or set CODEX_API_KEY for it, or run `codex login --with-api-key`"
 
-// credential finds codex's credential and its key: what the owner set in the window (Upstream),
-// else CODEX_API_KEY among Runner.Env, else the owner's CODEX_HOME/auth.json. A ChatGPT sign-in
-// is refused: its tokens live in a file codex rewrites, and a file codex can read, the commands
-// it runs can read too.
-func (r *Runner) credential() (Credential, string) {
+// credential is how codex reaches its model, for the Status page: what the owner set in the
+// window (Upstream), else codex's own sign-in.
+func (r *Runner) credential() Credential {
 	up, err := r.upstream()
 	if err != nil {
 		return Credential{Kind: CredentialUnreadable, Summary: "unreadable",
-			Problem: "cannot read the model settings: " + err.Error()}, ""
+			Problem: "cannot read the model settings: " + err.Error()}
 	}
-	if c, key, ok := upstreamCredential(up); ok {
-		return c, key
+	if c, ok := upstreamCredential(up); ok {
+		return c
 	}
+	c, _ := r.SignIn()
+	return c
+}
+
+// SignIn is codex's own credential and its key, the window's settings aside: CODEX_API_KEY
+// among Runner.Env, else the owner's CODEX_HOME/auth.json. The node's model gateway forwards
+// to OpenAI with it when the window holds no key (docs/model-gateway.md). A ChatGPT sign-in is
+// refused: its tokens live in a file codex rewrites, and a file codex can read, the commands it
+// runs can read too.
+func (r *Runner) SignIn() (Credential, string) {
 	// The last CODEX_API_KEY in Runner.Env, as a later entry overrides an earlier one there.
 	env := r.extraEnv()
 	for i := len(env) - 1; i >= 0; i-- {

@@ -58,7 +58,7 @@ func (r *Runner) Check(ctx context.Context) Health {
 
 func (r *Runner) check(ctx context.Context) Health {
 	var h Health
-	h.Credential, _ = r.credential()
+	h.Credential = r.credential()
 	bin, err := r.binary()
 	if err != nil {
 		h.Error = err.Error()

@@ -17,16 +17,13 @@ type Provider struct {
 // ErrNoProvider: the runner requires the model gateway, and the turn came without its pass.
 var ErrNoProvider = errors.New("the turn has no pass to the node's model gateway")
 
-// Credential is how codex would reach its model without the gateway, and the key: what the
-// gateway forwards with. The key is never given to codex when turns carry a Provider.
-func (r *Runner) Credential() (Credential, string) { return r.credential() }
-
 // route is how a turn reaches its model: the `-c` options and the value of CODEX_API_KEY.
 // With a Provider that is the gateway and the turn's token, and the owner's key stays out of
-// the view; else the credential and the window's server. reason is set when it fails.
+// the view; else codex's own sign-in and provider, with the window's model. A server or key
+// set in the window is reached through the gateway alone. reason is set when it fails.
 func (r *Runner) route(req Request) (key string, args []string, reason string, err error) {
 	if req.Provider != nil {
-		args, err = upstreamArgs(Upstream{BaseURL: req.Provider.BaseURL, Key: req.Provider.Token, Model: req.Provider.Model})
+		args, err = upstreamArgs(Upstream{BaseURL: req.Provider.BaseURL, KeySet: req.Provider.Token != "", Model: req.Provider.Model})
 		if err != nil {
 			return "", nil, "the model gateway's settings are refused: " + err.Error(), err
 		}
@@ -35,13 +32,16 @@ func (r *Runner) route(req Request) (key string, args []string, reason string, e
 	if r.RequireProvider {
 		return "", nil, ErrNoProvider.Error(), ErrNoProvider
 	}
-	cred, key := r.credential()
-	if cred.Problem != "" {
-		return "", nil, cred.Problem, fmt.Errorf("%w: %s", ErrCredential, cred.Problem)
-	}
 	up, err := r.upstream()
 	if err != nil {
 		return "", nil, "cannot read the model settings: " + err.Error(), err
+	}
+	if up.BaseURL != "" || up.KeySet {
+		return "", nil, ErrNoProvider.Error() + ", which alone reaches the model set in the window", ErrNoProvider
+	}
+	cred, key := r.SignIn()
+	if cred.Problem != "" {
+		return "", nil, cred.Problem, fmt.Errorf("%w: %s", ErrCredential, cred.Problem)
 	}
 	if args, err = upstreamArgs(up); err != nil {
 		return "", nil, "the model settings are refused: " + err.Error(), err

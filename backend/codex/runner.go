@@ -74,7 +74,7 @@ type Runner struct {
 	// error (a Codex that is not the one got, X11) refuses the turn with it.
 	Find func() (string, error)
 	// Upstream, if set, is asked at every check and turn for the model the owner set in the
-	// window; its key comes before CODEX_API_KEY and codex's sign-in (credential).
+	// window (never its key: that is the model gateway's, docs/model-gateway.md).
 	Upstream func() (Upstream, error)
 	// Home is the owner's CODEX_HOME (default $CODEX_HOME, else ~/.codex), read only for
 	// codex's sign-in; no turn ever sees it.
@@ -312,7 +312,6 @@ func (r *Runner) modelFor(req Request) Upstream {
 	if req.Provider != nil && req.Provider.Model != "" {
 		up.Model = req.Provider.Model
 	}
-	up.Key = ""
 	return up
 }
 

@@ -11,13 +11,14 @@ import (
 	"github.com/aether/aether/backend/model"
 )
 
-// Upstream is the model the owner chose in the window (backend/model): an API key, and
-// optionally an OpenAI-compatible Responses server and a model name. Its key goes to codex as
-// the others do, in its environment only (docs/confinement.md, "The credential").
+// Upstream is the model the owner chose in the window (backend/model): optionally an
+// OpenAI-compatible Responses server and a model name, and whether a key is saved for that
+// server. The key itself is the node's model gateway's alone (docs/model-gateway.md): a turn
+// reaches a server or key set in the window only through it.
 type Upstream struct {
-	Key     string // "" = none set in the window
 	BaseURL string // "" = codex's own provider (OpenAI)
 	Model   string // "" = codex's default
+	KeySet  bool   // a key is saved in the window for this server
 }
 
 // Credential kinds of a key or server set in the window.
@@ -37,21 +38,22 @@ func (r *Runner) upstream() (Upstream, error) {
 	return r.Upstream()
 }
 
-// upstreamCredential is the credential of the window's settings, if they give one. A server's
-// key goes to that server alone: CODEX_API_KEY and codex's sign-in are for OpenAI, and are
-// never sent to a server the owner named.
-func upstreamCredential(up Upstream) (Credential, string, bool) {
+// upstreamCredential is the credential of the window's settings, if they give one, as the
+// model gateway chooses it (docs/model-gateway.md): a server's key goes to that server alone;
+// CODEX_API_KEY and codex's sign-in are for OpenAI, and are never sent to a server the owner
+// named.
+func upstreamCredential(up Upstream) (Credential, bool) {
 	switch {
-	case up.BaseURL != "" && up.Key != "":
+	case up.BaseURL != "" && up.KeySet:
 		return Credential{Kind: CredentialUpstreamKey,
-			Summary: "API key set in Aether for " + model.Host(up.BaseURL) + ": the node's model gateway holds it; each turn's Codex gets a one-time token"}, up.Key, true
+			Summary: "API key set in Aether for " + model.Host(up.BaseURL) + ": the node's model gateway holds it; each turn's Codex gets a one-time token"}, true
 	case up.BaseURL != "":
-		return Credential{Kind: CredentialUpstreamOpen, Summary: "no key: " + model.Host(up.BaseURL) + " is asked without one"}, "", true
-	case up.Key != "":
+		return Credential{Kind: CredentialUpstreamOpen, Summary: "no key: " + model.Host(up.BaseURL) + " is asked without one"}, true
+	case up.KeySet:
 		return Credential{Kind: CredentialAPIKeyStored,
-			Summary: "API key set in Aether: the node's model gateway holds it; each turn's Codex gets a one-time token"}, up.Key, true
+			Summary: "API key set in Aether: the node's model gateway holds it; each turn's Codex gets a one-time token"}, true
 	}
-	return Credential{}, "", false
+	return Credential{}, false
 }
 
 // upstreamArgs are the `-c` options that point codex at the window's server and model. They go
@@ -65,7 +67,7 @@ func upstreamArgs(up Upstream) ([]string, error) {
 			return nil, fmt.Errorf("base URL: %w", err)
 		}
 		provider := `{name="Aether upstream",base_url=` + base + `,wire_api="responses"`
-		if up.Key != "" {
+		if up.KeySet {
 			provider += `,env_key="CODEX_API_KEY"`
 		}
 		args = append(args, "-c", `model_provider="`+upstreamProvider+`"`,

@@ -95,17 +95,18 @@ func (s *Setup) find() (string, error) {
 	return s.cfg.Getter.Binary()
 }
 
-// upstream is the runner's model as the window set it.
+// upstream is the runner's model as the window set it, without the key: that is read by the
+// model gateway alone (docs/model-gateway.md).
 func (s *Setup) upstream() (codex.Upstream, error) {
 	st, err := s.cfg.Models.Settings()
 	if err != nil {
 		return codex.Upstream{}, err
 	}
-	key, err := s.cfg.Models.Key()
+	server, err := s.cfg.Models.KeyServer()
 	if err != nil {
 		return codex.Upstream{}, err
 	}
-	return codex.Upstream{Key: key, BaseURL: st.BaseURL, Model: st.Model}, nil
+	return codex.Upstream{BaseURL: st.BaseURL, Model: st.Model, KeySet: server != "" && server == st.Server()}, nil
 }
 
 // CheckHealth reads Codex's health (found, version, signed in, confined) for the Status page,

@@ -66,7 +66,7 @@ func TestSettings(t *testing.T) {
 		t.Fatal("a refused request set the key")
 	}
 	up, err := r.Upstream()
-	if err != nil || up.Key != "" {
+	if err != nil || up.KeySet {
 		t.Fatalf("the runner's upstream: %+v, %v", up, err)
 	}
 }

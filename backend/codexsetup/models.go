@@ -22,7 +22,7 @@ func (s *Setup) StartModels(use *store.DB) error {
 	if use == nil {
 		return errors.New("codexsetup: the model gateway needs the store for the grants' budgets")
 	}
-	g, err := modelgw.Start(modelgw.Config{Upstream: s.modelUpstream, Logger: s.log, Ledger: use})
+	g, err := modelgw.Start(modelgw.Config{Models: s.cfg.Models, SignIn: s.signIn, Logger: s.log, Ledger: use})
 	if err != nil {
 		return err
 	}
@@ -31,15 +31,11 @@ func (s *Setup) StartModels(use *store.DB) error {
 	return nil
 }
 
-// modelUpstream is the one upstream: the server the owner named in the window (else OpenAI),
-// the model named there, and the credential the runner would have handed Codex before.
-func (s *Setup) modelUpstream() (modelgw.Upstream, error) {
-	up, err := s.upstream()
-	if err != nil {
-		return modelgw.Upstream{}, err
-	}
-	cred, key := s.cfg.Runner.Credential()
-	return modelgw.Upstream{BaseURL: up.BaseURL, Key: key, Model: up.Model, Problem: cred.Problem}, nil
+// signIn is modelgw.Config.SignIn: Codex's own sign-in, which the gateway reads as it forwards
+// to OpenAI without a key from the window.
+func (s *Setup) signIn() (key, problem string) {
+	cred, key := s.cfg.Runner.SignIn()
+	return key, cred.Problem
 }
 
 // OpenPass is turn.Config.Models: a turn's pass, bound to the turn, its grant, agent and brand.

@@ -109,13 +109,13 @@ func (s *Setup) Model() (owner.ModelStatus, error) {
 	if err != nil {
 		return owner.ModelStatus{}, err
 	}
-	saved, err := s.cfg.Models.Saved()
+	server, err := s.cfg.Models.KeyServer()
 	if err != nil {
 		return owner.ModelStatus{}, err
 	}
-	ms := owner.ModelStatus{KeySet: saved.Key != "" && saved.Server == st.Server(), BaseURL: st.BaseURL, Model: st.Model, CodexPath: st.CodexPath}
-	if saved.Key != "" && !ms.KeySet {
-		ms.KeyFor = saved.Server
+	ms := owner.ModelStatus{KeySet: server != "" && server == st.Server(), BaseURL: st.BaseURL, Model: st.Model, CodexPath: st.CodexPath}
+	if server != "" && !ms.KeySet {
+		ms.KeyFor = server
 	}
 	ms.Gateway = s.gateway()
 	s.mu.Lock()

@@ -76,49 +76,49 @@ func Host(baseURL string) string {
 	return baseURL
 }
 
-// SavedKey is model.key: the key, and the server it was saved for (docs/threats.md M16). The
+// savedKey is model.key: the key, and the server it was saved for (docs/threats.md M16). The
 // file holds the key on its first line and the server on its second; a file of one line (a key
 // saved before keys were bound) belongs to the server set now, and is bound to it before the
 // server changes.
-type SavedKey struct {
+type savedKey struct {
 	Key    string
 	Server string
 }
 
-// Saved reads model.key; the zero SavedKey when none is set.
-func (s *Store) Saved() (SavedKey, error) {
+func (s *Store) saved() (savedKey, error) {
 	data, err := os.ReadFile(filepath.Join(s.Dir, FileKey))
 	if errors.Is(err, os.ErrNotExist) {
-		return SavedKey{}, nil
+		return savedKey{}, nil
 	}
 	if err != nil {
-		return SavedKey{}, fmt.Errorf("read the model key: %w", err)
+		return savedKey{}, fmt.Errorf("read the model key: %w", err)
 	}
 	key, server, _ := strings.Cut(strings.TrimSpace(string(data)), "\n")
-	k := SavedKey{Key: strings.TrimSpace(key), Server: strings.TrimSpace(server)}
+	k := savedKey{Key: strings.TrimSpace(key), Server: strings.TrimSpace(server)}
 	if k.Key != "" && k.Server == "" {
 		st, err := s.Settings()
 		if err != nil {
-			return SavedKey{}, err
+			return savedKey{}, err
 		}
 		k.Server = st.Server()
 	}
 	return k, nil
 }
 
-// Key is the key for the server set now: "" when none is set, or the key was saved for
-// another server. A key belongs to the server it was saved with.
-func (s *Store) Key() (string, error) {
-	k, err := s.Saved()
-	if err != nil {
+// KeyServer is the server the saved key belongs to, for the Status page: "" when no key is
+// saved. It never reads the key out.
+func (s *Store) KeyServer() (string, error) {
+	k, err := s.saved()
+	return k.Server, err
+}
+
+// KeyFor is the key saved for server: "" when none is saved, or it was saved for another
+// server, as a key belongs to the server it was saved with (M16). The model gateway alone
+// reads it, as it forwards a request (docs/model-gateway.md).
+func (s *Store) KeyFor(server string) (string, error) {
+	k, err := s.saved()
+	if err != nil || k.Server != server {
 		return "", err
-	}
-	st, err := s.Settings()
-	if err != nil {
-		return "", err
-	}
-	if k.Server != st.Server() {
-		return "", nil
 	}
 	return k.Key, nil
 }
@@ -175,7 +175,7 @@ func (s *Store) Change(c Change) error {
 	}
 	switch {
 	case c.Key != nil:
-		err = s.writeKey(SavedKey{Key: key, Server: next.Server()})
+		err = s.writeKey(savedKey{Key: key, Server: next.Server()})
 	case c.RemoveKey:
 		if err = os.Remove(filepath.Join(s.Dir, FileKey)); err == nil || errors.Is(err, os.ErrNotExist) {
 			err = fsutil.SyncDir(s.Dir)
@@ -192,14 +192,14 @@ func (s *Store) Change(c Change) error {
 // bindKey writes a key saved before keys were bound with the server it belongs to, before
 // that server changes.
 func (s *Store) bindKey() error {
-	k, err := s.Saved()
+	k, err := s.saved()
 	if err != nil || k.Key == "" {
 		return err
 	}
 	return s.writeKey(k)
 }
 
-func (s *Store) writeKey(k SavedKey) error {
+func (s *Store) writeKey(k savedKey) error {
 	return fsutil.WriteFileAtomic(filepath.Join(s.Dir, FileKey), []byte(k.Key+"\n"+k.Server+"\n"), 0o600)
 }
 

@@ -9,7 +9,7 @@ import (
 
 func TestKey(t *testing.T) {
 	s := &Store{Dir: t.TempDir()}
-	if k, err := s.Key(); k != "" || err != nil {
+	if k, err := s.KeyFor(OpenAIBaseURL); k != "" || err != nil {
 		t.Fatalf("no key yet: %q, %v", k, err)
 	}
 	if err := s.SetKey("  sk-first-0123\n"); err != nil {
@@ -22,13 +22,13 @@ func TestKey(t *testing.T) {
 	if err := s.SetKey("sk-second-4567"); err != nil {
 		t.Fatal(err)
 	}
-	if k, _ := s.Key(); k != "sk-second-4567" {
+	if k, _ := s.KeyFor(OpenAIBaseURL); k != "sk-second-4567" {
 		t.Fatalf("replaced key reads %q", k)
 	}
 	if err := s.RemoveKey(); err != nil {
 		t.Fatal(err)
 	}
-	if k, _ := s.Key(); k != "" {
+	if k, _ := s.KeyFor(OpenAIBaseURL); k != "" {
 		t.Fatalf("removed key reads %q", k)
 	}
 	if err := s.RemoveKey(); err != nil {
@@ -86,22 +86,25 @@ func TestKeyServer(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(s.Dir, FileKey), []byte("sk-legacy-1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if k, _ := s.Key(); k != "sk-legacy-1" {
+	if k, _ := s.KeyFor(OpenAIBaseURL); k != "sk-legacy-1" {
 		t.Fatalf("a key of one line reads %q", k)
 	}
 	if _, err := s.Update(func(st *Settings) { st.BaseURL = "https://llm.example/v1" }); err != nil {
 		t.Fatal(err)
 	}
-	if k, _ := s.Key(); k != "" {
+	if k, _ := s.KeyFor("https://llm.example/v1"); k != "" {
 		t.Errorf("M16 the key saved for OpenAI is the new server's: %q", k)
 	}
-	if k, _ := s.Saved(); k.Key != "sk-legacy-1" || k.Server != OpenAIBaseURL {
-		t.Errorf("saved %+v", k)
+	if server, _ := s.KeyServer(); server != OpenAIBaseURL {
+		t.Errorf("the key is saved for %q", server)
+	}
+	if k, _ := s.KeyFor(OpenAIBaseURL); k != "sk-legacy-1" {
+		t.Errorf("the key is no longer OpenAI's: %q", k)
 	}
 	if _, err := s.Update(func(st *Settings) { st.BaseURL = "" }); err != nil {
 		t.Fatal(err)
 	}
-	if k, _ := s.Key(); k != "sk-legacy-1" {
+	if k, _ := s.KeyFor(OpenAIBaseURL); k != "sk-legacy-1" {
 		t.Errorf("back on OpenAI the key reads %q", k)
 	}
 }

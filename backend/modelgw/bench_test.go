@@ -21,7 +21,7 @@ func TestPrintB7(t *testing.T) {
 	}
 	up := newFakeUpstream(t, completed(10, 5))
 	clk := &clock{now: time.Now()}
-	g := gatewayFor(t, Upstream{BaseURL: up.srv.URL + "/v1", Key: testKey}, clk, 0)
+	g := gatewayFor(t, window{BaseURL: up.srv.URL + "/v1", Key: testKey}, clk, 0)
 	p, err := g.Open(Binding{Turn: "b7", Grant: "b7"}, clk.Now().Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)

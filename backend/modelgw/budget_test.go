@@ -30,7 +30,7 @@ func TestBudgetHolds(t *testing.T) {
 	clk := &clock{now: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)}
 	t.Run("M11 a stream cut mid-answer is charged what was sent and streamed", func(t *testing.T) {
 		up := newFakeUpstream(t, partial(4000))
-		g := gatewayFor(t, Upstream{BaseURL: up.srv.URL + "/v1", Key: testKey}, clk, 0)
+		g := gatewayFor(t, window{BaseURL: up.srv.URL + "/v1", Key: testKey}, clk, 0)
 		p, err := g.Open(Binding{Turn: "t1", Grant: "g", Budget: 1000}, clk.Now().Add(time.Hour))
 		if err != nil {
 			t.Fatal(err)
@@ -67,7 +67,7 @@ func TestBudgetHolds(t *testing.T) {
 	})
 	t.Run("M13 a turn that opened before the budget was spent gets no request through", func(t *testing.T) {
 		up := newFakeUpstream(t, completed(60, 60))
-		g := gatewayFor(t, Upstream{BaseURL: up.srv.URL + "/v1", Key: testKey}, clk, 0)
+		g := gatewayFor(t, window{BaseURL: up.srv.URL + "/v1", Key: testKey}, clk, 0)
 		first, _ := g.Open(Binding{Turn: "t1", Grant: "g", Budget: 100}, clk.Now().Add(time.Hour))
 		queued, err := g.Open(Binding{Turn: "t2", Grant: "g", Budget: 100}, clk.Now().Add(time.Hour))
 		if err != nil {
@@ -99,7 +99,7 @@ func TestBudgetHolds(t *testing.T) {
 			fmt.Fprintf(w, "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":%q}\n\n", strings.Repeat("z", 1600))
 			fmt.Fprint(w, "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\"}}\n\n")
 		})
-		g := gatewayFor(t, Upstream{BaseURL: "http://" + strings.TrimPrefix(up.srv.URL, "http://") + "/v1"}, clk, 0)
+		g := gatewayFor(t, window{BaseURL: "http://" + strings.TrimPrefix(up.srv.URL, "http://") + "/v1"}, clk, 0)
 		p, _ := g.Open(Binding{Turn: "t1", Grant: "g", Budget: 300}, clk.Now().Add(time.Hour))
 		post(t, p.BaseURL+"/responses", p.Token, `{"model":"m"}`)
 		if u := p.Close(); u.OutputTokens < 400 {
@@ -119,7 +119,7 @@ func TestBudgetHolds(t *testing.T) {
 func TestHold(t *testing.T) {
 	up := newFakeUpstream(t, completed(1, 1))
 	clk := &clock{now: time.Now()}
-	g := gatewayFor(t, Upstream{BaseURL: up.srv.URL + "/v1", Key: testKey, Model: "owner-model"}, clk, 0)
+	g := gatewayFor(t, window{BaseURL: up.srv.URL + "/v1", Key: testKey, Model: "owner-model"}, clk, 0)
 	p, err := g.Open(Binding{Turn: "t", Grant: "g"}, clk.Now().Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +185,7 @@ func TestUpstreamWords(t *testing.T) {
 				io.WriteString(w, c.body)
 			})
 			clk := &clock{now: time.Now()}
-			g := gatewayFor(t, Upstream{BaseURL: up.srv.URL + "/v1", Key: key}, clk, 0)
+			g := gatewayFor(t, window{BaseURL: up.srv.URL + "/v1", Key: key}, clk, 0)
 			p, _ := g.Open(Binding{Turn: "t", Grant: "g"}, clk.Now().Add(time.Hour))
 			resp, body := post(t, p.BaseURL+"/responses", p.Token, "{}")
 			var e struct {
@@ -218,7 +218,7 @@ func TestRedirects(t *testing.T) {
 				http.Redirect(w, r, elsewhere.srv.URL+"/v1/responses", status)
 			})
 			clk := &clock{now: time.Now()}
-			g := gatewayFor(t, Upstream{BaseURL: up.srv.URL + "/v1", Key: testKey}, clk, 0)
+			g := gatewayFor(t, window{BaseURL: up.srv.URL + "/v1", Key: testKey}, clk, 0)
 			p, _ := g.Open(Binding{Turn: "t", Grant: "g"}, clk.Now().Add(time.Hour))
 			resp, body := post(t, p.BaseURL+"/responses", p.Token, "{}")
 			if n := len(elsewhere.requests()); n != 0 {
@@ -246,7 +246,7 @@ func TestRateLimit(t *testing.T) {
 		completed(1, 1)(w, r)
 	})
 	clk := &clock{now: time.Now()}
-	g := gatewayFor(t, Upstream{BaseURL: up.srv.URL + "/v1", Key: testKey}, clk, 0)
+	g := gatewayFor(t, window{BaseURL: up.srv.URL + "/v1", Key: testKey}, clk, 0)
 	p, _ := g.Open(Binding{Turn: "t", Grant: "g"}, clk.Now().Add(time.Hour))
 	t.Run("M18 a rate limit with Retry-After leaves the turn standing", func(t *testing.T) {
 		resp, _ := post(t, p.BaseURL+"/responses", p.Token, "{}")

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aether/aether/backend/model"
 	"github.com/aether/aether/backend/store"
 )
 
@@ -71,8 +72,24 @@ func (c *clock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func gatewayFor(t *testing.T, up Upstream, clk *clock, maxBody int64) *Gateway {
-	g, err := Start(Config{Upstream: func() (Upstream, error) { return up, nil }, Now: clk.Now, MaxBody: maxBody,
+// window is what the owner set in the window, saved in a model.Store as the node saves it.
+type window struct{ BaseURL, Key, Model string }
+
+func (w window) store(t *testing.T) *model.Store {
+	t.Helper()
+	s := &model.Store{Dir: t.TempDir()}
+	c := model.Change{BaseURL: &w.BaseURL, Model: &w.Model}
+	if w.Key != "" {
+		c.Key = &w.Key
+	}
+	if err := s.Change(c); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func gatewayFor(t *testing.T, up window, clk *clock, maxBody int64) *Gateway {
+	g, err := Start(Config{Models: up.store(t), Now: clk.Now, MaxBody: maxBody,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +120,7 @@ const testKey = "sk-owner-test-5f1e2d3c"
 func TestTokens(t *testing.T) {
 	up := newFakeUpstream(t, completed(10, 5))
 	clk := &clock{now: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)}
-	g := gatewayFor(t, Upstream{BaseURL: up.srv.URL + "/v1", Key: testKey}, clk, 0)
+	g := gatewayFor(t, window{BaseURL: up.srv.URL + "/v1", Key: testKey}, clk, 0)
 	a, err := g.Open(Binding{Turn: "t_a", Grant: "g_a", Brand: "review", Agent: "alice"}, clk.Now().Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +175,7 @@ func TestNoOpenProxy(t *testing.T) {
 	up := newFakeUpstream(t, completed(1, 1))
 	victim := newFakeUpstream(t, completed(1, 1))
 	clk := &clock{now: time.Now()}
-	g := gatewayFor(t, Upstream{BaseURL: up.srv.URL + "/v1", Key: testKey}, clk, 1<<10)
+	g := gatewayFor(t, window{BaseURL: up.srv.URL + "/v1", Key: testKey}, clk, 1<<10)
 	p, err := g.Open(Binding{Turn: "t", Grant: "g"}, clk.Now().Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +270,7 @@ func TestStreaming(t *testing.T) {
 		completed(3, 4)(w, r)
 	})
 	clk := &clock{now: time.Now()}
-	g := gatewayFor(t, Upstream{BaseURL: up.srv.URL + "/v1"}, clk, 0)
+	g := gatewayFor(t, window{BaseURL: up.srv.URL + "/v1"}, clk, 0)
 	p, _ := g.Open(Binding{Turn: "t", Grant: "g"}, clk.Now().Add(time.Hour))
 	req, _ := http.NewRequest(http.MethodPost, p.BaseURL+"/responses", strings.NewReader("{}"))
 	req.Header.Set("Authorization", "Bearer "+p.Token)
@@ -284,7 +301,7 @@ func TestStreaming(t *testing.T) {
 func TestBudget(t *testing.T) {
 	up := newFakeUpstream(t, completed(60, 20))
 	clk := &clock{now: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)}
-	g := gatewayFor(t, Upstream{BaseURL: up.srv.URL + "/v1", Key: testKey}, clk, 0)
+	g := gatewayFor(t, window{BaseURL: up.srv.URL + "/v1", Key: testKey}, clk, 0)
 	bind := Binding{Turn: "t1", Grant: "g", Budget: 100}
 	p, err := g.Open(bind, clk.Now().Add(time.Hour))
 	if err != nil {
@@ -351,7 +368,7 @@ func TestUpstreamErrors(t *testing.T) {
 				io.WriteString(w, c.body)
 			})
 			clk := &clock{now: time.Now()}
-			g := gatewayFor(t, Upstream{BaseURL: up.srv.URL + "/v1", Key: testKey}, clk, 0)
+			g := gatewayFor(t, window{BaseURL: up.srv.URL + "/v1", Key: testKey}, clk, 0)
 			p, _ := g.Open(Binding{Turn: "t", Grant: "g"}, clk.Now().Add(time.Hour))
 			resp, body := post(t, p.BaseURL+"/responses", p.Token, "{}")
 			<-p.Ended()
@@ -370,7 +387,7 @@ func TestUpstreamErrors(t *testing.T) {
 		addr := ln.Addr().String()
 		ln.Close()
 		clk := &clock{now: time.Now()}
-		g := gatewayFor(t, Upstream{BaseURL: "http://" + addr + "/v1"}, clk, 0)
+		g := gatewayFor(t, window{BaseURL: "http://" + addr + "/v1"}, clk, 0)
 		p, _ := g.Open(Binding{Turn: "t", Grant: "g"}, clk.Now().Add(time.Hour))
 		resp, _ := post(t, p.BaseURL+"/responses", p.Token, "{}")
 		<-p.Ended()
@@ -378,11 +395,90 @@ func TestUpstreamErrors(t *testing.T) {
 			t.Fatalf("%d; status %+v", resp.StatusCode, st)
 		}
 	})
-	t.Run("an unusable credential refuses the turn before Codex starts", func(t *testing.T) {
+}
+
+// TestWhichKey: the gateway reads the key from the window's settings as it forwards each
+// request, and sends a server only the key saved for it (docs/model-gateway.md).
+func TestWhichKey(t *testing.T) {
+	const nodeKey = "sk-node-env-77aa"
+	signIn := func(problem string) func() (string, string) {
+		return func() (string, string) { return nodeKey, problem }
+	}
+	start := func(t *testing.T, models *model.Store, in func() (string, string)) (*Gateway, *clock) {
 		clk := &clock{now: time.Now()}
-		g := gatewayFor(t, Upstream{Problem: "codex is signed in with a ChatGPT account"}, clk, 0)
+		g, err := Start(Config{Models: models, SignIn: in, Now: clk.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { g.Close() })
+		return g, clk
+	}
+	bearer := func(u *fakeUpstream) string {
+		reqs := u.requests()
+		return reqs[len(reqs)-1].Header.Get("Authorization")
+	}
+	t.Run("X10 a server the owner named without a key gets none, never Codex's own sign-in", func(t *testing.T) {
+		up := newFakeUpstream(t, completed(1, 1))
+		g, clk := start(t, window{BaseURL: up.srv.URL + "/v1"}.store(t), signIn(""))
+		p, err := g.Open(Binding{Turn: "t"}, clk.Now().Add(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		post(t, p.BaseURL+"/responses", p.Token, "{}")
+		if got := bearer(up); got != "" || g.Status().KeyPresent {
+			t.Errorf("the named server got Authorization %q", got)
+		}
+	})
+	t.Run("X10 OpenAI named in the window gets no sign-in key; unnamed, it gets Codex's own sign-in", func(t *testing.T) {
+		g, _ := start(t, window{}.store(t), signIn(""))
+		if key, err := g.key(model.Settings{}); key != nodeKey || err != nil || !g.Status().KeyPresent {
+			t.Errorf("key %q, %v", key, err)
+		}
+		if key, _ := g.key(model.Settings{BaseURL: model.OpenAIBaseURL}); key != "" {
+			t.Errorf("X10 OpenAI named in the window got the sign-in's key %q", key)
+		}
+	})
+	t.Run("an unusable sign-in refuses the turn before Codex starts", func(t *testing.T) {
+		g, clk := start(t, window{}.store(t), signIn("codex is signed in with a ChatGPT account"))
 		if _, err := g.Open(Binding{Turn: "t"}, clk.Now().Add(time.Hour)); !errors.Is(err, ErrUpstream) {
 			t.Fatalf("open: %v", err)
+		}
+	})
+	t.Run("M16 a key saved for another server mid-turn never reaches the turn's server", func(t *testing.T) {
+		up := newFakeUpstream(t, completed(1, 1))
+		models := window{BaseURL: up.srv.URL + "/v1", Key: testKey}.store(t)
+		g, clk := start(t, models, signIn(""))
+		p, err := g.Open(Binding{Turn: "t"}, clk.Now().Add(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		post(t, p.BaseURL+"/responses", p.Token, "{}")
+		if got := bearer(up); got != "Bearer "+testKey {
+			t.Fatalf("the turn's server got %q", got)
+		}
+		other, otherKey := "https://llm.example/v1", "sk-other-server-99"
+		if err := models.Change(model.Change{BaseURL: &other, Key: &otherKey}); err != nil {
+			t.Fatal(err)
+		}
+		post(t, p.BaseURL+"/responses", p.Token, "{}")
+		if got := bearer(up); got != "" {
+			t.Errorf("the turn's server got %q after the owner saved a key for another", got)
+		}
+	})
+	t.Run("a key removed mid-turn is not sent again", func(t *testing.T) {
+		up := newFakeUpstream(t, completed(1, 1))
+		models := window{BaseURL: up.srv.URL + "/v1", Key: testKey}.store(t)
+		g, clk := start(t, models, nil)
+		p, err := g.Open(Binding{Turn: "t"}, clk.Now().Add(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := models.RemoveKey(); err != nil {
+			t.Fatal(err)
+		}
+		post(t, p.BaseURL+"/responses", p.Token, "{}")
+		if got := bearer(up); got != "" {
+			t.Errorf("the removed key was sent: %q", got)
 		}
 	})
 }
@@ -393,12 +489,13 @@ func TestBudgetSurvivesRestart(t *testing.T) {
 	up := newFakeUpstream(t, completed(30, 10))
 	clk := &clock{now: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)}
 	path := filepath.Join(t.TempDir(), "pact.sqlite")
+	models := window{BaseURL: up.srv.URL + "/v1", Key: testKey}.store(t)
 	start := func() (*Gateway, *store.DB) {
 		db, err := store.Open(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := Start(Config{Upstream: func() (Upstream, error) { return Upstream{BaseURL: up.srv.URL + "/v1", Key: testKey}, nil },
+		g, err := Start(Config{Models: models,
 			Now: clk.Now, Ledger: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			t.Fatal(err)

@@ -22,21 +22,8 @@ import (
 	"github.com/aether/aether/backend/model"
 )
 
-// OpenAIBaseURL is the upstream when the owner names no server.
-const OpenAIBaseURL = "https://api.openai.com/v1"
-
 // DefaultMaxBody caps a request body Codex sends (its whole conversation, every turn).
 const DefaultMaxBody = 32 << 20
-
-// Upstream is the model server the gateway forwards to: one per node.
-type Upstream struct {
-	BaseURL string // e.g. https://api.openai.com/v1; "" = OpenAIBaseURL
-	Key     string // the owner's credential; "" = the server is asked without one
-	Model   string // the owner's model; "" = Codex's default
-	// Problem, when set, stops turns before Codex starts: why the owner's credential cannot
-	// be used (e.g. a ChatGPT sign-in), in the owner's words.
-	Problem string
-}
 
 // Binding is what a token is minted for; the gateway forwards for it alone.
 type Binding struct {
@@ -52,8 +39,13 @@ func total(u domain.Usage) int64 { return u.InputTokens + u.OutputTokens }
 
 // Config is the gateway's.
 type Config struct {
-	// Upstream is asked at every Open: the owner's settings as they are now.
-	Upstream func() (Upstream, error)
+	// Models is the model the owner set in the window: its server and model, read at every
+	// Open, and its key, read as each request is forwarded (key).
+	Models *model.Store
+	// SignIn is Codex's own sign-in (backend/codex: CODEX_API_KEY given to the node, or `codex
+	// login --with-api-key`), for OpenAI when the window holds no key for it: its key, or why it
+	// cannot be used (e.g. a ChatGPT sign-in), in the owner's words. nil = none.
+	SignIn func() (key, problem string)
 	// Client reaches the upstream; default a client with no overall timeout (streams are long).
 	Client  *http.Client
 	MaxBody int64 // default DefaultMaxBody
@@ -93,8 +85,8 @@ type Gateway struct {
 
 // Start listens on 127.0.0.1 (a free port) and serves until Close.
 func Start(cfg Config) (*Gateway, error) {
-	if cfg.Upstream == nil {
-		return nil, errors.New("modelgw: no upstream")
+	if cfg.Models == nil {
+		return nil, errors.New("modelgw: no model settings")
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Transport: &http.Transport{Proxy: nil, ForceAttemptHTTP2: true,
@@ -151,8 +143,12 @@ type Status struct {
 
 // Status reads the upstream as set now and the last failure seen.
 func (g *Gateway) Status() Status {
-	up, err := g.cfg.Upstream()
-	st := Status{Upstream: model.Host(baseOf(up)), KeyPresent: up.Key != ""}
+	up, err := g.cfg.Models.Settings()
+	var key string
+	if err == nil {
+		key, err = g.key(up)
+	}
+	st := Status{Upstream: model.Host(up.Server()), KeyPresent: key != ""}
 	g.mu.Lock()
 	st.LastError, st.LastErrorAt, st.NoUsage = g.lastErr, g.lastAt, g.noUsage
 	g.mu.Unlock()
@@ -171,7 +167,7 @@ type Pass struct {
 	g        *Gateway
 	hash     [32]byte
 	bind     Binding
-	up       Upstream
+	up       model.Settings // the server the pass forwards to, as the window set it at Open
 	deadline time.Time
 	ended    chan struct{}
 	usage    domain.Usage     // what the upstream reported using, summed over the turn's requests
@@ -186,14 +182,14 @@ type Pass struct {
 // used up for today (ErrBudget), one whose use it cannot read, and an upstream whose
 // credential cannot be used (ErrUpstream).
 func (g *Gateway) Open(b Binding, deadline time.Time) (*Pass, error) {
-	up, err := g.cfg.Upstream()
+	up, err := g.cfg.Models.Settings()
 	if err != nil {
 		return nil, fmt.Errorf("%w: cannot read the model settings: %v", ErrUpstream, err)
 	}
-	if up.Problem != "" {
-		return nil, fmt.Errorf("%w: %s", ErrUpstream, up.Problem)
+	if _, err := g.key(up); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUpstream, err)
 	}
-	if _, err := url.Parse(baseOf(up)); err != nil {
+	if _, err := url.Parse(up.Server()); err != nil {
 		return nil, fmt.Errorf("%w: the model server's address %q: %v", ErrUpstream, up.BaseURL, err)
 	}
 	if err := g.load(b.Grant); err != nil {
@@ -417,9 +413,22 @@ func (g *Gateway) reported(usage bool) {
 	}
 }
 
-func baseOf(up Upstream) string {
-	if up.BaseURL == "" {
-		return OpenAIBaseURL
+// key is what the gateway forwards to up's server with, read from the window's settings as
+// it forwards, never held: the key the owner saved there for that server (a key belongs to the
+// server it was saved with, docs/threats.md M16), else, for OpenAI when the window names no
+// server, Codex's own sign-in; a server the owner named gets its own key or none (X10). ""
+// = the server is asked without one.
+func (g *Gateway) key(up model.Settings) (string, error) {
+	key, err := g.cfg.Models.KeyFor(up.Server())
+	if err != nil {
+		return "", fmt.Errorf("cannot read the model key: %v", err)
 	}
-	return strings.TrimRight(up.BaseURL, "/")
+	if key != "" || up.BaseURL != "" || g.cfg.SignIn == nil {
+		return key, nil
+	}
+	key, problem := g.cfg.SignIn()
+	if problem != "" {
+		return "", errors.New(problem)
+	}
+	return key, nil
 }

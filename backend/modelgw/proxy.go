@@ -108,7 +108,13 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, p *Pass) {
 		case <-ctx.Done():
 		}
 	}()
-	out, err := http.NewRequestWithContext(ctx, http.MethodPost, baseOf(p.up)+"/responses", bytes.NewReader(body))
+	key, err := g.key(p.up)
+	if err != nil {
+		g.fail(p, "the owner's model key cannot be read", err.Error())
+		apiError(w, http.StatusBadGateway, "server_error", "bad_upstream", "the owner's model key cannot be read")
+		return
+	}
+	out, err := http.NewRequestWithContext(ctx, http.MethodPost, p.up.Server()+"/responses", bytes.NewReader(body))
 	if err != nil {
 		apiError(w, http.StatusBadGateway, "server_error", "bad_upstream", err.Error())
 		return
@@ -123,8 +129,8 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, p *Pass) {
 			out.Header[h] = v
 		}
 	}
-	if p.up.Key != "" {
-		out.Header.Set("Authorization", "Bearer "+p.up.Key)
+	if key != "" {
+		out.Header.Set("Authorization", "Bearer "+key)
 	}
 	m := &meter{sent: int64(len(body)), charge: true}
 	defer g.settle(p, m)
@@ -135,14 +141,14 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, p *Pass) {
 		}
 		m.charge = false
 		g.fail(p, "the owner's model server cannot be reached",
-			"the model server "+model.Host(baseOf(p.up))+" cannot be reached: "+redact(err.Error(), p.up.Key))
+			"the model server "+model.Host(p.up.Server())+" cannot be reached: "+redact(err.Error(), key))
 		apiError(w, http.StatusBadGateway, "server_error", "upstream_unreachable", "the owner's model server cannot be reached")
 		return
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
 		m.charge = false
-		g.refused(w, p, resp)
+		g.refused(w, p, resp, key)
 		return
 	}
 	for h, v := range resp.Header {
@@ -195,15 +201,15 @@ func (g *Gateway) stream(w http.ResponseWriter, p *Pass, body io.Reader, m *mete
 // the upstream's words (they may name the owner's account, or echo the key); the owner's
 // Status page gets those words, the key taken out after decoding (M15). A rate limit is
 // Codex's to retry (M18); a 5xx too; anything else ends the turn.
-func (g *Gateway) refused(w http.ResponseWriter, p *Pass, resp *http.Response) {
+func (g *Gateway) refused(w http.ResponseWriter, p *Pass, resp *http.Response, key string) {
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	host := model.Host(baseOf(p.up))
-	words := upstreamWords(msg, p.up.Key)
+	host := model.Host(p.up.Server())
+	words := upstreamWords(msg, key)
 	e := classify(resp.StatusCode, msg)
 	owner := fmt.Sprintf("the model server %s %s (HTTP %d: %s)", host, e.owner, resp.StatusCode, words)
 	if resp.StatusCode < 400 {
 		owner = fmt.Sprintf("the model server %s %s (HTTP %d to %s)", host, e.owner, resp.StatusCode,
-			redact(resp.Header.Get("Location"), p.up.Key))
+			redact(resp.Header.Get("Location"), key))
 	}
 	agent := fmt.Sprintf("the owner's model server %s (HTTP %d)", e.agent, resp.StatusCode)
 	if e.retry {

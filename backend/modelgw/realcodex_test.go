@@ -129,8 +129,8 @@ func turnRunner(t *testing.T, home string) *codex.Runner {
 	return r
 }
 
-func startGateway(t *testing.T, up Upstream) *Gateway {
-	g, err := Start(Config{Upstream: func() (Upstream, error) { return up, nil },
+func startGateway(t *testing.T, up window) *Gateway {
+	g, err := Start(Config{Models: up.store(t),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +158,7 @@ func TestRealCodexThroughGateway(t *testing.T) {
 	hunt := `cat /proc/*/environ | tr '\0' '\n'; env; ls -la $CODEX_HOME; cat $CODEX_HOME/* 2>&1; ` +
 		`grep -raoE 'sk-owner-[0-9a-f]+' /run /tmp /etc $HOME $CODEX_HOME . 2>/dev/null | head; echo HUNT-DONE`
 	up := newUpstream(t, key, mockmodel.Shell("cat a.txt"), mockmodel.Shell(hunt), mockmodel.Message("done"))
-	g := startGateway(t, Upstream{BaseURL: up.baseURL(), Key: key})
+	g := startGateway(t, window{BaseURL: up.baseURL(), Key: key})
 	pass, err := g.Open(Binding{Turn: "t_1", Grant: "g_1", Brand: "b", Agent: "a"}, time.Now().Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +235,7 @@ func TestRealCodexBudget(t *testing.T) {
 	home := codextest.Home(t)
 	run := func(t *testing.T, ctx context.Context, up *upstream, b Binding) (codex.Result, domain.Usage, *Gateway, *Pass) {
 		t.Helper()
-		g := startGateway(t, Upstream{BaseURL: up.baseURL(), Key: ownerKey()})
+		g := startGateway(t, window{BaseURL: up.baseURL(), Key: ownerKey()})
 		pass, err := g.Open(b, time.Now().Add(2*time.Minute))
 		if err != nil {
 			t.Fatal(err)
