@@ -23,7 +23,7 @@ var ErrNoProvider = errors.New("the turn has no pass to the node's model gateway
 // set in the window is reached through the gateway alone. reason is set when it fails.
 func (r *Runner) route(req Request) (key string, args []string, reason string, err error) {
 	if req.Provider != nil {
-		args, err = upstreamArgs(Upstream{BaseURL: req.Provider.BaseURL, KeySet: req.Provider.Token != "", Model: req.Provider.Model})
+		args, err = upstreamArgs(*req.Provider)
 		if err != nil {
 			return "", nil, "the model gateway's settings are refused: " + err.Error(), err
 		}
@@ -36,14 +36,14 @@ func (r *Runner) route(req Request) (key string, args []string, reason string, e
 	if err != nil {
 		return "", nil, "cannot read the model settings: " + err.Error(), err
 	}
-	if up.BaseURL != "" || up.KeySet {
+	if up.Host != "" || up.KeySet {
 		return "", nil, ErrNoProvider.Error() + ", which alone reaches the model set in the window", ErrNoProvider
 	}
 	cred, key := r.SignIn()
 	if cred.Problem != "" {
 		return "", nil, cred.Problem, fmt.Errorf("%w: %s", ErrCredential, cred.Problem)
 	}
-	if args, err = upstreamArgs(up); err != nil {
+	if args, err = upstreamArgs(Provider{Model: up.Model}); err != nil {
 		return "", nil, "the model settings are refused: " + err.Error(), err
 	}
 	return key, args, "", nil

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/domain"
-	"github.com/aether/aether/backend/model"
 )
 
 // Upstream is the model the owner chose in the window (backend/model): optionally an
@@ -16,9 +15,9 @@ import (
 // server. The key itself is the node's model gateway's alone (docs/model-gateway.md): a turn
 // reaches a server or key set in the window only through it.
 type Upstream struct {
-	BaseURL string // "" = codex's own provider (OpenAI)
-	Model   string // "" = codex's default
-	KeySet  bool   // a key is saved in the window for this server
+	Host   string // the host of the server named in the window (model.Host); "" = OpenAI
+	Model  string // "" = codex's default
+	KeySet bool   // a key is saved in the window for this server
 }
 
 // Credential kinds of a key or server set in the window.
@@ -44,11 +43,11 @@ func (r *Runner) upstream() (Upstream, error) {
 // named.
 func upstreamCredential(up Upstream) (Credential, bool) {
 	switch {
-	case up.BaseURL != "" && up.KeySet:
+	case up.Host != "" && up.KeySet:
 		return Credential{Kind: CredentialUpstreamKey,
-			Summary: "API key set in Aether for " + model.Host(up.BaseURL) + ": the node's model gateway holds it; each turn's Codex gets a one-time token"}, true
-	case up.BaseURL != "":
-		return Credential{Kind: CredentialUpstreamOpen, Summary: "no key: " + model.Host(up.BaseURL) + " is asked without one"}, true
+			Summary: "API key set in Aether for " + up.Host + ": the node's model gateway holds it; each turn's Codex gets a one-time token"}, true
+	case up.Host != "":
+		return Credential{Kind: CredentialUpstreamOpen, Summary: "no key: " + up.Host + " is asked without one"}, true
 	case up.KeySet:
 		return Credential{Kind: CredentialAPIKeyStored,
 			Summary: "API key set in Aether: the node's model gateway holds it; each turn's Codex gets a one-time token"}, true
@@ -56,10 +55,11 @@ func upstreamCredential(up Upstream) (Credential, bool) {
 	return Credential{}, false
 }
 
-// upstreamArgs are the `-c` options that point codex at the window's server and model. They go
-// through the same allow-list as Runner.ExtraArgs, and every value is a TOML string of
-// printable ASCII without quotes or backslashes, so no setting can ride in on one.
-func upstreamArgs(up Upstream) ([]string, error) {
+// upstreamArgs are the `-c` options that point codex at a turn's provider (the model gateway;
+// none = codex's own) and model. They go through the same allow-list as Runner.ExtraArgs, and
+// every value is a TOML string of printable ASCII without quotes or backslashes, so no setting
+// can ride in on one.
+func upstreamArgs(up Provider) ([]string, error) {
 	var args []string
 	if up.BaseURL != "" {
 		base, err := tomlString(up.BaseURL)
@@ -67,7 +67,7 @@ func upstreamArgs(up Upstream) ([]string, error) {
 			return nil, fmt.Errorf("base URL: %w", err)
 		}
 		provider := `{name="Aether upstream",base_url=` + base + `,wire_api="responses"`
-		if up.KeySet {
+		if up.Token != "" {
 			provider += `,env_key="CODEX_API_KEY"`
 		}
 		args = append(args, "-c", `model_provider="`+upstreamProvider+`"`,

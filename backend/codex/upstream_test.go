@@ -66,7 +66,7 @@ func TestProviderRealCodex(t *testing.T) {
 // TestUpstreamArgs: the window's server and model become `-c` options that the allow-list
 // takes; a value that would smuggle a setting in is refused before codex starts (X8).
 func TestUpstreamArgs(t *testing.T) {
-	args, err := upstreamArgs(Upstream{BaseURL: "https://llm.example/v1", KeySet: true, Model: "gpt-5"})
+	args, err := upstreamArgs(Provider{BaseURL: "https://llm.example/v1", Token: "aether-turn-x", Model: "gpt-5"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestUpstreamArgs(t *testing.T) {
 	if !slices.Equal(args, want) {
 		t.Fatalf("args %q", args)
 	}
-	for _, up := range []Upstream{
+	for _, up := range []Provider{
 		{BaseURL: `http://127.0.0.1:1/v1",wire_api="responses"},sandbox_mode="danger-full-access`},
 		{BaseURL: "https://llm.example/v1\nsandbox_mode=\"danger-full-access\""},
 		{Model: `gpt"` + "\n" + `approval_policy="never`},

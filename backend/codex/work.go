@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/aether/aether/backend/confine"
-	"github.com/aether/aether/backend/model"
 	"github.com/aether/aether/backend/work"
 )
 
@@ -113,10 +112,6 @@ func workMeta(version string, req Request, up Upstream, box confine.Status) work
 	if name == "" {
 		name = up.Model
 	}
-	upstream := ""
-	if up.BaseURL != "" {
-		upstream = model.Host(up.BaseURL)
-	}
-	return work.Work{Codex: work.Text(version, 64), Model: work.Text(name, 128), Upstream: work.Text(upstream, 256),
+	return work.Work{Codex: work.Text(version, 64), Model: work.Text(name, 128), Upstream: work.Text(up.Host, 256),
 		Sandbox: sandbox, Confinement: work.Text(box.Mechanism, 128)}
 }

@@ -95,18 +95,34 @@ func (s *Setup) find() (string, error) {
 	return s.cfg.Getter.Binary()
 }
 
-// upstream is the runner's model as the window set it, without the key: that is read by the
-// model gateway alone (docs/model-gateway.md).
-func (s *Setup) upstream() (codex.Upstream, error) {
-	st, err := s.cfg.Models.Settings()
-	if err != nil {
-		return codex.Upstream{}, err
+// window is the model settings, whether a key is saved for their server, and else the server
+// one is saved for ("" = none); never the key, which the model gateway alone reads
+// (docs/model-gateway.md).
+func (s *Setup) window() (st model.Settings, keySet bool, keyFor string, err error) {
+	if st, err = s.cfg.Models.Settings(); err != nil {
+		return st, false, "", err
 	}
 	server, err := s.cfg.Models.KeyServer()
+	if err != nil || server == "" {
+		return st, false, "", err
+	}
+	if server == st.Server() {
+		return st, true, "", nil
+	}
+	return st, false, server, nil
+}
+
+// upstream is the runner's model as the window set it.
+func (s *Setup) upstream() (codex.Upstream, error) {
+	st, keySet, _, err := s.window()
 	if err != nil {
 		return codex.Upstream{}, err
 	}
-	return codex.Upstream{BaseURL: st.BaseURL, Model: st.Model, KeySet: server != "" && server == st.Server()}, nil
+	up := codex.Upstream{Model: st.Model, KeySet: keySet}
+	if st.BaseURL != "" {
+		up.Host = model.Host(st.BaseURL)
+	}
+	return up, nil
 }
 
 // CheckHealth reads Codex's health (found, version, signed in, confined) for the Status page,

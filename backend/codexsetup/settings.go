@@ -105,18 +105,11 @@ func (s *Setup) UseCodex(path string) error {
 }
 
 func (s *Setup) Model() (owner.ModelStatus, error) {
-	st, err := s.cfg.Models.Settings()
+	st, keySet, keyFor, err := s.window()
 	if err != nil {
 		return owner.ModelStatus{}, err
 	}
-	server, err := s.cfg.Models.KeyServer()
-	if err != nil {
-		return owner.ModelStatus{}, err
-	}
-	ms := owner.ModelStatus{KeySet: server != "" && server == st.Server(), BaseURL: st.BaseURL, Model: st.Model, CodexPath: st.CodexPath}
-	if server != "" && !ms.KeySet {
-		ms.KeyFor = server
-	}
+	ms := owner.ModelStatus{KeySet: keySet, KeyFor: keyFor, BaseURL: st.BaseURL, Model: st.Model, CodexPath: st.CodexPath}
 	ms.Gateway = s.gateway()
 	s.mu.Lock()
 	defer s.mu.Unlock()
