@@ -444,7 +444,7 @@ func TestWhichKey(t *testing.T) {
 			t.Fatalf("open: %v", err)
 		}
 	})
-	t.Run("M16 a key saved for another server mid-turn never reaches the turn's server", func(t *testing.T) {
+	t.Run("M16 a key saved for another server mid-turn: the turn's server gets neither it nor the key it replaced", func(t *testing.T) {
 		up := newFakeUpstream(t, completed(1, 1))
 		models := window{BaseURL: up.srv.URL + "/v1", Key: testKey}.store(t)
 		g, clk := start(t, models, signIn(""))
