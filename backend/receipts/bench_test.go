@@ -89,8 +89,7 @@ func seedScale(tb testing.TB, e *env, n int) {
 	ctx := context.Background()
 	for start := 0; start < n; start += 1000 {
 		part := turns[start:min(start+1000, n)]
-		var recs []*Receipt
-		if err := e.db.AppendReceipts(ctx, e.l.signer(part, &recs)); err != nil {
+		if _, err := e.l.append(ctx, part, false); err != nil {
 			tb.Fatal(err)
 		}
 	}
