@@ -142,9 +142,7 @@ func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand domain.Br
 	}
 	var recs []*Receipt
 	commit, err := l.chain.appendAhead(ctx, l.signer([]Turn{t}, &recs), brand, owner, func(proofs []*LogProof) ([]byte, error) {
-		for i, p := range proofs {
-			recs[i].proof = p
-		}
+		prove(recs, proofs)
 		return build(recs[0])
 	})
 	if err != nil {
@@ -174,9 +172,7 @@ func (l *Ledger) append(ctx context.Context, turns []Turn, note bool) ([]*Receip
 	var recs []*Receipt
 	_, proofs, err := l.chain.appendDurable(ctx, l.signer(turns, &recs))
 	if err == nil {
-		for i, p := range proofs {
-			recs[i].proof = p
-		}
+		prove(recs, proofs)
 		err = l.mark.Load().hold(headOf(recs[len(recs)-1]))
 	}
 	if err != nil {
@@ -188,6 +184,13 @@ func (l *Ledger) append(ctx context.Context, turns []Turn, note bool) ([]*Receip
 		return nil, err
 	}
 	return recs, nil
+}
+
+// prove gives each receipt just appended its place in the log (none without one).
+func prove(recs []*Receipt, proofs []*LogProof) {
+	for i, p := range proofs {
+		recs[i].proof = p
+	}
 }
 
 // signer signs turns with sign for the chain, and leaves their receipts in *recs.

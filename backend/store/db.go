@@ -173,8 +173,8 @@ var ErrClosed = errors.New("pact.sqlite is closed")
 // Commit runs fn in the group commit and returns once its transaction is durable (nil), or
 // why not: fn runs atomically inside an IMMEDIATE transaction on the writer, shared with the
 // other writes queued at the same moment, each in its own savepoint (an error rolls back that
-// write alone, and is returned). fn must use tx only while it runs, and must be quick: the
-// writes behind it wait. Once queued, the write is committed or refused, never abandoned.
+// write alone, and is returned). fn must use tx only, never the DB's own methods (it would
+// wait on itself), must not keep tx, and must be quick: the writes behind it wait. Once queued, the write is committed or refused, never abandoned.
 // What the grants GrantByID remembers is forgotten by what the write writes, not by how it
 // was asked for (grantMemory).
 func (db *DB) Commit(ctx context.Context, fn func(tx *Tx) error) error {
