@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -190,10 +191,10 @@ func (t *turnRun) keeper(ctx context.Context) func(domain.Outcome) *receipts.New
 		if err != nil {
 			return nil
 		}
-		return &receipts.NewTask{Owner: owner, Build: func(rec *receipts.Receipt) (*a2a.Task, error) {
+		return &receipts.NewTask{Owner: owner, Build: func(rec *receipts.Receipt) ([]byte, error) {
 			arts, final := t.ending(out, rec)
 			t.kept = finishedTask(t.task, t.shown, arts, final)
-			return t.kept, nil
+			return json.Marshal(t.kept)
 		}}
 	}
 }

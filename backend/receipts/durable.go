@@ -8,19 +8,23 @@ import (
 	"github.com/aether/aether/backend/store"
 )
 
-// When a receipt is kept (docs/threats.md T8, T11, T14, V2), in the order of its write:
+// When a receipt is kept (docs/threats.md T8, T11, T14, V2), in the order of its write. This
+// is the one place that says it; the code that does each step (chain.go, ledger.go, the
+// store's group commit) points here.
 //
 //  1. Start records the turn as running, durably, before any of its work runs (T8): a turn
 //     that never reaches Append is found by Recover at the next start and gets a failed receipt.
-//  2. Append signs the receipt inside one write of the store's group commit (store.DB.AppendReceipts):
-//     the chain's tail is read there and checked against the store's high-water mark, so the
-//     committer, running one write after another, alone decides the chain's order and no two
-//     receipts share a seq or a prev (T11, and UNIQUE columns behind it); whether the owner
+//  2. Append signs the receipt inside one write of the store's group commit (chain.write, run by
+//     store.DB.Commit): the chain's tail is read there and checked against the store's
+//     high-water mark (or, kept from the chain's last write, confirmed once a transaction), so
+//     the committer, running one write after another, alone decides the chain's order and no
+//     two receipts share a seq or a prev (T11, and UNIQUE columns behind it); whether the owner
 //     revoked the turn's grant is read in that same write, so a revocation committed before the
-//     receipt is in it (V2). The same write ends the turn, adds the receipt's commitment to the
-//     log and signs the log's checkpoint (log.go).
+//     receipt is in it (V2). The same write ends the turn, inserts the receipt, adds its
+//     commitment to the log, signs the log's checkpoint (log.go) and moves the high-water mark.
 //  3. The write's commit is durable (synchronous=FULL) before anyone of it is answered (T8). A
-//     plain send's answer is made while that commit is made, and waits on Pending.Durable.
+//     plain send's answer is made while that commit is made (store.DB.CommitAhead, the task's
+//     row in the same write), and waits on Pending.Durable.
 //  4. receipts.head holds the receipt (T14): once its commit is durable, the appender marks the
 //     newest durable head it knows, one fdatasync serving every append whose commit is durable by
 //     then, while the committer already runs the next commit. Only then does Append return, or
@@ -100,7 +104,9 @@ type Pending struct {
 // why not; any number of goroutines may wait on it.
 func (p *Pending) Durable() error {
 	p.once.Do(func() {
-		if p.err = p.commit.Durable(); p.err == nil {
+		if p.err = p.commit.Durable(); p.err != nil {
+			p.err = fmt.Errorf("append receipts: %w", p.err)
+		} else {
 			p.err = p.mark.hold(p.head)
 		}
 	})

@@ -136,14 +136,12 @@ func readLine(n int, b []byte) (store.Receipt, error) {
 	}
 	started, _ := parseTime(signed.Started)
 	ended, _ := parseTime(signed.Ended)
-	var proof *store.LogProof
 	if l.Proof != "" {
-		var err error
-		if proof, err = ParseProof(l.Proof); err != nil {
+		if _, err := ParseProof(l.Proof); err != nil {
 			return bad(err.Error())
 		}
 	}
-	return store.Receipt{Proof: proof, Seq: l.Seq, ID: l.ID, TurnID: signed.Turn, PrevHash: l.Prev, Hash: l.Hash,
+	return store.Receipt{Proof: l.Proof, Seq: l.Seq, ID: l.ID, TurnID: signed.Turn, PrevHash: l.Prev, Hash: l.Hash,
 		TaskID: signed.Task, ContextID: signed.Ctx, Brand: domain.BrandID(signed.Brand), Scope: signed.Scope, GrantID: domain.GrantID(signed.Grant),
 		Agent: signed.Agent, Status: signed.Status, Reason: signed.Reason,
 		ExitCode: signed.Exit, StartedAt: started, EndedAt: ended, JWS: l.JWS}, nil

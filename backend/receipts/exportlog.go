@@ -45,7 +45,7 @@ func ExportDB(ctx context.Context, db *store.DB, src Source, w io.Writer) error 
 		if err != nil {
 			return "", err
 		}
-		return FormatProof(&store.LogProof{Index: r.Seq - 1, Hashes: p, Checkpoint: note}), nil
+		return FormatProof(&LogProof{Index: r.Seq - 1, Hashes: p, Checkpoint: note}), nil
 	})
 }
 
@@ -83,7 +83,10 @@ func (c *checkpoints) open(note []byte) (Checkpoint, error) {
 
 // proven returns why r's log proof does not put it in a checkpoint the node signed, or "" (L4).
 func (c *checkpoints) proven(r store.Receipt) string {
-	p := r.Proof
+	p, err := ParseProof(r.Proof)
+	if err != nil {
+		return "its log proof " + err.Error()
+	}
 	if p.Index != r.Seq-1 {
 		return fmt.Sprintf("its log proof is for leaf %d, not %d", p.Index, r.Seq-1)
 	}

@@ -4,6 +4,7 @@ package receipts
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -46,8 +47,8 @@ func TestFullDisk(t *testing.T) {
 			t.Logf("the append said: %v", err)
 		}
 		// A plain send's receipt and task, written ahead of their commit (its answer waits on durable).
-		_, durable, err := e.l.AppendCreatingTask(ctx, withTask, "acme", "owner-1", func(*Receipt) (*a2a.Task, error) {
-			return &a2a.Task{ID: a2a.TaskID(withTask.TaskID), ContextID: withTask.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}, nil
+		_, durable, err := e.l.AppendCreatingTask(ctx, withTask, "acme", "owner-1", func(*Receipt) ([]byte, error) {
+			return json.Marshal(&a2a.Task{ID: a2a.TaskID(withTask.TaskID), ContextID: withTask.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}})
 		})
 		if err == nil {
 			err = durable.Durable()

@@ -2,6 +2,7 @@ package receipts
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"sync"
@@ -104,8 +105,8 @@ func TestHeadMark(t *testing.T) {
 		tr := started(e, 1, 2)[0]
 		m := e.l.mark.Load()
 		m.mu.Lock()
-		rec, durable, err := e.l.AppendCreatingTask(ctx, tr, "acme", "owner-1", func(*Receipt) (*a2a.Task, error) {
-			return &a2a.Task{ID: a2a.TaskID(tr.TaskID), Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}, nil
+		rec, durable, err := e.l.AppendCreatingTask(ctx, tr, "acme", "owner-1", func(*Receipt) ([]byte, error) {
+			return json.Marshal(&a2a.Task{ID: a2a.TaskID(tr.TaskID), Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}})
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -11,8 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/a2aproject/a2a-go/v2/a2a"
-
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/store"
@@ -24,11 +22,12 @@ import (
 var ErrClosed = errors.New("receipts ledger closed")
 
 // Ledger appends receipts to the node's chain. It builds and signs the
-// receipts; store.DB.AppendReceipts reads the tail, calls the signer and
-// commits in one write of the store's group commit, so many concurrent
-// appends share one fsync and the chain's order is decided there alone.
+// receipts inside one write of the store's group commit (chain.go), so many
+// concurrent appends share one fsync and the chain's order is decided by the
+// committer alone (durable.go).
 type Ledger struct {
 	db     *store.DB
+	chain  chain
 	key    *keys.Key
 	issuer atomic.Pointer[string] // the node's publicUrl, the receipts' iss
 	now    func() time.Time
@@ -46,8 +45,8 @@ func NewLedger(db *store.DB, key *keys.Key, issuer string, now func() time.Time)
 		now = time.Now
 	}
 	l := &Ledger{db: db, key: key, now: now}
+	l.chain = chain{db: db, signer: l} // every receipt is a leaf of the log, with its proof (log.go)
 	l.SetIssuer(issuer)
-	db.SetCheckpointSigner(l) // every receipt is a leaf of the log, with its proof (log.go)
 	return l
 }
 
@@ -113,24 +112,24 @@ func (l *Ledger) Append(ctx context.Context, t Turn) (*Receipt, error) {
 }
 
 // NewTask is a task created in a receipt's own commit (AppendCreatingTask): its owner, and
-// Build, which makes it from the receipt.
+// Build, which makes its JSON (a2a-go's Task, as the wire has it) from the receipt.
 type NewTask struct {
 	Owner string
-	Build func(*Receipt) (*a2a.Task, error)
+	Build func(*Receipt) ([]byte, error)
 }
 
 // AppendCreatingTask is Append for a turn whose task is stored only now, finished: the
-// task build makes from the receipt (the task that carries it) is created, owner's on brand,
-// in the receipt's own commit, one commit fewer a turn (docs/wire.md, "Plain send"). build
-// runs inside that commit, once the receipt is signed: it must be quick and must not use the
-// store. On an error nothing is written, and the caller
-// may Append the receipt alone.
+// task whose JSON build makes from the receipt (the task that carries it) is created, owner's on
+// brand, in the receipt's own commit, one commit fewer a turn (docs/wire.md, "Plain send").
+// build runs inside that commit, once the receipt is signed and has its log proof: it must be
+// quick and must not use the store. On an error nothing is written, and the caller may Append
+// the receipt alone.
 //
 // It returns as soon as the receipt and the task are written in their commit, before it is
 // durable, so that the caller can make its answer while the commit is made: nothing of the
 // receipt or the task may leave the node before the Pending commit's Durable has returned nil
 // (T8). Close waits for that commit.
-func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand domain.BrandID, owner string, build func(*Receipt) (*a2a.Task, error)) (*Receipt, *Pending, error) {
+func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand domain.BrandID, owner string, build func(*Receipt) ([]byte, error)) (*Receipt, *Pending, error) {
 	if t.EndedAt.IsZero() {
 		t.EndedAt = l.now()
 	}
@@ -142,21 +141,23 @@ func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand domain.Br
 		return nil, nil, err
 	}
 	var recs []*Receipt
-	commit, err := l.db.AppendReceiptsCreatingTask(ctx, l.signer([]Turn{t}, &recs), brand, owner, func() (*a2a.Task, error) {
-		return build(recs[0]) // the store has set its proof (signer)
+	commit, err := l.chain.appendAhead(ctx, l.signer([]Turn{t}, &recs), brand, owner, func(proofs []*LogProof) ([]byte, error) {
+		prove(recs, proofs)
+		return build(recs[0])
 	})
 	if err != nil {
 		done()
 		return nil, nil, fmt.Errorf("receipt for turn %s: %w", t.ID, err)
 	}
-	pending := &Pending{commit: commit, mark: l.mark.Load(), head: headOf(recs[0])}
+	rec := recs[0]
+	pending := &Pending{commit: commit, mark: l.mark.Load(), head: headOf(rec)}
 	go func() { // counted out once the commit is over, its failure noted on the turn
 		if err := pending.Durable(); err != nil {
 			l.unrecorded(t, err)
 		}
 		done()
 	}()
-	return recs[0], pending, nil
+	return rec, pending, nil
 }
 
 // append signs turns as the next receipts of the chain, in order, and commits
@@ -169,8 +170,9 @@ func (l *Ledger) append(ctx context.Context, turns []Turn, note bool) ([]*Receip
 	}
 	defer done()
 	var recs []*Receipt
-	err = l.db.AppendReceipts(ctx, l.signer(turns, &recs))
+	_, proofs, err := l.chain.appendDurable(ctx, l.signer(turns, &recs))
 	if err == nil {
+		prove(recs, proofs)
 		err = l.mark.Load().hold(headOf(recs[len(recs)-1]))
 	}
 	if err != nil {
@@ -182,6 +184,21 @@ func (l *Ledger) append(ctx context.Context, turns []Turn, note bool) ([]*Receip
 		return nil, err
 	}
 	return recs, nil
+}
+
+// prove gives each receipt just appended its place in the log (none without one).
+func prove(recs []*Receipt, proofs []*LogProof) {
+	for i, p := range proofs {
+		recs[i].proof = p
+	}
+}
+
+// signer signs turns with sign for the chain, and leaves their receipts in *recs.
+func (l *Ledger) signer(turns []Turn, recs *[]*Receipt) signFunc {
+	return func(tail store.Checkpoint, revoked func(domain.GrantID) (bool, error)) (rows []store.Receipt, err error) {
+		rows, *recs, err = l.sign(turns, tail, revoked)
+		return rows, err
+	}
 }
 
 // unrecorded notes on turn t, still running, why its receipt was not committed (err), so that
@@ -336,21 +353,8 @@ func checkTurnEnd(t Turn) error {
 	return nil
 }
 
-// signer is the store's Signer for turns: it signs them with sign and leaves the receipts in
-// *recs for the caller, each with its log proof once the store has put it in the log (before
-// AppendReceipts returns, and before AppendReceiptsCreatingTask calls its task).
-func (l *Ledger) signer(turns []Turn, recs *[]*Receipt) store.Signer {
-	return func(tail store.Checkpoint, revoked func(domain.GrantID) (bool, error)) (rows []store.Receipt, err error) {
-		rows, *recs, err = l.sign(turns, tail, revoked)
-		for i, r := range *recs {
-			r.logged = &rows[i]
-		}
-		return rows, err
-	}
-}
-
 // sign builds and signs the receipts of turns in order, continuing the chain
-// from tail. The store calls it inside the write that commits them, and a turn
+// from tail. The chain calls it inside the write that commits them, and a turn
 // whose grant is revoked by then says so (V2: it ran, or began, under a grant
 // the owner has since withdrawn).
 func (l *Ledger) sign(turns []Turn, tail store.Checkpoint, revoked func(grantID domain.GrantID) (bool, error)) ([]store.Receipt, []*Receipt, error) {
@@ -396,14 +400,14 @@ func (l *Ledger) sign(turns []Turn, tail store.Checkpoint, revoked func(grantID 
 }
 
 // signFitting signs c, its work cut to fewer items (work.Work.Keep: 16, 8, …, none, each list
-// keeping its count and the digest of all) until the receipt is at most store.MaxReceipt
+// keeping its count and the digest of all) until the receipt is at most MaxReceipt
 // bytes: the signed size is the bound, and a turn cannot lose its receipt, nor hide what it
 // did, by making the receipt too big (docs/threats.md T15).
 func (l *Ledger) signFitting(c *Claims) (string, error) {
 	full := c.Work
 	for keep := work.MaxEntries; ; keep /= 2 {
 		jws, err := l.key.Sign(Typ, c)
-		if err != nil || len(jws) <= store.MaxReceipt || full == nil || keep == 0 {
+		if err != nil || len(jws) <= MaxReceipt || full == nil || keep == 0 {
 			return jws, err
 		}
 		c.Work = full.Keep(keep / 2)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -344,9 +345,9 @@ func TestAppendCreatingTaskDurable(t *testing.T) {
 	if err := e.l.Start(ctx, tr); err != nil {
 		t.Fatal(err)
 	}
-	rec, durable, err := e.l.AppendCreatingTask(ctx, tr, "acme", "owner-1", func(r *Receipt) (*a2a.Task, error) {
-		return &a2a.Task{ID: a2a.TaskID(tr.TaskID), ContextID: tr.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted},
-			Artifacts: []*a2a.Artifact{{ID: "receipt", Parts: a2a.ContentParts{a2a.NewTextPart(r.JWS)}}}}, nil
+	rec, durable, err := e.l.AppendCreatingTask(ctx, tr, "acme", "owner-1", func(r *Receipt) ([]byte, error) {
+		return json.Marshal(&a2a.Task{ID: a2a.TaskID(tr.TaskID), ContextID: tr.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted},
+			Artifacts: []*a2a.Artifact{{ID: "receipt", Parts: a2a.ContentParts{a2a.NewTextPart(r.JWS)}}}})
 	})
 	if err != nil {
 		t.Fatal(err)

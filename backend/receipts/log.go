@@ -13,7 +13,6 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/aether/aether/backend/keys"
-	"github.com/aether/aether/backend/store"
 )
 
 // The receipts log (docs/wire.md, "The receipts log"): the store keeps the tree; the ledger
@@ -29,7 +28,7 @@ const ProofHeader = "c2sp.org/tlog-proof@v1"
 // another log.
 func (l *Ledger) Origin() string { return OriginOf(*l.issuer.Load()) }
 
-// MovedSuffix ends the origin of a log whose leaves are commitments (store.LeafData). A log
+// MovedSuffix ends the origin of a log whose leaves are commitments (LeafData). A log
 // of the node key whose origin lacks it was made before, its leaves the receipts' JWS; it
 // moved to the origin with the suffix (store migration 7, docs/wire.md "The receipts log").
 const MovedSuffix = "/v2"
@@ -66,7 +65,7 @@ func MovedFrom(origin string) string {
 // or, in a log made before them, of the JWS itself.
 func LeafHash(origin, jws string) tlog.Hash {
 	if IsCommitmentLog(origin) {
-		return tlog.RecordHash(store.LeafData(jws))
+		return tlog.RecordHash(LeafData(jws))
 	}
 	return tlog.RecordHash([]byte(jws))
 }
@@ -208,7 +207,7 @@ func parseBounded(s string) (int64, error) {
 
 // FormatProof writes p as a C2SP tlog-proof: the header, the index, the inclusion proof's
 // hashes, a blank line and the signed checkpoint.
-func FormatProof(p *store.LogProof) string {
+func FormatProof(p *LogProof) string {
 	var b strings.Builder
 	b.WriteString(ProofHeader + "\nindex " + strconv.FormatInt(p.Index, 10) + "\n")
 	for _, h := range p.Hashes {
@@ -220,7 +219,7 @@ func FormatProof(p *store.LogProof) string {
 }
 
 // ParseProof reads a C2SP tlog-proof (without extra data: the node writes none).
-func ParseProof(text string) (*store.LogProof, error) {
+func ParseProof(text string) (*LogProof, error) {
 	if len(text) > MaxProof {
 		return nil, fmt.Errorf("tlog-proof: %d bytes, over %d", len(text), MaxProof)
 	}
@@ -236,7 +235,7 @@ func ParseProof(text string) (*store.LogProof, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tlog-proof: index: %w", err)
 	}
-	p := &store.LogProof{Index: n, Checkpoint: []byte(signed)}
+	p := &LogProof{Index: n, Checkpoint: []byte(signed)}
 	for i, l := range lines[2:] {
 		h, err := base64.StdEncoding.DecodeString(l)
 		if err != nil || len(h) != tlog.HashSize || base64.StdEncoding.EncodeToString(h) != l {
@@ -268,7 +267,7 @@ func VerifyProof(proof, jws string, seq int64, set keys.Set) (Checkpoint, error)
 }
 
 // checkInclusion checks p's inclusion proof of the receipt jws in the tree cp signs.
-func checkInclusion(p *store.LogProof, cp Checkpoint, jws string) error {
+func checkInclusion(p *LogProof, cp Checkpoint, jws string) error {
 	if p.Index >= cp.Size {
 		return fmt.Errorf("leaf %d is not in a tree of %d", p.Index, cp.Size)
 	}

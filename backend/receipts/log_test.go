@@ -133,7 +133,7 @@ func TestTamperedLogDetected(t *testing.T) {
 	root := func(size int64, origin string, key *keys.Key) string {
 		var h tlog.Hash
 		h[0] = 1
-		n, err := note.Sign(&note.Note{Text: store.CheckpointText(origin, size, h)}, key.NoteSigner(origin))
+		n, err := note.Sign(&note.Note{Text: CheckpointText(origin, size, h)}, key.NoteSigner(origin))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +177,7 @@ func TestLogMovesToCommitments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	legacy, err := note.Sign(&note.Note{Text: store.CheckpointText("node.example/log", 5, root)}, e.key.NoteSigner("node.example/log"))
+	legacy, err := note.Sign(&note.Note{Text: CheckpointText("node.example/log", 5, root)}, e.key.NoteSigner("node.example/log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestLogMovesToCommitments(t *testing.T) {
 	t.Run("L7 receipts verify checks the move kept the old log's receipts", func(t *testing.T) {
 		var other tlog.Hash
 		other[0] = 1
-		forged, err := note.Sign(&note.Note{Text: store.CheckpointText("node.example/log", 5, other)}, e.key.NoteSigner("node.example/log"))
+		forged, err := note.Sign(&note.Note{Text: CheckpointText("node.example/log", 5, other)}, e.key.NoteSigner("node.example/log"))
 		if err != nil {
 			t.Fatal(err)
 		}

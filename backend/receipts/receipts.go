@@ -123,17 +123,17 @@ type Receipt struct {
 	PrevHash string
 	JWS      string
 	Claims   Claims
-	// logged is the row the store made of a receipt just signed, which holds its log proof.
-	logged *store.Receipt
+	// proof is where the log holds a receipt just signed (or read with withProof).
+	proof *LogProof
 }
 
 // Proof is the receipt's C2SP tlog-proof in the node's receipts log (docs/wire.md, "The
 // receipts log"), for a receipt this ledger has just appended; "" otherwise.
 func (r *Receipt) Proof() string {
-	if r.logged == nil || r.logged.Proof == nil {
+	if r.proof == nil {
 		return ""
 	}
-	return FormatProof(r.logged.Proof)
+	return FormatProof(r.proof)
 }
 
 // HashBytes is the lowercase hex SHA-256 of b: receipt hashes, answer hashes.

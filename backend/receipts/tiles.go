@@ -42,7 +42,7 @@ func (l *Ledger) Tile(ctx context.Context, t tlog.Tile) ([]byte, error) {
 		return nil, err
 	}
 	out := make([]byte, 0, len(entries)*(2+len(entries[0])))
-	for _, e := range entries { // each a 32-byte commitment (store.LeafData)
+	for _, e := range entries { // each a 32-byte commitment (LeafData)
 		out = binary.BigEndian.AppendUint16(out, uint16(len(e)))
 		out = append(out, e...)
 	}
@@ -75,7 +75,6 @@ func (l *Ledger) withProof(ctx context.Context, row store.Receipt) (*Receipt, er
 	if err != nil {
 		return nil, fmt.Errorf("prove receipt %d in the log: %w", row.Seq, err)
 	}
-	row.Proof = &store.LogProof{Index: row.Seq - 1, Hashes: p, Checkpoint: note}
-	r.logged = &row
+	r.proof = &LogProof{Index: row.Seq - 1, Hashes: p, Checkpoint: note}
 	return r, nil
 }

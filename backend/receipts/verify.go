@@ -344,7 +344,7 @@ func (v *verifier) alone(r store.Receipt) (*Claims, string) {
 	if v.opts.Issuer != "" && c.Issuer != v.opts.Issuer {
 		return nil, fmt.Sprintf("issued by %q, not by this node (%q)", c.Issuer, v.opts.Issuer)
 	}
-	if r.Proof != nil {
+	if r.Proof != "" {
 		if why := v.cps.proven(r); why != "" {
 			return nil, why
 		}

@@ -51,7 +51,7 @@ func verifyLog(ctx context.Context, db *store.DB, set keys.Set, rep *Report) (*P
 		if err != nil {
 			return nil, err
 		}
-		hs, err := tree.add(n, store.LeafData(r.JWS))
+		hs, err := tree.add(n, LeafData(r.JWS))
 		if err != nil {
 			return nil, err
 		}

@@ -221,7 +221,7 @@ func TestReceiptTooBigToKeep(t *testing.T) {
 				t.Fatalf("the receipt was not kept: %v", err)
 			}
 			got, err := VerifyOne(r.JWS, only(e.key.Set()))
-			if err != nil || len(r.JWS) > store.MaxReceipt {
+			if err != nil || len(r.JWS) > MaxReceipt {
 				t.Fatalf("receipt of %d bytes: %v", len(r.JWS), err)
 			}
 			if payload, _ := jwsPart(r.JWS, 1); c.chars == "<>&" && !bytes.Contains(payload, []byte("<>&")) {

@@ -29,11 +29,9 @@ type DB struct {
 
 	// Group commit: concurrent writes wait in queue and one committer runs
 	// them together in one transaction, each inside its own savepoint, so one
-	// fsync serves many callers. Nobody is answered before the commit (a
+	// fsync serves many callers (Commit). Nobody is answered before the commit (a
 	// caller answered ahead learns sooner that its write ran, to make its answer
-	// meanwhile, and shows it only once the commit is durable). The
-	// receipt chain is extended here too, one write after another
-	// (AppendReceipts), so its order needs no queue of its own.
+	// meanwhile, and shows it only once the commit is durable: CommitAhead).
 	mu         sync.Mutex
 	queue      []*writeReq
 	wake       chan struct{}
@@ -41,26 +39,19 @@ type DB struct {
 	closed     bool
 	uses       map[domain.GrantID]grantUse // counted by RecordUseSoon since the last write of them
 	usesQueued bool                        // that write is in queue
-	// tail is the receipt chain's tail as the committer's last commit left it (nil: read it
-	// from the file); only the committer touches it (chain).
-	tail   *Checkpoint
-	grants grantMemory // what GrantByID has read since the last write that may change grants
+	grants     grantMemory                 // what GrantByID has read since the last write that may change grants
 
-	// signer signs the receipts log's checkpoints in each write that appends receipts (SetCheckpointSigner).
-	signer CheckpointSigner
-	// noLog leaves the log out of receipt writes: only B9 sets it, to measure the log's cost
-	// against writes without it (bench_test.go).
-	noLog bool
-	// origin is the log's origin as the committer's last commit read it ("": read it); only
-	// the committer touches it.
-	origin string
+	// kept is what writes keep for the writes after them (Tx.Keep), dropped when a
+	// transaction fails; txn numbers the transactions (Tx.N). Only the committer touches them.
+	kept map[any]any
+	txn  uint64
 }
 
 type writeReq struct {
-	fn   func(tx *gorm.DB, ch *chain) error
+	fn   func(tx *Tx) error
 	err  error
 	done chan struct{}
-	// ran, for a write answered ahead of its commit (writeOpts.ahead), is closed once fn has run in the transaction, before its commit;
+	// ran, for a write answered ahead of its commit (CommitAhead), is closed once fn has run in the transaction, before its commit;
 	// ranErr is what fn returned. The committer alone sets them (ranDone).
 	ran    chan struct{}
 	ranErr error
@@ -179,66 +170,62 @@ func (db *DB) Close() error {
 // ErrClosed is returned for writes after Close.
 var ErrClosed = errors.New("pact.sqlite is closed")
 
-// writeOpts are how a write is answered (submit).
-type writeOpts struct {
-	// ahead: submit returns once fn has run in the group commit's transaction, before the
-	// commit, for a caller that makes its answer meanwhile. What fn wrote is not shown to
-	// readers before the commit, and the caller must not show it to anyone either until
-	// Pending.Durable returns nil. An error from fn itself comes back at once, with nothing
-	// written.
-	ahead bool
-	what  string // names the write in Durable's error
-}
-
-// submit is the one way a write reaches pact.sqlite: fn runs atomically inside an IMMEDIATE
-// transaction on the writer, shared with other writes queued at the same moment, each fn in
-// its own savepoint (an error rolls back that fn alone); ch is the receipt chain's tail in
-// that transaction, which fn advances by the receipts it appended, and only when it returns
-// nil. fn must use tx only, never db.w or db.r, and must not keep tx. Once queued, the write
-// is committed or refused, never abandoned: the returned Pending says which. What the grants
-// GrantByID remembers is forgotten by what the write writes, not by how it was asked for
-// (grantMemory).
-func (db *DB) submit(ctx context.Context, o writeOpts, fn func(tx *gorm.DB, ch *chain) error) (*Pending, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	req := &writeReq{fn: fn}
-	if o.ahead {
-		req.ran = make(chan struct{})
-	}
-	if err := db.push(req); err != nil {
-		return nil, err
-	}
-	if o.ahead {
-		if <-req.ran; req.ranErr != nil {
-			return nil, req.ranErr
-		}
-	}
-	return &Pending{req: req, what: o.what}, nil
-}
-
-// write is submit for a fn that appends no receipts, answered once its commit is durable.
-func (db *DB) write(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	p, err := db.submit(ctx, writeOpts{}, func(tx *gorm.DB, _ *chain) error { return fn(tx) })
+// Commit runs fn in the group commit and returns once its transaction is durable (nil), or
+// why not: fn runs atomically inside an IMMEDIATE transaction on the writer, shared with the
+// other writes queued at the same moment, each in its own savepoint (an error rolls back that
+// write alone, and is returned). fn must use tx only, never the DB's own methods (it would
+// wait on itself), must not keep tx, and must be quick: the writes behind it wait. Once queued, the write is committed or refused, never abandoned.
+// What the grants GrantByID remembers is forgotten by what the write writes, not by how it
+// was asked for (grantMemory).
+func (db *DB) Commit(ctx context.Context, fn func(tx *Tx) error) error {
+	p, err := db.submit(ctx, false, fn)
 	if err != nil {
 		return err
 	}
 	return p.Durable()
 }
 
-// Pending is a write queued in the group commit (submit).
-type Pending struct {
-	req  *writeReq
-	what string
+// CommitAhead is Commit answered ahead of the commit: it returns once fn has run in the
+// transaction, for a caller that makes its answer meanwhile. What fn wrote is not shown to
+// readers before the commit, and the caller must not show it to anyone either until
+// Pending.Durable returns nil. An error from fn itself comes back at once, with nothing
+// written.
+func (db *DB) CommitAhead(ctx context.Context, fn func(tx *Tx) error) (*Pending, error) {
+	return db.submit(ctx, true, fn)
 }
+
+// submit queues fn (Commit, CommitAhead).
+func (db *DB) submit(ctx context.Context, ahead bool, fn func(tx *Tx) error) (*Pending, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	req := &writeReq{fn: fn}
+	if ahead {
+		req.ran = make(chan struct{})
+	}
+	if err := db.push(req); err != nil {
+		return nil, err
+	}
+	if ahead {
+		if <-req.ran; req.ranErr != nil {
+			return nil, req.ranErr
+		}
+	}
+	return &Pending{req: req}, nil
+}
+
+// write is Commit for the store's own writes, on gorm.
+func (db *DB) write(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return db.Commit(ctx, func(tx *Tx) error { return fn(tx.tx) })
+}
+
+// Pending is a write queued in the group commit (CommitAhead).
+type Pending struct{ req *writeReq }
 
 // Durable returns once the write's commit is durable (nil), or why it is not; any number
 // of goroutines may wait on it, each on the commit itself.
 func (p *Pending) Durable() error {
 	<-p.req.done
-	if p.req.err != nil && p.what != "" {
-		return fmt.Errorf("%s: %w", p.what, p.req.err)
-	}
 	return p.req.err
 }
 
@@ -296,24 +283,17 @@ func (db *DB) commitLoop() {
 }
 
 func (db *DB) commit(batch []*writeReq) {
-	var ch chain
-	if db.tail != nil {
-		ch = chain{start: *db.tail, tail: *db.tail, read: true}
-	}
-	ch.signer, ch.noLog, ch.origin = db.checkpointSigner(), db.noLog, db.origin
+	db.txn++
 	grantsWritten := true
-	err := db.w.Transaction(func(tx *gorm.DB) error {
-		before, berr := grantWrites(tx)
-		err := runBatch(tx, &ch, batch)
-		after, aerr := grantWrites(tx)
+	err := db.w.Transaction(func(gtx *gorm.DB) error {
+		before, berr := grantWrites(gtx)
+		err := runBatch(&Tx{tx: gtx, db: db}, batch)
+		after, aerr := grantWrites(gtx)
 		grantsWritten = berr != nil || aerr != nil || after != before
 		return err
 	})
-	switch {
-	case err != nil:
-		db.tail, db.origin = nil, ""
-	case ch.read:
-		db.tail, db.origin = &ch.tail, ch.origin
+	if err != nil {
+		db.kept = nil // what they keep may describe rows the file does not hold
 	}
 	if err != nil || grantsWritten {
 		db.grants.forget() // before anyone hears back: the next GrantByID reads the file
@@ -322,32 +302,29 @@ func (db *DB) commit(batch []*writeReq) {
 }
 
 // runBatch runs the writes of batch in tx, each in a savepoint of its own (one alone needs
-// none), and then moves the chain's mark.
-func runBatch(tx *gorm.DB, ch *chain, batch []*writeReq) error {
+// none).
+func runBatch(tx *Tx, batch []*writeReq) error {
 	if len(batch) == 1 {
-		batch[0].err = run(tx, ch, batch[0].fn)
+		batch[0].err = run(tx, batch[0].fn)
 		batch[0].ranDone(batch[0].err)
-		if batch[0].err != nil {
-			return batch[0].err
-		}
-		return ch.flush(tx)
+		return batch[0].err
 	}
 	for i, req := range batch {
 		sp := "w" + strconv.Itoa(i)
-		if _, err := exec(tx, "SAVEPOINT "+sp); err != nil {
+		if _, err := exec(tx.tx, "SAVEPOINT "+sp); err != nil {
 			return err
 		}
-		if req.err = run(tx, ch, req.fn); req.err != nil {
-			if _, err := exec(tx, "ROLLBACK TO "+sp); err != nil {
+		if req.err = run(tx, req.fn); req.err != nil {
+			if _, err := exec(tx.tx, "ROLLBACK TO "+sp); err != nil {
 				return err
 			}
 		}
-		if _, err := exec(tx, "RELEASE "+sp); err != nil {
+		if _, err := exec(tx.tx, "RELEASE "+sp); err != nil {
 			return err
 		}
 		req.ranDone(req.err)
 	}
-	return ch.flush(tx)
+	return nil
 }
 
 // release answers everyone of a batch: err is why its commit failed (nil: it is durable).
@@ -362,17 +339,44 @@ func release(batch []*writeReq, err error) {
 }
 
 // run calls fn, turning a panic into that write's error.
-func run(tx *gorm.DB, ch *chain, fn func(tx *gorm.DB, ch *chain) error) (err error) {
+func run(tx *Tx, fn func(tx *Tx) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("write panicked: %v", r)
 		}
 	}()
-	return fn(tx, ch)
+	return fn(tx)
+}
+
+// Tx is one write's handle on a group commit's transaction (Commit): the row methods a write
+// uses, and what a caller keeps from one write to the next (Keep). Valid only while the
+// write's function runs.
+type Tx struct {
+	tx *gorm.DB
+	db *DB
+}
+
+// N numbers the transactions: the writes of one transaction see the same number, a later
+// transaction a greater one.
+func (t *Tx) N() uint64 { return t.db.txn }
+
+// Kept is what was kept under key (Keep) by a write before this one, of this transaction or
+// of one committed since (nil: nothing).
+func (t *Tx) Kept(key any) any { return t.db.kept[key] }
+
+// Keep keeps v under key for the writes after this one. A transaction that fails drops
+// everything kept, so v may describe what this transaction wrote; a write rolled back to its
+// savepoint does not drop it: keep only what holds whether this write succeeds or not, or keep
+// it as the write's last step.
+func (t *Tx) Keep(key, v any) {
+	if t.db.kept == nil {
+		t.db.kept = map[any]any{}
+	}
+	t.db.kept[key] = v
 }
 
 // exec and queryRow run one statement straight on tx's connection. A turn's own statements
-// (its record, its receipt, its task, the chain's tail and mark) and the group commit's
+// (its record, its receipt, its task, the chain's tail and mark, the log) and the group commit's
 // savepoints use them: there gorm's statement machinery, building the statement and
 // scanning through reflection, costs more than the statements themselves.
 func exec(tx *gorm.DB, q string, args ...any) (rows int64, err error) {

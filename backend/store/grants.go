@@ -228,8 +228,10 @@ func grantWrites(tx *gorm.DB) (n int64, err error) {
 	return n, err
 }
 
-// grantRevoked reports whether the grant has been revoked, for a receipt signed in tx; a
-// grant that is gone no longer stands either.
+// GrantRevoked reports whether the grant has been revoked, as of this transaction (for a
+// receipt signed in it, docs/threats.md V2); a grant that is gone no longer stands either.
+func (t *Tx) GrantRevoked(id domain.GrantID) (bool, error) { return grantRevoked(t.tx, id) }
+
 func grantRevoked(tx *gorm.DB, id domain.GrantID) (bool, error) {
 	var revoked bool
 	switch err := queryRow(tx, "SELECT revoked_at IS NOT NULL FROM grants WHERE id = ?", id).Scan(&revoked); {
@@ -332,7 +334,8 @@ type grantUse struct {
 
 // writeUses is the write RecordUseSoon queues: one UPDATE per grant used since the last.
 // A grant revoked or expired before its first use here is not counted.
-func (db *DB) writeUses(tx *gorm.DB, _ *chain) error {
+func (db *DB) writeUses(t *Tx) error {
+	tx := t.tx
 	db.mu.Lock()
 	uses := db.uses
 	db.uses, db.usesQueued = nil, false

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"sync"
@@ -11,10 +10,8 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
-	"gorm.io/gorm"
 
 	"github.com/aether/aether/backend/domain"
-	"github.com/aether/aether/backend/keys"
 )
 
 // approveFlow stores a flow approved with grant g.
@@ -185,12 +182,12 @@ func TestSignerSeesRevocation(t *testing.T) {
 		t.Helper()
 		var read error
 		stop := errors.New("read, nothing to append")
-		err := db.AppendReceipts(ctx, func(_ Checkpoint, revoked func(domain.GrantID) (bool, error)) ([]Receipt, error) {
+		err := db.Commit(ctx, func(tx *Tx) error {
 			var err1, err2 error
-			g1, err1 = revoked("g1")
-			gone, err2 = revoked("nope")
+			g1, err1 = tx.GrantRevoked("g1")
+			gone, err2 = tx.GrantRevoked("nope")
 			read = errors.Join(err1, err2)
-			return nil, stop
+			return stop
 		})
 		if !errors.Is(err, stop) || read != nil {
 			t.Fatalf("append: %v; reading the grants: %v", err, read)
@@ -316,8 +313,7 @@ func TestGrantMemory(t *testing.T) {
 
 	t.Run("G13 a receipt's append, its log leaf and signed checkpoint with it, leaves the memory alone", func(t *testing.T) {
 		db, uses := remembered(t)
-		db.SetCheckpointSigner(noteSigner{keys.FromPrivate(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))).NoteSigner("node.example/log")})
-		for seq := int64(1); seq <= 2; seq++ { // the first sets the log's origin, once
+		for seq := int64(1); seq <= 2; seq++ {
 			turn := Turn{ID: fmt.Sprint("t", seq), TaskID: fmt.Sprint("task-", seq), ContextID: "ctx-1", Brand: "review",
 				BrandScope: "review:read_only", GrantID: "g1", Agent: domain.Agent{Issuer: "https://id.example", Subject: "alice"},
 				PolicyHash: "p1", StartedAt: flowT0}
@@ -330,7 +326,7 @@ func TestGrantMemory(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := db.AppendReceipts(ctx, signed([]Receipt{rcReceipt(turn, seq, rcPrev(seq))})); err != nil {
+			if err := appendRows(ctx, db, []Receipt{rcReceipt(turn, seq, rcPrev(seq))}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -346,8 +342,8 @@ func TestGrantMemory(t *testing.T) {
 		db, uses := remembered(t)
 		// Queued as a turn's plain-send write is (ahead of its commit, beside the chain), but
 		// it changes the grant: the next read must see the change.
-		p, err := db.submit(ctx, writeOpts{ahead: true}, func(tx *gorm.DB, _ *chain) error {
-			_, err := exec(tx, `UPDATE grants SET uses = 9 WHERE id = 'g1'`)
+		p, err := db.CommitAhead(ctx, func(tx *Tx) error {
+			_, err := exec(tx.tx, `UPDATE grants SET uses = 9 WHERE id = 'g1'`)
 			return err
 		})
 		if err != nil {

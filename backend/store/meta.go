@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,12 +40,26 @@ func (db *DB) SetMeta(ctx context.Context, key, value string) error {
 	return nil
 }
 
+// Meta reads a meta value in the transaction; ok is false when the key is not set.
+func (t *Tx) Meta(key string) (value string, ok bool, err error) {
+	switch err := queryRow(t.tx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&value); {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("read meta %s: %w", key, err)
+	}
+	return value, true, nil
+}
+
+// SetMeta writes a meta value in the transaction.
+func (t *Tx) SetMeta(key, value string) error { return setMeta(t.tx, key, value) }
+
 func setMeta(tx *gorm.DB, key, value string) error {
 	return tx.Exec(`INSERT INTO meta (key, value) VALUES (?, ?)
 		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value).Error
 }
 
-// ReceiptHighWater is the chain head recorded in meta by the last AppendReceipts,
+// ReceiptHighWater is the chain head recorded in meta by the last write of receipts,
 // in the same transaction as the receipts. ok is false before the first receipt.
 //
 // What it can detect: receipts deleted from the tail, or the receipts table
@@ -76,8 +91,11 @@ func readHighWater(tx *gorm.DB) (hw Checkpoint, ok bool, err error) {
 	return hw, true, nil
 }
 
-// moveHighWater moves the mark from where the transaction found it to to; a mark that is no
-// longer at from was changed by someone else (ErrHighWater).
+// MoveHighWater moves the high-water mark from where the chain's tail was, from (seq 0: no
+// mark yet), to where receipts just appended leave it, to; a mark that is not at from was
+// changed by someone else (ErrHighWater).
+func (t *Tx) MoveHighWater(from, to Checkpoint) error { return moveHighWater(t.tx, from, to) }
+
 func moveHighWater(tx *gorm.DB, from, to Checkpoint) error {
 	v, err := json.Marshal(to)
 	if err != nil {

@@ -23,15 +23,12 @@ const (
 var (
 	// ErrReceiptNotFound: no receipt with that id or seq.
 	ErrReceiptNotFound = errors.New("receipt not found")
-	// ErrChainHead: a signer's receipts do not continue the chain as stored
-	// (the first seq/prev hash is not the tail's successor): a signer bug.
-	ErrChainHead = errors.New("receipts do not continue the stored chain")
 	// ErrReceiptConflict: a UNIQUE constraint (seq, id, turn, prev hash, hash)
 	// refused a receipt: it would duplicate or fork the chain.
 	ErrReceiptConflict = errors.New("receipt would duplicate or fork the chain")
 )
 
-// TurnError says which turn of a batch made AppendReceipts refuse it all.
+// TurnError says which turn of a batch made Tx.EndTurn refuse it.
 type TurnError struct {
 	TurnID string
 	Err    error
@@ -61,9 +58,9 @@ type Receipt struct {
 	StartedAt time.Time
 	EndedAt   time.Time
 	JWS       string
-	// Proof is where AppendReceipts put the receipt in the log, set on the receipts the Signer
-	// made (in the slice it returned) once the log holds them; nil on receipts read back.
-	Proof *LogProof
+	// Proof is a log proof a reader carries with the receipt (an export line's C2SP
+	// tlog-proof, backend/receipts); the store neither writes nor reads it.
+	Proof string
 }
 
 const receiptColumns = `seq, id, turn_id, prev_hash, hash, task_id, context_id, brand, scope, grant_id,
@@ -93,7 +90,9 @@ func (db *DB) queryReceipts(ctx context.Context, out []Receipt, q string, args .
 	return scanReceipts(rows, out)
 }
 
-// chainTail is the last stored receipt (seq 0 when there is none).
+// ReceiptTail is the last stored receipt's seq and hash (seq 0 when there is none).
+func (t *Tx) ReceiptTail() (Checkpoint, error) { return chainTail(t.tx) }
+
 func chainTail(tx *gorm.DB) (Checkpoint, error) {
 	var tail Checkpoint
 	err := queryRow(tx, `SELECT seq, hash FROM receipts ORDER BY seq DESC LIMIT 1`).Scan(&tail.Seq, &tail.Hash)
@@ -103,16 +102,20 @@ func chainTail(tx *gorm.DB) (Checkpoint, error) {
 	return tail, err
 }
 
-// confirmTail checks that the tail the committer remembers is still the stored one.
-func confirmTail(tx *gorm.DB, tail Checkpoint) error {
-	stored, err := chainTail(tx)
+// ReceiptHead is the last stored receipt, checked against the high-water mark (ErrHighWater
+// when they disagree), as ReceiptHead reads it.
+func (t *Tx) ReceiptHead() (Checkpoint, error) { return receiptHead(t.tx) }
+
+func receiptHead(tx *gorm.DB) (Checkpoint, error) {
+	tail, err := chainTail(tx)
 	if err != nil {
-		return err
+		return Checkpoint{}, err
 	}
-	if stored != tail {
-		return fmt.Errorf("%w: the chain ends at seq %d, where this node left it at seq %d", ErrHighWater, stored.Seq, tail.Seq)
+	hw, ok, err := readHighWater(tx)
+	if err != nil {
+		return Checkpoint{}, err
 	}
-	return nil
+	return tail, checkHighWater(tail, hw, ok)
 }
 
 // ReceiptHead is the chain's committed tail (seq 0, empty hash before the
@@ -123,14 +126,8 @@ func (db *DB) ReceiptHead(ctx context.Context) (Checkpoint, error) {
 	// One read transaction: the tail and the mark come from the same snapshot.
 	err := db.read(ctx).Transaction(func(tx *gorm.DB) error {
 		var err error
-		if tail, err = chainTail(tx); err != nil {
-			return err
-		}
-		hw, ok, err := readHighWater(tx)
-		if err != nil {
-			return err
-		}
-		return checkHighWater(tail, hw, ok)
+		tail, err = receiptHead(tx)
+		return err
 	})
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("read receipt chain head: %w", err)
@@ -138,121 +135,10 @@ func (db *DB) ReceiptHead(ctx context.Context) (Checkpoint, error) {
 	return tail, nil
 }
 
-// Signer makes the receipts that continue the chain from tail: seq tail.Seq+1
-// onwards, each chained on the one before, the first on tail.Hash (on the
-// genesis value, the signer's business, when tail.Seq is 0). revoked says
-// whether the owner has revoked a grant, as of this very write: a revocation
-// committed before the receipt is in it (docs/threats.md V2).
-type Signer func(tail Checkpoint, revoked func(grantID domain.GrantID) (bool, error)) ([]Receipt, error)
-
-// AppendReceipts is the one write path of the receipt chain. In one write of
-// the group commit it reads the chain's tail, calls sign with it, inserts the
-// receipts sign made and ends their turns; the high-water mark moves in the
-// same transaction. The committer runs one write at a time, so the chain's
-// order is decided here alone and cannot fork (docs/threats.md T11). It
-// returns once the commit is durable (T8). sign is called once, by the
-// committer: it must be quick and must not use db (it would wait on itself).
-//
-// Nothing is written when it fails: ErrChainHead (sign's receipts do not
-// continue the tail), ErrHighWater (the stored chain lost its tail), a
-// *TurnError naming the turn that is unknown (ErrTurnNotFound), already ended
-// (ErrTurnNotRunning, e.g. a retry: its receipt is already stored) or
-// described differently (ErrTurnMismatch), or ErrReceiptConflict.
-func (db *DB) AppendReceipts(ctx context.Context, sign Signer) error {
-	p, err := db.submit(ctx, writeOpts{what: "append receipts"}, func(tx *gorm.DB, ch *chain) error {
-		tail, err := appendReceipts(tx, ch, sign)
-		if err == nil {
-			ch.advance(tail)
-		}
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("append receipts: %w", err)
-	}
-	return p.Durable()
-}
-
-// appendReceipts is AppendReceipts inside a write: it returns the tail the receipts sign made
-// leave the chain at, for the caller to advance ch to once its whole write has succeeded.
-func appendReceipts(tx *gorm.DB, ch *chain, sign Signer) (Checkpoint, error) {
-	if ch.read && !ch.checked {
-		if err := confirmTail(tx, ch.tail); err != nil {
-			return Checkpoint{}, err
-		}
-		ch.checked = true
-	}
-	if !ch.read {
-		tail, err := chainTail(tx)
-		if err != nil {
-			return Checkpoint{}, err
-		}
-		hw, ok, err := readHighWater(tx)
-		if err != nil {
-			return Checkpoint{}, err
-		}
-		if err := checkHighWater(tail, hw, ok); err != nil {
-			return Checkpoint{}, err
-		}
-		if err := catchUpLog(tx, ch, tail.Seq); err != nil {
-			return Checkpoint{}, err
-		}
-		ch.start, ch.tail, ch.read, ch.checked = tail, tail, true, true
-	}
-	batch, err := sign(ch.tail, func(id domain.GrantID) (bool, error) { return grantRevoked(tx, id) })
-	if err != nil {
-		return Checkpoint{}, err
-	}
-	prev := ch.tail
-	for i, r := range batch {
-		if r.Seq != prev.Seq+1 || (prev.Seq > 0 && r.PrevHash != prev.Hash) {
-			return Checkpoint{}, fmt.Errorf("%w: receipt %d of the batch has seq %d, the chain is at seq %d", ErrChainHead, i, r.Seq, prev.Seq)
-		}
-		if err := endTurn(tx, r); err != nil {
-			return Checkpoint{}, err
-		}
-		prev = Checkpoint{Seq: r.Seq, Hash: r.Hash}
-	}
-	if err := insertReceipts(tx, batch); err != nil {
-		return Checkpoint{}, err
-	}
-	if err := logReceipts(tx, ch, batch); err != nil {
-		return Checkpoint{}, err
-	}
-	return prev, nil
-}
-
-// chain is the receipt chain's tail as one group-commit transaction sees it:
-// the tail the committer's last commit left (DB.tail), or else read and checked
-// against the high-water mark by the transaction's first receipt write; advanced
-// by each receipt appended, and written back to the mark once, just before the
-// commit. A tail the committer remembers is confirmed by the transaction's first
-// receipt write (it is still the stored tail), and the mark moves only from where
-// it was left: ErrHighWater otherwise, as when read. One statement a transaction,
-// not two. Only the committer touches it, and only AppendReceipts writes receipts.
-type chain struct {
-	start   Checkpoint // the tail, and the mark, when the transaction began
-	tail    Checkpoint
-	read    bool             // tail is the stored tail (plus what this transaction appended)
-	checked bool             // read, or confirmed, in this transaction
-	moved   bool             // receipts were appended: the high-water mark must follow
-	signer  CheckpointSigner // signs the log's checkpoint after each write's receipts (nil: none)
-	noLog   bool             // DB.noLog
-	origin  string           // the log's origin, once read (DB.origin)
-}
-
-// advance moves the tail to where a write's receipts left it.
-func (ch *chain) advance(tail Checkpoint) {
-	ch.moved = ch.moved || tail != ch.tail
-	ch.tail = tail
-}
-
-// flush writes the mark where the transaction's receipts left the tail.
-func (ch *chain) flush(tx *gorm.DB) error {
-	if !ch.moved {
-		return nil
-	}
-	return moveHighWater(tx, ch.start, ch.tail)
-}
+// EndTurn ends the running turn r is the receipt of, with r's status, reason and end: a
+// *TurnError when the turn is unknown (ErrTurnNotFound), already ended (ErrTurnNotRunning)
+// or described differently (ErrTurnMismatch).
+func (t *Tx) EndTurn(r Receipt) error { return endTurn(t.tx, r) }
 
 func endTurn(tx *gorm.DB, r Receipt) error {
 	n, err := exec(tx, `UPDATE turns SET status = ?, reason = ?, ended_at = ?
@@ -298,8 +184,11 @@ func endTurn(tx *gorm.DB, r Receipt) error {
 // SQLite's limit of 32766).
 const insertRows = 500
 
-// insertReceipts inserts rows with one statement per insertRows: a batch pays
-// for one statement, not one per receipt.
+// InsertReceipts appends rows to the receipts table, with one statement per insertRows: a
+// batch pays for one statement, not one per receipt. A UNIQUE column that refuses one is
+// ErrReceiptConflict.
+func (t *Tx) InsertReceipts(rows []Receipt) error { return insertReceipts(t.tx, rows) }
+
 func insertReceipts(tx *gorm.DB, rows []Receipt) error {
 	for len(rows) > 0 {
 		n := min(len(rows), insertRows)

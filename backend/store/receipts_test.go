@@ -2,16 +2,16 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
+	"golang.org/x/mod/sumdb/tlog"
 	"gorm.io/gorm"
 
 	"github.com/aether/aether/backend/domain"
@@ -26,9 +26,40 @@ func rcReceipt(tr Turn, seq int64, prev string) Receipt {
 		StartedAt: tr.StartedAt, EndedAt: tr.StartedAt.Add(time.Second), JWS: "jws"}
 }
 
-// signed is a signer that ignores the tail and returns rows as they are.
-func signed(rows []Receipt) Signer {
-	return func(Checkpoint, func(domain.GrantID) (bool, error)) ([]Receipt, error) { return rows, nil }
+// appendRows writes rows in one write as the ledger's chain does (backend/receipts), with no
+// signing: their turns end, they go in, each with a log hash, the log gets a checkpoint, and
+// the high-water mark moves.
+func appendRows(ctx context.Context, db *DB, rows []Receipt) error {
+	return db.Commit(ctx, func(tx *Tx) error { return writeRows(tx, rows) })
+}
+
+func writeRows(tx *Tx, rows []Receipt) error {
+	{
+		from, err := tx.ReceiptHead()
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if err := tx.EndTurn(r); err != nil {
+				return err
+			}
+		}
+		if err := tx.InsertReceipts(rows); err != nil {
+			return err
+		}
+		n, err := tx.LogHashCount()
+		if err != nil {
+			return err
+		}
+		if err := tx.InsertLogHashes(n, make([]tlog.Hash, len(rows))); err != nil {
+			return err
+		}
+		to := Checkpoint{Seq: rows[len(rows)-1].Seq, Hash: rows[len(rows)-1].Hash}
+		if err := tx.InsertCheckpoint(to.Seq, []byte("note")); err != nil {
+			return err
+		}
+		return tx.MoveHighWater(from, to)
+	}
 }
 
 func rcPrev(seq int64) string {
@@ -73,7 +104,7 @@ func rcSeed(t *testing.T, db *DB, turns []Turn, batch int) {
 			rows = append(rows, r)
 			head = Checkpoint{Seq: seq, Hash: r.Hash}
 		}
-		if err := db.AppendReceipts(ctx, signed(rows)); err != nil {
+		if err := appendRows(ctx, db, rows); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -109,7 +140,7 @@ func TestAppendReceiptsChain(t *testing.T) {
 			r.Status, r.Reason, r.ExitCode = domain.TurnFailed, "exit 3", 3
 			rows = append(rows, r)
 		}
-		if err := db.AppendReceipts(ctx, signed(rows)); err != nil {
+		if err := appendRows(ctx, db, rows); err != nil {
 			t.Fatal(err)
 		}
 		all = append(all, rows...)
@@ -152,135 +183,11 @@ func TestAppendReceiptsChain(t *testing.T) {
 	}
 }
 
-func TestAppendReceiptsRefusesWholeBatch(t *testing.T) {
-	db, _ := openTemp(t)
-	ctx := context.Background()
-	turns := rcStarted(t, db, 6)
-	first := []Receipt{rcReceipt(turns[0], 1, "genesis"), rcReceipt(turns[1], 2, "h1")}
-	if err := db.AppendReceipts(ctx, signed(first)); err != nil {
-		t.Fatal(err)
-	}
-	// Every case would also have appended turn 3 at seq 3 first: none may stick.
-	good := rcReceipt(turns[2], 3, "h2")
-	cases := []struct {
-		name  string
-		batch []Receipt
-		want  error
-		turn  string
-	}{
-		{"stale head", []Receipt{rcReceipt(turns[2], 2, "h1")}, ErrChainHead, ""},
-		{"gap", []Receipt{rcReceipt(turns[2], 4, "h3")}, ErrChainHead, ""},
-		{"T11 fork on an existing prev", []Receipt{rcReceipt(turns[2], 3, "h1")}, ErrChainHead, ""},
-		{"batch not chained", []Receipt{good, rcReceipt(turns[3], 4, "h2")}, ErrChainHead, ""},
-		{"T9 turn already has its receipt", []Receipt{good, rcReceipt(turns[0], 4, "h3")}, ErrTurnNotRunning, "turn-1"},
-		{"unknown turn", []Receipt{good, rcReceipt(rcTurn(99), 4, "h3")}, ErrTurnNotFound, "turn-99"},
-		{"T9 same turn twice in a batch", []Receipt{good, rcReceipt(turns[2], 4, "h3")}, ErrTurnNotRunning, "turn-3"},
-		{"receipt describes another turn", []Receipt{good, func() Receipt {
-			r := rcReceipt(turns[3], 4, "h3")
-			r.Brand = "other"
-			return r
-		}()}, ErrTurnMismatch, "turn-4"},
-		{"duplicate hash", []Receipt{good, func() Receipt {
-			r := rcReceipt(turns[3], 4, "h3")
-			r.Hash = "h1"
-			return r
-		}()}, ErrReceiptConflict, ""},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			err := db.AppendReceipts(ctx, signed(c.batch))
-			if !errors.Is(err, c.want) {
-				t.Fatalf("err = %v, want %v", err, c.want)
-			}
-			var te *TurnError
-			if c.turn != "" && (!errors.As(err, &te) || te.TurnID != c.turn) {
-				t.Errorf("err = %v, want a TurnError for %s", err, c.turn)
-			}
-			if h, _ := db.ReceiptHead(ctx); h.Seq != 2 {
-				t.Errorf("head moved to %d", h.Seq)
-			}
-			if tr, _ := db.GetTurn(ctx, "turn-3"); tr.Status != domain.TurnRunning {
-				t.Errorf("turn-3 ended by a refused batch")
-			}
-		})
-	}
-	if err := db.AppendReceipts(ctx, signed([]Receipt{good})); err != nil {
-		t.Fatalf("good batch after refusals: %v", err)
-	}
-	t.Run("T11 UNIQUE(prev_hash) and UNIQUE(seq) refuse a fork written directly", func(t *testing.T) {
-		fork := rcReceipt(turns[4], 4, "h2") // same prev as seq 3
-		err := db.write(ctx, func(tx *gorm.DB) error { return insertReceipts(tx, []Receipt{fork}) })
-		if !errors.Is(err, ErrReceiptConflict) || !strings.Contains(err.Error(), "prev_hash") {
-			t.Errorf("fork on prev: %v", err)
-		}
-		dup := rcReceipt(turns[4], 3, "h3")
-		dup.ID, dup.Hash = "r_x", "hx"
-		err = db.write(ctx, func(tx *gorm.DB) error { return insertReceipts(tx, []Receipt{dup}) })
-		if !errors.Is(err, ErrReceiptConflict) || !strings.Contains(err.Error(), "seq") {
-			t.Errorf("second seq 3: %v", err)
-		}
-	})
-}
-
-// The signer is handed the tail inside the write: concurrent appends chain
-// without a gap, and one refused (its turn, or its signer) leaves the tail and
-// the mark where the others put them.
-func TestAppendReceiptsSignsOnTail(t *testing.T) {
-	db, _ := openTemp(t)
-	ctx := context.Background()
-	turns := rcStarted(t, db, 64)
-	boom := errors.New("signer failed")
-	errs := make([]error, 96)
-	var wg sync.WaitGroup
-	for i := range errs {
-		wg.Go(func() {
-			errs[i] = db.AppendReceipts(ctx, func(tail Checkpoint, _ func(domain.GrantID) (bool, error)) ([]Receipt, error) {
-				tr := rcTurn(1000 + i) // never started
-				switch {
-				case i < len(turns):
-					tr = turns[i]
-				case i%2 == 0:
-					return nil, boom
-				}
-				seq := tail.Seq + 1
-				if seq > 1 && tail.Hash != rcPrev(seq) {
-					return nil, fmt.Errorf("tail %+v", tail)
-				}
-				return []Receipt{rcReceipt(tr, seq, rcPrev(seq))}, nil
-			})
-		})
-	}
-	wg.Wait()
-	for i, err := range errs {
-		switch {
-		case i < len(turns) && err != nil:
-			t.Errorf("append %d: %v", i, err)
-		case i >= len(turns) && i%2 == 0 && !errors.Is(err, boom):
-			t.Errorf("append %d: %v, want the signer's error", i, err)
-		case i >= len(turns) && i%2 == 1 && !errors.Is(err, ErrTurnNotFound):
-			t.Errorf("append %d: %v, want ErrTurnNotFound", i, err)
-		}
-	}
-	n := int64(0)
-	for r, err := range db.AllReceipts(ctx) {
-		if n++; err != nil || r.Seq != n || r.PrevHash != rcPrev(n) {
-			t.Fatalf("receipt %d: %+v, %v", n, r, err)
-		}
-	}
-	want := Checkpoint{Seq: int64(len(turns)), Hash: rcPrev(int64(len(turns)) + 1)}
-	if n != want.Seq {
-		t.Errorf("%d receipts, want %d", n, want.Seq)
-	}
-	if hw, ok, err := db.ReceiptHighWater(ctx); !ok || err != nil || hw != want {
-		t.Errorf("high-water = %+v %v %v, want %+v", hw, ok, err, want)
-	}
-}
-
 func TestReceiptsAppendOnly(t *testing.T) {
 	db, _ := openTemp(t)
 	ctx := context.Background()
 	turns := rcStarted(t, db, 1)
-	if err := db.AppendReceipts(ctx, signed([]Receipt{rcReceipt(turns[0], 1, "genesis")})); err != nil {
+	if err := appendRows(ctx, db, []Receipt{rcReceipt(turns[0], 1, "genesis")}); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{`UPDATE receipts SET brand = 'x'`, `DELETE FROM receipts`} {
@@ -288,67 +195,6 @@ func TestReceiptsAppendOnly(t *testing.T) {
 			t.Errorf("%s: %v", q, err)
 		}
 	}
-}
-
-func TestReceiptHighWater(t *testing.T) {
-	db, _ := openTemp(t)
-	ctx := context.Background()
-	turns := rcStarted(t, db, 8)
-	rows := make([]Receipt, 5)
-	for i := range rows {
-		seq := int64(i + 1)
-		rows[i] = rcReceipt(turns[i], seq, rcPrev(seq))
-	}
-	if err := db.AppendReceipts(ctx, signed(rows)); err != nil {
-		t.Fatal(err)
-	}
-	// The next receipt, signed on whatever tail the store hands over, as the ledger does,
-	// for the next turn still running.
-	running := 5
-	next := func(tail Checkpoint, _ func(domain.GrantID) (bool, error)) ([]Receipt, error) {
-		return []Receipt{rcReceipt(turns[running], tail.Seq+1, tail.Hash)}, nil
-	}
-	t.Run("T4 mark rewritten while the store is open", func(t *testing.T) {
-		if err := db.w.Exec(`UPDATE meta SET value = '{"seq":5,"hash":"forged"}' WHERE key = ?`, metaHighWater).Error; err != nil {
-			t.Fatal(err)
-		}
-		if err := db.AppendReceipts(ctx, next); !errors.Is(err, ErrHighWater) {
-			t.Errorf("append under a rewritten mark = %v, want ErrHighWater", err)
-		}
-		if err := db.w.Exec(`UPDATE meta SET value = ? WHERE key = ?`, `{"seq":5,"hash":"h5"}`, metaHighWater).Error; err != nil {
-			t.Fatal(err)
-		}
-		if err := db.AppendReceipts(ctx, next); err != nil { // and the store knows its tail again
-			t.Fatalf("append once the mark is back: %v", err)
-		}
-		running++
-	})
-	t.Run("T4 tail deleted under an untouched mark", func(t *testing.T) {
-		// What someone holding the file can do, even while the node runs: drop the guard, cut the tail.
-		for _, q := range []string{`DROP TRIGGER receipts_no_delete`, `DELETE FROM receipts WHERE seq > 3`} {
-			if err := db.w.Exec(q).Error; err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := db.ReceiptHead(ctx); !errors.Is(err, ErrHighWater) {
-			t.Errorf("ReceiptHead = %v, want ErrHighWater", err)
-		}
-		// Refused on the tail the store remembers, then on the tail it reads again after that.
-		for range 2 {
-			if err := db.AppendReceipts(ctx, next); !errors.Is(err, ErrHighWater) {
-				t.Errorf("append on a cut chain = %v, want ErrHighWater", err)
-			}
-		}
-		if hw, _, _ := db.ReceiptHighWater(ctx); hw.Seq != 6 {
-			t.Errorf("mark = %+v", hw)
-		}
-	})
-	t.Run("mark removed", func(t *testing.T) {
-		db.w.Exec(`DELETE FROM meta`)
-		if _, err := db.ReceiptHead(ctx); !errors.Is(err, ErrHighWater) {
-			t.Errorf("ReceiptHead = %v, want ErrHighWater", err)
-		}
-	})
 }
 
 // rcListFixture: 600 receipts over 40 agents, 3 brands, 3 statuses, one a minute.
@@ -498,68 +344,10 @@ func TestAllReceiptsStreamsInOrder(t *testing.T) {
 
 // A receipt and the task that carries it are one write: both or neither, whatever the other
 // writes of the same group commit do, and the chain goes on from the receipts that landed.
-func TestAppendReceiptsCreatingTask(t *testing.T) {
-	db, _ := openTemp(t)
-	ctx := context.Background()
-	turns := rcStarted(t, db, 48)
-	tasks := db.TaskStore("review", ownerOf)
-	taken := &a2a.Task{ID: "taken", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}
-	mustCreateTask(t, as(t, "alice"), tasks, taken)
-	errs := make([]error, len(turns))
-	var wg sync.WaitGroup
-	for i, tr := range turns {
-		wg.Go(func() {
-			id := a2a.TaskID(fmt.Sprintf("task-%d", i))
-			if i%3 == 0 {
-				id = taken.ID // a task id that is stored already: the receipt must not land either
-			}
-			durable, err := db.AppendReceiptsCreatingTask(ctx, func(tail Checkpoint, _ func(domain.GrantID) (bool, error)) ([]Receipt, error) {
-				seq := tail.Seq + 1
-				return []Receipt{rcReceipt(tr, seq, rcPrev(seq))}, nil
-			}, "review", "alice", func() (*a2a.Task, error) {
-				return &a2a.Task{ID: id, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted},
-					Artifacts: []*a2a.Artifact{{ID: "receipt", Parts: a2a.ContentParts{a2a.NewTextPart("jws")}}}}, nil
-			})
-			if err == nil {
-				err = durable.Durable()
-			}
-			errs[i] = err
-		})
-	}
-	wg.Wait()
-	landed := 0
-	for i, err := range errs {
-		st, gerr := tasks.Get(as(t, "alice"), a2a.TaskID(fmt.Sprintf("task-%d", i)))
-		open, terr := db.GetTurn(ctx, turns[i].ID)
-		if terr != nil {
-			t.Fatal(terr)
-		}
-		switch {
-		case i%3 == 0:
-			if !errors.Is(err, taskstore.ErrTaskAlreadyExists) || open.Status != domain.TurnRunning {
-				t.Errorf("%d: %v, turn %s; want ErrTaskAlreadyExists and no receipt", i, err, open.Status)
-			}
-		case err != nil || gerr != nil || st.Version != 1 || open.Status != domain.TurnCompleted:
-			t.Errorf("%d: %v; task %+v %v; turn %s", i, err, st, gerr, open.Status)
-		default:
-			landed++
-		}
-	}
-	n := int64(0)
-	for r, err := range db.AllReceipts(ctx) {
-		if n++; err != nil || r.Seq != n || r.PrevHash != rcPrev(n) {
-			t.Fatalf("receipt %d: %+v, %v", n, r, err)
-		}
-	}
-	if n != int64(landed) || landed != 32 {
-		t.Errorf("%d receipts for %d tasks, want 32 of each", n, landed)
-	}
-}
-
-// AppendReceiptsCreatingTask returns once its write has run in the group commit's transaction,
-// before the commit: until durable returns, nobody reads the receipt or the task, and when the
-// commit fails durable says so and neither lands (T8: the answer waits for durable).
-func TestAppendReceiptsCreatingTaskAhead(t *testing.T) {
+// CommitAhead returns once its write has run in the group commit's transaction, before the
+// commit: until durable returns, nobody reads the receipt or the task it wrote, and when the
+// commit fails durable says so and neither lands (T8: a plain send's answer waits for durable).
+func TestCommitAhead(t *testing.T) {
 	ctx := context.Background()
 	// appendAhead holds the committer in a write of its own, queues the receipt of turn tr
 	// (seq) with its task, then a write that runs then, beside it, in the same transaction:
@@ -575,10 +363,16 @@ func TestAppendReceiptsCreatingTaskAhead(t *testing.T) {
 		}
 		got := make(chan appended, 1)
 		go func() {
-			d, err := db.AppendReceiptsCreatingTask(ctx, signed([]Receipt{rcReceipt(tr, seq, rcPrev(seq))}), "review", "alice",
-				func() (*a2a.Task, error) {
-					return &a2a.Task{ID: a2a.TaskID(tr.TaskID), Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}, nil
-				})
+			d, err := db.CommitAhead(ctx, func(tx *Tx) error {
+				if err := writeRows(tx, []Receipt{rcReceipt(tr, seq, rcPrev(seq))}); err != nil {
+					return err
+				}
+				row, err := json.Marshal(&a2a.Task{ID: a2a.TaskID(tr.TaskID), Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}})
+				if err != nil {
+					return err
+				}
+				return tx.CreateTask("alice", "review", row)
+			})
 			got <- appended{d, err}
 		}()
 		queued := func(n int) {
@@ -603,7 +397,7 @@ func TestAppendReceiptsCreatingTaskAhead(t *testing.T) {
 		close(gate) // the committer takes the receipt's write and the one beside it as one batch
 		a := <-got
 		if a.err != nil {
-			t.Fatalf("AppendReceiptsCreatingTask: %v", a.err)
+			t.Fatalf("CommitAhead: %v", a.err)
 		}
 		<-inside
 		return a.durable, func() { close(hold) }
@@ -645,17 +439,21 @@ func TestAppendReceiptsCreatingTaskAhead(t *testing.T) {
 	t.Run("T8 a commit that fails is durable's error, and nothing lands", func(t *testing.T) {
 		db, _ := openTemp(t)
 		turns := rcStarted(t, db, 2)
-		if err := db.AppendReceipts(ctx, signed([]Receipt{rcReceipt(turns[0], 1, rcPrev(1))})); err != nil {
+		if err := appendRows(ctx, db, []Receipt{rcReceipt(turns[0], 1, rcPrev(1))}); err != nil {
 			t.Fatal(err)
 		}
-		// The write beside it moves the high-water mark: the transaction's own move of the mark
-		// then fails, and the whole commit with it.
+		// The write beside it leaves a foreign key broken, checked only at the commit: the
+		// whole commit fails.
 		durable, release := appendAhead(t, db, turns[1], 2, func(tx *gorm.DB) error {
-			return tx.Exec(`UPDATE meta SET value = '{"seq":9}' WHERE key = ?`, metaHighWater).Error
+			if err := tx.Exec(`PRAGMA defer_foreign_keys = ON`).Error; err != nil {
+				return err
+			}
+			return tx.Exec(`INSERT INTO turns (id, task_id, context_id, brand, scope, brand_scope, grant_id, agent_iss,
+				agent_sub, policy_hash, status, started_at) VALUES ('t-x', 'k', 'c', 'b', 'pact', 's', 'no-such-grant', 'i', 's', 'p', 'running', 0)`).Error
 		})
 		release()
-		if err := durable.Durable(); !errors.Is(err, ErrHighWater) {
-			t.Fatalf("durable = %v, want ErrHighWater", err)
+		if err := durable.Durable(); err == nil || !strings.Contains(err.Error(), "FOREIGN KEY") {
+			t.Fatalf("durable = %v, want the commit's FOREIGN KEY failure", err)
 		}
 		unseen(t, db, turns[1])
 		if open, err := db.GetTurn(ctx, turns[1].ID); err != nil || open.Status != domain.TurnRunning {

@@ -105,39 +105,25 @@ func insertTask(tx *gorm.DB, now time.Time, owner, brand string, task *a2a.Task,
 	return err
 }
 
-// AppendReceiptsCreatingTask is AppendReceipts and the creation of one task, owner's on
-// brand, in the same write: task is called inside it, once sign has returned, so that the
-// task it builds can carry those receipts (a turn's task stored once, finished, in its
-// receipt's commit). task must be quick and must not use the store. Nothing is written when
-// either fails.
-//
-// It returns once the receipts and the task are written in the commit under way, before that
-// commit is durable (writeOpts.ahead): the caller makes its answer meanwhile, and shows nothing
-// of it until Pending.Durable has returned nil.
-func (db *DB) AppendReceiptsCreatingTask(ctx context.Context, sign Signer, brand domain.BrandID, owner string, task func() (*a2a.Task, error)) (*Pending, error) {
-	pending, err := db.submit(ctx, writeOpts{ahead: true, what: "append receipts"}, func(tx *gorm.DB, ch *chain) error {
-		tail, err := appendReceipts(tx, ch, sign)
-		if err != nil {
-			return err
-		}
-		t, err := task()
-		if err != nil {
-			return err
-		}
-		data, err := encodeTask(t)
-		if err != nil {
-			return err
-		}
-		if err := insertTask(tx, db.Now(), owner, string(brand), t, data); err != nil {
-			return fmt.Errorf("create task %s: %w", t.ID, err)
-		}
-		ch.advance(tail)
-		return nil
-	})
+// CreateTask creates the task data is the JSON of (a2a-go's Task, as the wire has it), owner's
+// on brand, at version 1, storing data as it is: a write that creates a task in another's
+// commit carries it as plain bytes. A task that would not decode again is refused, and an id
+// taken is taskstore.ErrTaskAlreadyExists.
+func (t *Tx) CreateTask(owner string, brand domain.BrandID, data []byte) error {
+	task, err := decodeTask(data)
 	if err != nil {
-		return nil, fmt.Errorf("append receipts: %w", err)
+		return fmt.Errorf("create task: %w: %w", a2a.ErrInvalidParams, err)
 	}
-	return pending, nil
+	if task.ID == "" {
+		return fmt.Errorf("create task: no task id: %w", a2a.ErrInvalidParams)
+	}
+	if err := checkParts(task); err != nil {
+		return fmt.Errorf("create task %s: %w: %w", task.ID, a2a.ErrInvalidParams, err)
+	}
+	if err := insertTask(t.tx, t.db.Now(), owner, string(brand), task, data); err != nil {
+		return fmt.Errorf("create task %s: %w", task.ID, err)
+	}
+	return nil
 }
 
 // Update implements taskstore.Store: PrevVersion must be the stored version

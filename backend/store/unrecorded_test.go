@@ -24,7 +24,7 @@ func TestNoteUnrecorded(t *testing.T) {
 	}
 	r := rcReceipt(tr, 1, rcPrev(1))
 	r.JWS = strings.Repeat("j", 64<<10) // a receipt that needs pages the file may not take
-	err := db.AppendReceipts(ctx, signed([]Receipt{r}))
+	err := appendRows(ctx, db, []Receipt{r})
 	if err == nil {
 		t.Fatal("a receipt was committed past the file's size limit")
 	}
