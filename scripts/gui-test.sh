@@ -22,7 +22,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=lib/xsession.sh
 . "$ROOT/scripts/lib/xsession.sh"
-TAGS=desktop,production,webkit2_41
+PORT_BASE=26000 # free_port's ports (scripts/lib/xsession.sh)
 
 if [ "${1:-}" != "--inside" ]; then
 	WORK=$(mktemp -d /tmp/aether-gui.XXXXXX)
@@ -34,10 +34,17 @@ if [ "${1:-}" != "--inside" ]; then
 	}
 	trap cleanup EXIT
 	mkdir -p "$WORK/bin"
-	echo "# building (go build -tags $TAGS) in $WORK"
+	# The app as the .deb ships it: AETHER_DESKTOP_BIN when make built it already (make
+	# desktop-release), else built here the same way (scripts/build-desktop.sh).
+	if [ -n "${AETHER_DESKTOP_BIN:-}" ]; then
+		echo "# the app: $AETHER_DESKTOP_BIN; building the helpers in $WORK"
+		get_app() { "$ROOT/scripts/build-desktop.sh" --check "$AETHER_DESKTOP_BIN" && cp "$AETHER_DESKTOP_BIN" "$WORK/bin/aether"; }
+	else
+		echo "# building the app and the helpers in $WORK"
+		get_app() { "$ROOT/scripts/build-desktop.sh" "$WORK/bin/aether" >/dev/null; }
+	fi
 	(
-		cd "$ROOT" &&
-			go build -tags "$TAGS" -o "$WORK/bin/aether" . &&
+		cd "$ROOT" && get_app &&
 			go build -o "$WORK/bin/agent" ./app/guitest/agent &&
 			go build -o "$WORK/bin/sni" ./app/guitest/sni &&
 			go test -c -o "$WORK/bin/tailnet" ./app/guitest/tailnet &&

@@ -28,6 +28,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=lib/xsession.sh
 . "$ROOT/scripts/lib/xsession.sh"
+PORT_BASE=29000 # free_port's ports (scripts/lib/xsession.sh)
 
 pass() {
 	echo "PASS $1" | tee -a "$WORK/results"
