@@ -8,7 +8,7 @@
 #   package  make package-test       that binary in the .deb
 #
 # Each part writes test-results/<part>.log, printed whole when the part ends (one part at a
-# time, never interleaved) with its wall and CPU time. Exits non-zero when a part failed, and
+# time, never interleaved) with its wall and CPU time (user+sys of all it ran). Exits non-zero when a part failed, and
 # says which.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,18 +18,25 @@ rcs=$(mktemp -d)
 trap 'rm -rf "$rcs"' EXIT
 TIMEFORMAT="%0R s wall, %0U+%0S s CPU"
 
+say() { # say: prints its input in one piece, never inside another part's
+	{
+		flock 9
+		cat
+	} 9>"$rcs/print.lock"
+}
+
 part() { # part NAME CMD...: CMD's output into test-results/NAME.log, printed when it ends
 	local name=$1 log=test-results/$1.log rc took
 	shift
+	echo "======== $name started: $* (into $log)" | say
 	took=$({ time "$@" >"$log" 2>&1; } 2>&1)
 	rc=$?
 	echo "$rc" >"$rcs/$name"
 	{
-		flock 9
 		echo "======== $name ($log)"
 		cat "$log"
 		if [ "$rc" -eq 0 ]; then echo "======== $name passed: $took"; else echo "======== $name FAILED: $took"; fi
-	} 9>"$rcs/print.lock"
+	} | say
 	return "$rc"
 }
 
