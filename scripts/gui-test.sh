@@ -560,6 +560,7 @@ wait_for 30 serve_gone
 # ---- run E: started hidden in the tray --------------------------------------------------
 echo "# run E: started in the tray"
 bg "$WORK/sni-e.log" "$BIN/sni" watch
+SNI_E_PID=${PIDS[-1]}
 wait_for 10 grep -q watching "$WORK/sni-e.log"
 AETHER_START_HIDDEN=1 "$BIN/aether" >"$WORK/app-e.log" 2>&1 &
 APP_PID=$!
@@ -576,6 +577,11 @@ else
 	fail "started hidden: SIGTERM exits 0" "still running"
 fi
 APP_PID=
+# Run R starts its own tray host: this one gives up the watcher's name first (else run R's
+# exits at once, "another StatusNotifierWatcher runs", and its start is waited for in vain).
+kill "$SNI_E_PID"
+watcher_free() { [ "$(dbus-send --session --print-reply=literal --dest=org.freedesktop.DBus / org.freedesktop.DBus.NameHasOwner string:org.kde.StatusNotifierWatcher)" = "   boolean false" ]; }
+wait_for 10 watcher_free
 
 # ---- run R: the Reachability card, off → logging in → published -------------------------
 # Tailscale's test control server and relay on loopback (app/guitest/tailnet) stand in for
