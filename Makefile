@@ -59,10 +59,11 @@ version:
 #   package  package, then package-test
 # They share no resource. Each makes its own temp dirs, HOMEs and data dirs; the GUI and package
 # tests each start their own Xvfb (a free display, -displayfd) and private session bus, with its
-# own dunst and tray host; ports: the Go tests pick 20000-25999 and bind port 0, gui-test
-# 26000-28999, package-test 29000-31999 (scripts/lib/xsession.sh), and only package-test binds
-# 3000 and 8080 (the user unit's defaults) or installs anything (the .deb, through apt: the
-# GUI test runs its own copy of the binary, not /usr/bin/aether). The pinned Codex package is
+# own dunst and tray host; ports: the Go tests bind port 0, or pick below the ephemeral range
+# where a port must outlive a restart (backend/agent 16000-19999, backend/e2e 20000-25999),
+# gui-test 26000-28999, package-test 29000-31999 (scripts/lib/xsession.sh), and only
+# package-test binds 3000 and 8080 (the user unit's defaults) or installs anything (the .deb,
+# through apt: the GUI test runs its own copy of the binary, not /usr/bin/aether). The pinned Codex package is
 # read-only in .cache/codex-registry once deps got it. What must be serial stays inside a part:
 # see go-test. Most of each part's time is waiting on events (a turn, a page, a window), so on
 # two cores they overlap; every wait is for an event, never a time, so load slows them only.
