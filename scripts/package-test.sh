@@ -28,6 +28,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=lib/xsession.sh
 . "$ROOT/scripts/lib/xsession.sh"
+PORT_BASE=29000 # free_port's ports (scripts/lib/xsession.sh)
 
 pass() {
 	echo "PASS $1" | tee -a "$WORK/results"
@@ -230,9 +231,9 @@ check "the app started its node in the default data dir (~/.local/share/aether/n
 starter_policy() { jq -e '.pact.brands == []' "$DATA/policy.json" >/dev/null; }
 check "…and wrote its starter policy there" starter_policy
 check "the window is shown" wait_for 60 visible
-sleep 2.5 # the UI loads and fetches its data
-shot 01-installed-window
-check "the window rendered the admin UI (01-installed-window.png)" colourful 01-installed-window
+# the UI loads and fetches its data: until then the screenshot is a blank window
+rendered() { shot "$1" >/dev/null && colourful "$1"; }
+check "the window rendered the admin UI (01-installed-window.png)" wait_for 10 rendered 01-installed-window
 check "the tray item registered with the tray host" wait_for 20 grep -q registered "$WORK/sni.log"
 tray_menu() { in_menu Open && in_menu Quit; }
 check "the tray menu has Open and Quit" wait_for 10 tray_menu

@@ -3,8 +3,11 @@
 #
 #   scripts/package.sh [OUT.deb]     (default dist/aether_<version>_<arch>.deb)
 #   env: VERSION (default: scripts/version.sh)
+#        AETHER_DESKTOP_BIN: the desktop binary, built already by scripts/build-desktop.sh
+#        (make desktop-release); built here when unset
 #
-# Contents: /usr/bin/aether (go build -tags desktop,production,webkit2_41), the desktop entry
+# Contents: /usr/bin/aether (scripts/build-desktop.sh: go build -tags
+# desktop,production,webkit2_41), the desktop entry
 # (build/linux/aether.desktop: also the handler of aether: consent links), the icon in the
 # hicolor sizes (from build/appicon.png), the systemd user unit (build/linux/aether.service:
 # `aether node serve` on the default data dir) and the deployment docs. Depends: the shared
@@ -23,15 +26,15 @@ trap 'rm -rf "$work"' EXIT
 root=$work/root
 umask 022
 
-echo "== go build -tags desktop,production,webkit2_41 (aether $version)"
 mkdir -p "$root/usr/bin"
-go build -trimpath -tags desktop,production,webkit2_41 \
-	-ldflags "-s -w -X github.com/aether/aether/backend/version.version=$version" -o "$root/usr/bin/aether" .
-got=$("$root/usr/bin/aether" --version)
-[ "$got" = "aether $version" ] || {
-	echo "package: the binary says \"$got\", want \"aether $version\"" >&2
-	exit 1
-}
+if [ -n "${AETHER_DESKTOP_BIN:-}" ]; then
+	# Built already (make desktop-release): checked to be this checkout's release build.
+	echo "== $AETHER_DESKTOP_BIN (aether $version)"
+	VERSION=$version scripts/build-desktop.sh --check "$AETHER_DESKTOP_BIN"
+	install -m 755 "$AETHER_DESKTOP_BIN" "$root/usr/bin/aether"
+else
+	VERSION=$version scripts/build-desktop.sh "$root/usr/bin/aether"
+fi
 
 echo "== desktop entry, icons, user unit, docs"
 install -D -m 644 build/linux/aether.desktop "$root/usr/share/applications/aether.desktop"

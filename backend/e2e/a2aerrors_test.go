@@ -17,6 +17,7 @@ import (
 
 // TestA2AErrors: validation errors A2A 1.0 names, on both bindings (issue 12).
 func TestA2AErrors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.agent("alice")
 
@@ -144,6 +145,7 @@ func mustJSON(t *testing.T, v any) []byte {
 // and as a raw JSON-RPC call that asks for an event stream, whose answer must carry the error
 // -32004 and no event of the task.
 func TestSubscribeTerminal(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.agent("alice")
 	ctx := context.Background()
@@ -219,6 +221,7 @@ func TestSubscribeTerminal(t *testing.T) {
 // a client that reads the content type first (the A2A TCK's) sees the error. A stream that
 // started stays an event stream.
 func TestStreamErrorsArePlain(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.agent("alice")
 	a.allow()

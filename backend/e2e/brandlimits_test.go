@@ -16,6 +16,7 @@ import (
 // policy.json as it was; a hand edit to the same is refused like any broken edit, its problem
 // on the Brands page under its JSON path (docs/threats.md W10–W12, W24).
 func TestBrandWorkspaceLimits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	before, err := os.ReadFile(e.policy)
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 // changed, or with its signatures removed (by a server in front of the node
 // that passes its JWKS through), before it sends anything to the node.
 func TestCardSignatureAgentRefusesTampered(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cardURL := e.publicURL + "/a2a/review/.well-known/agent-card.json"
 	body := httpGetBody(t, cardURL)
@@ -74,6 +75,7 @@ func httpGetBody(t *testing.T, u string) []byte {
 // TestCardKeysPinned: aether agent verifies a card with the JWKS below the
 // card URL it was given, never with the keys the card's own publicUrl names.
 func TestCardKeysPinned(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	genuine := httpGetBody(t, e.publicURL+"/a2a/review/.well-known/agent-card.json")
 

@@ -59,6 +59,7 @@ func (e *env) receiptFor(task a2a.TaskID) map[string]any {
 // the waiting task REJECTED; revoke stops the next turn (V1) but lets a
 // running one finish with the revocation in its receipt (V2).
 func TestConsent(t *testing.T) {
+	t.Parallel()
 	gate := filepath.Join(t.TempDir(), "gate")
 	e := newEnv(t, withCodexEnv("FAKE_CODEX_GATE="+gate))
 	ctx := context.Background()

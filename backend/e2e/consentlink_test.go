@@ -8,6 +8,7 @@ import (
 // TestConsentLinkLookup: a consent link to a request that is no longer pending
 // says what became of it, from the node's own records.
 func TestConsentLinkLookup(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	lookup := func(code string) string {
 		var out struct{ Lookup struct{ Status string } }

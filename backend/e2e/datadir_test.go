@@ -33,6 +33,7 @@ func adminCertFingerprint(t *testing.T, addr string) [32]byte {
 }
 
 func TestDataDir(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	admin := e.n.Addresses().Admin
 

@@ -20,6 +20,7 @@ const pactExtension = "urn:pact:extension:delegation:v1"
 // AUTH_REQUIRED status message and the receipt artifact name the extension that
 // contributed them.
 func TestExtensionActivation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	alice := e.agent("alice")
 	calls := map[a2a.TransportProtocol]func(hdr http.Header) *http.Response{

@@ -18,6 +18,7 @@ import (
 // ts.net name to a forwarder on 127.0.0.1:443 (testdata/tsdns.cjs, preloaded), which passes
 // each connection through the ingress; Node trusts the test CA and nothing else new.
 func TestFunnelJSSDK(t *testing.T) {
+	t.Parallel()
 	root := jsSDKRoot(t)
 	tn := newTailnet(t, nil, false)
 	e := newEnv(t, withFunnel(tn))
@@ -43,12 +44,10 @@ func TestFunnelJSSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("NODE_EXTRA_CA_CERTS", ca)
-	t.Setenv("NODE_OPTIONS", "--require "+preload)
-	t.Setenv("AETHER_TS_HOSTS", "aether."+tailnetDomain)
+	nodeEnv := []string{"NODE_EXTRA_CA_CERTS=" + ca, "NODE_OPTIONS=--require " + preload, "AETHER_TS_HOSTS=aether." + tailnetDomain}
 	for _, b := range bothBindings {
 		t.Run(string(b), func(t *testing.T) {
-			steps := runPactTurn(t, e, root, b, "js-funnel-"+string(b[0]))
+			steps := runPactTurn(t, e, root, b, "js-funnel-"+string(b[0]), nodeEnv...)
 			for _, name := range jsSteps[b] {
 				if s, ok := steps[name]; !ok || s.Status != "pass" {
 					t.Errorf("step %s through the Funnel: %+v", name, s)

@@ -24,6 +24,7 @@ import (
 // same 503. With the flag set and Funnel off, the owner's "Turn Funnel on" is refused with
 // the reason and policy.json stays as it was.
 func TestFunnelRefusesLoopbackIssuers(t *testing.T) {
+	t.Parallel()
 	tn := newTailnet(t, nil, false)
 	e := newEnv(t, withFunnel(tn), withNode(func(o *node.Options) { o.Funnel = false })) // pact.funnel, as the window sets it
 	if _, err := e.n.Owner().SetFunnel(t.Context(), true); err != nil {

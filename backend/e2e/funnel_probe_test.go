@@ -42,6 +42,7 @@ func (p *publicPath) set(in *ingress) {
 // (through the Funnel ingress) and the card says "reachable" only when that answered; with the
 // ingress stopped, "Check again" says it is not reachable, and why.
 func TestFunnelReachable(t *testing.T) {
+	t.Parallel()
 	tn := newTailnet(t, nil, false)
 	path := &publicPath{}
 	e := newEnv(t, withPublicIssuer(), withNode(func(o *node.Options) {

@@ -18,6 +18,7 @@ import (
 // terminal, then the published address; `aether status` shows it, `aether funnel use` makes it
 // the publicUrl; Tailscale's state is in <data dir>/tailscale, mode 0700.
 func TestFunnelServeHeadless(t *testing.T) {
+	t.Parallel()
 	tn := newTailnet(t, nil, true)
 	bin := buildAether(t)
 	root := t.TempDir()

@@ -29,6 +29,7 @@ const funnelURL = "https://aether." + tailnetDomain
 // and verifies the receipt with the JWKS fetched through the Funnel. The identity check logs
 // the address the ingress reported, not the ingress node's.
 func TestFunnel(t *testing.T) {
+	t.Parallel()
 	tn := newTailnet(t, nil, false)
 	var log lockedBuffer
 	e := newEnv(t, withFunnel(tn), withLog(&log))
@@ -166,6 +167,7 @@ func moveTokens(t *testing.T, dir, from, to string) {
 // TestFunnelServesOnlyTheGateway: N1, every admin UI and node API route asked through the
 // Funnel listener gets 404 from the gateway; none is served there.
 func TestFunnelServesOnlyTheGateway(t *testing.T) {
+	t.Parallel()
 	tn := newTailnet(t, nil, false)
 	e := newEnv(t, withFunnel(tn))
 	waitReach(t, e, "published", func(r ownerpkg.Reachability) bool { return r.State == ownerpkg.ReachStatePublished })
@@ -213,6 +215,7 @@ func TestFunnelServesOnlyTheGateway(t *testing.T) {
 // the window, `aether status` and the log say why and what to do, and the local gateway
 // keeps answering.
 func TestFunnelRefused(t *testing.T) {
+	t.Parallel()
 	caps := tailcfg.NodeCapMap{tailcfg.CapabilityHTTPS: nil}
 	tn := newTailnet(t, &caps, false)
 	var log lockedBuffer
@@ -244,6 +247,7 @@ func TestFunnelRefused(t *testing.T) {
 // TestFunnelLogin: a node not yet on the tailnet shows the login URL until the owner signs in,
 // then publishes.
 func TestFunnelLogin(t *testing.T) {
+	t.Parallel()
 	tn := newTailnet(t, nil, true)
 	e := newEnv(t, withFunnel(tn), withNode(func(o *node.Options) { o.Funnel = false })) // pact.funnel, as the window sets it
 	if _, err := e.n.Owner().SetFunnel(t.Context(), true); err != nil {
@@ -265,6 +269,7 @@ func TestFunnelLogin(t *testing.T) {
 // TestFunnelControlUnreachable: with the control server down the card says so and what to do,
 // and the local gateway answers.
 func TestFunnelControlUnreachable(t *testing.T) {
+	t.Parallel()
 	tn := newTailnet(t, nil, false)
 	tn.control.HTTPTestServer.Close()
 	e := newEnv(t, withPublicIssuer(), withNode(func(o *node.Options) {
@@ -285,6 +290,7 @@ func TestFunnelControlUnreachable(t *testing.T) {
 // TestFunnelLoggedOut: a device logged out of the tailnet (from the admin console) says so and
 // what to do; turning Funnel off and on shows a new login link, and it publishes again.
 func TestFunnelLoggedOut(t *testing.T) {
+	t.Parallel()
 	tn := newTailnet(t, nil, true)
 	e := newEnv(t, withFunnel(tn), withNode(func(o *node.Options) { o.Funnel = false })) // pact.funnel, as the window sets it
 	if _, err := e.n.Owner().SetFunnel(t.Context(), true); err != nil {

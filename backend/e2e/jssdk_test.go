@@ -148,6 +148,7 @@ func readJSON(t *testing.T, path string, v any) {
 
 // TestJSSDK runs interop/pact-turn.mjs on both bindings against one node.
 func TestJSSDK(t *testing.T) {
+	t.Parallel()
 	root := jsSDKRoot(t)
 	e := newEnv(t)
 	for _, b := range bothBindings {
@@ -195,9 +196,10 @@ func TestJSSDK(t *testing.T) {
 }
 
 // runPactTurn runs the script for one binding as agent sub, approves the user code it prints,
-// and returns its steps by name. A run that does not reach its end fails the test (after every
-// step it did run is reported by the caller).
-func runPactTurn(t *testing.T, e *env, root string, b a2a.TransportProtocol, sub string) map[string]jsStep {
+// and returns its steps by name; env is added to the script's environment (the test's own stays
+// the process's: tests run in parallel). A run that does not reach its end fails the test
+// (after every step it did run is reported by the caller).
+func runPactTurn(t *testing.T, e *env, root string, b a2a.TransportProtocol, sub string, env ...string) map[string]jsStep {
 	t.Helper()
 	// One identity token for the whole run: a device flow waits at least one poll interval.
 	claims := e.issuer.Claims(sub, e.publicURL)
@@ -210,7 +212,7 @@ func runPactTurn(t *testing.T, e *env, root string, b a2a.TransportProtocol, sub
 	cmd := exec.CommandContext(ctx, "node", filepath.Join("interop", "pact-turn.mjs"),
 		"--card", e.publicURL+"/a2a/review/.well-known/agent-card.json", "--binding", string(b), "--answer", codextest.DefaultAnswer)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "PACT_IDENTITY_TOKEN="+token)
+	cmd.Env = append(append(os.Environ(), "PACT_IDENTITY_TOKEN="+token), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()

@@ -226,6 +226,7 @@ func (s *served) verifyReceipts() int {
 // idle and in the middle of a turn; each time the next start opens the data
 // dir with every grant, task and receipt, and the receipt chain verifies.
 func TestKill9(t *testing.T) {
+	t.Parallel()
 	s := newServedEnv(t)
 	e := s.e
 	ctx := context.Background()
@@ -328,6 +329,7 @@ func TestKill9(t *testing.T) {
 // after the turn starts): stopped then, bwrap used to die before the view armed its
 // parent-death signal, and the view ran on under init, Codex and all, with the node up.
 func TestCancelDuringSetup(t *testing.T) {
+	t.Parallel()
 	s := newServedEnv(t)
 	s.serve()
 	defer s.stop()

@@ -25,6 +25,7 @@ import (
 // WAL is cut back to its size before the turn, as a disk that acknowledged writes it never
 // kept leaves it. The receipt the agent holds is gone from the file.
 func TestLostAcknowledgedReceipts(t *testing.T) {
+	t.Parallel()
 	s := newServedEnv(t)
 	e := s.e
 	s.serve()

@@ -141,6 +141,7 @@ func toolText(res *sdk.CallToolResult) string {
 // trust); B's owner approves through B's admin API; the answer and its verified receipt come
 // back through MCP and stand on A's Received list; B's grants name A's agent.
 func TestMCPTwoNodes(t *testing.T) {
+	t.Parallel()
 	ca := newTestCA(t)
 	frontA, frontB := newTLSFront(t, ca), newTLSFront(t, ca)
 	// Both nodes serve the built UI, for the window's part at the end (skipped without a browser).

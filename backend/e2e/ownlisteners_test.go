@@ -33,6 +33,7 @@ func (l countingListener) Accept() (net.Conn, error) {
 // node refuses it before any connection: its listeners accept none, the caller gets 401, and
 // the log gives the reason (J31).
 func TestNodeFetchesNotItself(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	accepted := map[string]*atomic.Int64{}
 	var log lockedBuffer

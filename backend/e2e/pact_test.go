@@ -26,6 +26,7 @@ import (
 // returns Codex's answer with a receipt that verifies with the node JWKS →
 // the receipt is in pact.sqlite.
 func TestPact(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 

@@ -64,6 +64,7 @@ func tailnetProxy(t *testing.T, d *tailnetDevice) string {
 // not something headless Chromium can do (it shows none on screen): the notification's data and
 // actions are checked, and the page it opens is the one this test decides on.
 func TestPhoneBrowser(t *testing.T) {
+	t.Parallel()
 	root := browserRoot(t)
 	tn := newTailnet(t, nil, false)
 	e := newEnv(t, withFunnel(tn), withNode(func(o *node.Options) { o.UI = os.DirFS(filepath.Join(root, "frontend", "dist")) }))

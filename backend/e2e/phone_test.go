@@ -141,6 +141,7 @@ func (s *stamp) RoundTrip(r *http.Request) (*http.Response, error) {
 // of an agent's request from a push service on loopback, decides the request, and the agent's
 // turn runs. Everyone else is refused, and the Funnel and gateway addresses serve no owner route.
 func TestPhoneOnTheTailnet(t *testing.T) {
+	t.Parallel()
 	tn := newTailnet(t, nil, false)
 	ps := pushtest.NewService()
 	defer ps.Close()
@@ -283,6 +284,7 @@ func TestPhoneOnTheTailnet(t *testing.T) {
 // Reachability card: the node joins the tailnet without a Funnel listener, and the owner's
 // phone pairs and reads the requests there.
 func TestPhoneTailnetOnly(t *testing.T) {
+	t.Parallel()
 	tn := newTailnet(t, nil, false)
 	e := newEnv(t, withNode(func(o *node.Options) {
 		o.Reach = reach.Config{ControlURL: tn.url, Ephemeral: true, TLS: tn.ca.tlsConfig(), Hostname: "aether"}

@@ -12,6 +12,7 @@ import (
 // (never a guessed policy) and shows its problems on the Brands page; fixing
 // the file serves again, without a restart.
 func TestPolicyHandEdits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	good, err := os.ReadFile(e.policy)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 // (W13), and one grant cannot fill the queue (W14). Turns on one workspace run one at a
 // time, so a gated turn holds the workspace while the others wait behind it.
 func TestQueuedTurns(t *testing.T) {
+	t.Parallel()
 	gate := filepath.Join(t.TempDir(), "gate")
 	e := newEnv(t, withCodexEnv("FAKE_CODEX_GATE="+gate))
 	ctx := context.Background()

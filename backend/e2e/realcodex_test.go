@@ -24,6 +24,7 @@ import (
 // the mock reported. It keeps the fake Codex honest. CI installs the real CLI
 // (scripts/install-codex.sh) and sets AETHER_REAL_CODEX.
 func TestPactRealCodex(t *testing.T) {
+	t.Parallel()
 	bin := os.Getenv("AETHER_REAL_CODEX")
 	if bin == "" {
 		var err error
@@ -97,6 +98,7 @@ func TestPactRealCodex(t *testing.T) {
 // gateway from what the model reported: the turn that crosses it fails, saying so in its
 // status and receipt; the grant's next turn is refused before Codex starts.
 func TestPactRealCodexBudget(t *testing.T) {
+	t.Parallel()
 	bin := os.Getenv("AETHER_REAL_CODEX")
 	if bin == "" {
 		t.Skip("no real codex: set AETHER_REAL_CODEX=$(scripts/install-codex.sh)")

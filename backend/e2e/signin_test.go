@@ -75,6 +75,7 @@ func nodeAPI(t *testing.T, n *node.Node, token string) int {
 // a one-time code; nobody else's guesses lock the owner out; `aether admin new-token` ends
 // every session while the node runs (docs/threats.md, A1–A7).
 func TestOwnerSignIn(t *testing.T) {
+	t.Parallel()
 	var log lockedBuffer
 	e := newEnv(t, withNode(func(o *node.Options) {
 		o.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))

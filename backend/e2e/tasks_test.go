@@ -115,6 +115,7 @@ func (a *agent) rpc(method string, params any, hdr map[string]string) (int, floa
 // issuer — cannot see, cancel, follow or continue alice's task, and lists
 // only its own tasks.
 func TestTaskPrivacy(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	alice := e.agent("alice")
 	bob := e.agent("bob")
@@ -235,6 +236,7 @@ func messageText(m *a2a.Message) string {
 // TestFinishedTaskAndVersion: a finished task takes no more messages, and
 // A2A-Version is checked on both bothBindings.
 func TestFinishedTaskAndVersion(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.agent("alice")
 	a.allow()
@@ -304,6 +306,7 @@ func TestFinishedTaskAndVersion(t *testing.T) {
 // TestRestart: tasks, grants and revocations survive a restart, and a turn
 // that was running when the node stopped ends FAILED with a receipt.
 func TestRestart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	alice := e.agent("alice")
@@ -453,6 +456,7 @@ func TestRestart(t *testing.T) {
 // A plain send's new task is stored once, finished (its id reaches the agent only with the
 // answer); a send with returnImmediately is answered with the task stored WORKING at once.
 func TestTaskWrites(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.agent("alice")
 	a.allow()

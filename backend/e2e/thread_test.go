@@ -12,6 +12,7 @@ import (
 // one continues that task's Codex thread (`codex exec resume <id>`), and
 // another agent's task in a context of the same id does not.
 func TestConversationResumesCodexThread(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	alice := e.agent("alice")
 	alice.setDelegation(e.delegate(t, alice, "review"))

@@ -183,6 +183,7 @@ func subscribeStream(c *a2aclient.Client, id a2a.TaskID) func(ctx context.Contex
 // on that idle task answers its snapshot; a delegated turn streams submitted →
 // working → answer → receipt → completed; a finished task takes no subscriber.
 func TestStreamingTurn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, b := range bothBindings {
 		t.Run(string(b), func(t *testing.T) {
@@ -289,6 +290,7 @@ func TestStreamingTurn(t *testing.T) {
 // by dropping a streaming connection (R16). Either way Codex is stopped, the
 // task ends CANCELED, and the turn has a receipt whose status is canceled.
 func TestCancelTurn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.agent("carol")
 	a.allow()
@@ -415,6 +417,7 @@ func TestCancelTurn(t *testing.T) {
 // TestCodexFailures maps each way Codex can fail to TASK_STATE_FAILED with a
 // clear reason, and a signed receipt that says failed.
 func TestCodexFailures(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.agent("fred")
 	a.allow()
@@ -455,6 +458,7 @@ func TestCodexFailures(t *testing.T) {
 // TestCodexMissing starts the node with no Codex at its path: a turn fails at
 // once with a reason that says so, and still gets a receipt (S12).
 func TestCodexMissing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, withCodexPath(t.TempDir()+"/no-codex-here"))
 	a := e.agent("gina")
 	a.allow()

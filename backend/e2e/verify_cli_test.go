@@ -33,6 +33,7 @@ func verifyCLI(t *testing.T, dataDir string) (int, string) {
 // 1,000 turns and fails, naming the receipt, after one field of one receipt is
 // edited, two are swapped, or one is deleted in the middle.
 func TestReceiptsVerifyCLI(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.stop()
 	e.opts.Runner = instant{}
@@ -139,6 +140,7 @@ func TestReceiptsVerifyCLI(t *testing.T) {
 // its JWKS still holds the old one, and `aether receipts verify` checks the
 // receipts of both keys and the rotation statement (T10).
 func TestKeyRotation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	alice := e.agent("alice")
 	alice.setDelegation(e.delegate(t, alice, "review"))
@@ -256,6 +258,7 @@ func retiredKeyForgeries(t *testing.T, e *env, stolen, jwks string, set keys.His
 // TestVerifyForgedExportCLI: `aether receipts verify --in` refuses an export whose lines show
 // what Go's decoding would not read (T12), and names the line.
 func TestVerifyForgedExportCLI(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	alice := e.agent("alice")
 	alice.setDelegation(e.delegate(t, alice, "review"))

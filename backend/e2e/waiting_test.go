@@ -120,6 +120,7 @@ func overCap(t *testing.T, resp *http.Response, body []byte, rest bool, scope st
 // capped per agent and per issuer site, and it expires; the resend with a delegation runs the
 // turn; retention deletes finished tasks and never a receipt (docs/threats.md, K1–K5).
 func TestWaitingTasks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, withNode(func(o *node.Options) { o.PruneEvery = 50 * time.Millisecond }))
 	alice := e.agent("alice")
 	big := strings.Repeat("review this line of code, please; ", 3_900_000/34)

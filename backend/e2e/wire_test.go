@@ -45,6 +45,7 @@ func rpcCode(m map[string]any) float64 {
 const sendBody = `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hi"}]}}}`
 
 func TestHostileBodies(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	alice := e.agent("alice")
 	rpc := func(t *testing.T, body []byte, hdr map[string]string) (*http.Response, map[string]any) {
@@ -167,6 +168,7 @@ func TestHostileBodies(t *testing.T) {
 }
 
 func TestIdentityRequired(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	anon := &agent{e: e}
 	bad := e.agent("x")
@@ -267,6 +269,7 @@ func (e *env) delegate(t *testing.T, a *agent, brand string) string {
 }
 
 func TestCardCaching(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	u := e.publicURL + "/a2a/review/.well-known/agent-card.json"
 	resp, err := http.Get(u)
@@ -342,6 +345,7 @@ func TestCardCaching(t *testing.T) {
 // case variant of a member a2a-go decodes into a struct (metadata itself among
 // them), are still refused (threats.md R12, R18).
 func TestFreeFormKeys(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, b := range bothBindings {
 		t.Run(string(b), func(t *testing.T) {

@@ -31,11 +31,14 @@ start_xvfb() {
 }
 
 # free_port picks a port below the kernel's ephemeral range, where no outgoing
-# connection can be holding it by the time the app binds it.
+# connection can be holding it by the time the app binds it. `make test` runs the Go
+# tests (backend/e2e freePort: 20000–25999), gui-test.sh and package-test.sh side by
+# side: each script sets PORT_BASE to its own 3000 ports (26000, 29000), so no two
+# of them can pick one port between its check and its bind.
 free_port() {
 	local p
 	while :; do
-		p=$((20000 + RANDOM % 12000))
+		p=$((${PORT_BASE:?} + RANDOM % 3000))
 		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || {
 			echo "$p"
 			return
