@@ -674,6 +674,18 @@ steps_done() { status | jq -c '[.setup[] | select(.done) | .id]'; }
 step_done() { status | jq -e --arg s "$1" '.setup[] | select(.id == $s) | .done' >/dev/null; }
 W=$(window)
 at() { xdotool mousemove --window "$W" "$1" "$2" click 1; } # at X Y: a click in the window
+# field_has COLOUR X Y: a screenshot shows the border of the field at window X Y in COLOUR (the
+# window's origin is the screen's 110,49; a field's border is a line of at least 100 pixels).
+field_has() {
+	import -window root "$WORK/field.png" 2>/dev/null &&
+		[ "$(/usr/bin/convert "$WORK/field.png" -crop "300x60+$(($2 + 110 - 150))+$(($3 + 49 - 30))" +repage txt:- | grep -ciF "$1")" -ge 100 ]
+}
+drawn() { field_has '#D0D5DD' "$@" || field_has '#6366F1' "$@"; } # drawn X Y: the field is on the page
+focused() { field_has '#6366F1' "$@"; } # focused X Y: the field has the focus (frontend/src/style.css .input:focus)
+# field X Y: clicks the field at X Y once it is drawn, and returns once it has the focus: WebKit
+# takes keys and clicks in queues of their own, so a key sent before the click has landed would
+# go to the field that had the focus before.
+field() { wait_for 10 drawn "$1" "$2" && at "$1" "$2" && wait_for 10 focused "$1" "$2"; }
 wait_for 10 rendered 09-first-run-checklist
 at 80 115 # the sidebar's Status (where 01-window.png shows it)
 check "F: the Status page shows its checklist and Get Codex (09-first-run-checklist.png)" wait_for 10 shows 09-first-run-checklist 'Get Codex'
@@ -701,9 +713,8 @@ shot 11-codex-ready
 # Use another server: the refusing one first, then the key for it (a key belongs to the server it
 # is saved with, docs/threats.md M16); Check shows the server's refusal.
 at 808 715 # "Use another server"
-sleep 0.5
 server_url() { # server_url ADDR-FILE: the base URL field (under its label) takes the address, Enter saves it
-	at 927 779 # its base URL field
+	field 927 779 || echo "# the base URL field did not take the focus"
 	xdotool key ctrl+a
 	xdotool type --delay 5 "$(cat "$WORK/$1.addr")"
 	xdotool key Return
@@ -712,7 +723,7 @@ server_set() { status | jq -e --arg u "$(cat "$WORK/$1.addr")" '.model.baseUrl =
 server_url model-refuse
 check "F: the server form saved the refusing server" wait_for 10 server_set model-refuse
 # The key: typed into the window's field and saved with Enter.
-at 878 529 # the API key field
+field 878 529 || echo "# the API key field did not take the focus"
 xdotool type --delay 15 "$KEY"
 xdotool key Return
 key_set() { status | jq -e '.model.keySet' >/dev/null; }
