@@ -303,6 +303,10 @@ func TestCancelTurn(t *testing.T) {
 			first, next, stop := startStream(t, ctx, c, marker)
 			defer stop()
 			e.codexStarted(marker)
+			// The stored task follows the stream: a2a-go saves what it streams on a goroutine of
+			// its own, so it may still say SUBMITTED when Codex has started. A subscriber begins
+			// with what is stored, so wait until that is WORKING.
+			waitState(t, c, first.ID, a2a.TaskStateWorking)
 
 			// A second turn on the running task is refused; a subscriber follows the turn.
 			req := textMessage("and one more thing")
