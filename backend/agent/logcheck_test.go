@@ -10,13 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +22,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/aether/aether/backend/domain"
+	"github.com/aether/aether/backend/internal/loopport"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/receipts"
 )
@@ -51,33 +50,11 @@ func newRestartable(t *testing.T, dir string) *restartable {
 	return r
 }
 
-// listenRestartable listens on a port a restart can bind again: below the kernel's ephemeral
-// range (32768 and up), where no outgoing connection or port-0 listener of a test running beside
-// this one can take it while the node is down, and handed out once per test binary. 16000–19999
-// is this package's (backend/e2e's freePort takes 20000–25999, the GUI and package tests 26000
-// and up: make test runs them side by side).
-func listenRestartable(t *testing.T) net.Listener {
-	t.Helper()
-	restartPortsMu.Lock()
-	defer restartPortsMu.Unlock()
-	for range 100 {
-		p := 16000 + rand.IntN(4000)
-		if restartPorts[p] {
-			continue
-		}
-		if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
-			restartPorts[p] = true
-			return ln
-		}
-	}
-	t.Fatal("no free port")
-	return nil
-}
+// restartPorts are this package's ports a restart can bind again (loopport).
+var restartPorts = loopport.New(16000, 4000)
 
-var (
-	restartPortsMu sync.Mutex
-	restartPorts   = map[int]bool{}
-)
+// listenRestartable listens on a port a restart can bind again.
+func listenRestartable(t *testing.T) net.Listener { return restartPorts.Listen(t) }
 
 func (r *restartable) restart() { r.restartAs("http://" + r.addr) }
 

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -29,6 +27,7 @@ import (
 	"github.com/aether/aether/backend/codex/codextest"
 	"github.com/aether/aether/backend/identity"
 	"github.com/aether/aether/backend/identity/identitytest"
+	"github.com/aether/aether/backend/internal/loopport"
 	"github.com/aether/aether/backend/node"
 
 	_ "github.com/glebarez/go-sqlite" // pactSQLite: what the node stored, read and changed as one with the file could
@@ -85,35 +84,12 @@ func withCodexEnv(kv ...string) envOption {
 
 const reviewBrand = `[{"id":"review","name":"Code review","description":"Reviews code in my workspace.","capability":"review","workspace":"workspace","accessMode":"read_only","scope":{"id":"review:read_only","description":"Review code (read only)"}}]`
 
-// freePort picks a free port below the kernel's ephemeral range (32768 and
-// up), where no outgoing connection can take it before the node binds it. The
-// tests run in parallel: a port is handed out once per test binary, so two tests
-// never race for one; 20000–25999 is the Go tests' (scripts/lib/xsession.sh's
-// free_port, which the GUI and package tests use beside them, takes 26000–31999).
-func freePort(t *testing.T) int {
-	t.Helper()
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	for range 100 {
-		p := 20000 + rand.IntN(6000)
-		if portsGiven[p] {
-			continue
-		}
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err == nil {
-			ln.Close()
-			portsGiven[p] = true
-			return p
-		}
-	}
-	t.Fatal("no free port")
-	return 0
-}
+// ports are the Go tests' ports below the ephemeral range, each handed out once (loopport).
+var ports = loopport.New(20000, 6000)
 
-var (
-	portsMu    sync.Mutex
-	portsGiven = map[int]bool{}
-)
+// freePort is a free port no other test of this binary gets: a node can be told it before it
+// binds it.
+func freePort(t *testing.T) int { return ports.Port(t) }
 
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
