@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/aether/aether/backend/a2atask"
 	"iter"
 	"maps"
 	"slices"
@@ -191,12 +192,25 @@ func (t *turnRun) keeper(ctx context.Context) func(domain.Outcome) *receipts.New
 		if err != nil {
 			return nil
 		}
-		return &receipts.NewTask{Owner: owner, Build: func(rec *receipts.Receipt) ([]byte, error) {
+		return &receipts.NewTask{Owner: owner, Build: func(rec *receipts.Receipt) (receipts.TaskRow, error) {
 			arts, final := t.ending(out, rec)
 			t.kept = finishedTask(t.task, t.shown, arts, final)
-			return json.Marshal(t.kept)
+			return taskRow(t.kept)
 		}}
 	}
+}
+
+// taskRow is task's row, for the store: its JSON and the columns it is found by.
+func taskRow(task *a2a.Task) (receipts.TaskRow, error) {
+	if err := a2atask.CheckParts(task); err != nil {
+		return receipts.TaskRow{}, fmt.Errorf("task %s: %w: %w", task.ID, a2a.ErrInvalidParams, err)
+	}
+	data, err := json.Marshal(task)
+	if err != nil {
+		return receipts.TaskRow{}, fmt.Errorf("task %s: %w", task.ID, err)
+	}
+	return receipts.TaskRow{ID: string(task.ID), ContextID: task.ContextID, State: string(task.Status.State),
+		StatusAt: task.Status.Timestamp, Ran: a2atask.Ran(task), JSON: data}, nil
 }
 
 func taskState(s domain.TurnStatus) a2a.TaskState {

@@ -70,13 +70,13 @@ type keptKey struct{}
 // its tail, or its mark moved), a *store.TurnError naming the turn that is unknown, already
 // ended (a retry: its receipt is already stored) or described differently,
 // store.ErrReceiptConflict, store.ErrLog.
-func (c *chain) appendDurable(ctx context.Context, sign signFunc) ([]store.Receipt, []*LogProof, error) {
+func (c *chain) appendDurable(ctx context.Context, record []store.Turn, sign signFunc) ([]store.Receipt, []*LogProof, error) {
 	var rows []store.Receipt
 	var proofs []*LogProof
 	err := c.db.Commit(ctx, func(tx *store.Tx) error {
 		var keep func()
 		var err error
-		if rows, proofs, keep, err = c.write(tx, sign); err != nil {
+		if rows, proofs, keep, err = c.write(tx, record, sign); err != nil {
 			return err
 		}
 		keep()
@@ -89,11 +89,11 @@ func (c *chain) appendDurable(ctx context.Context, sign signFunc) ([]store.Recei
 }
 
 // appendAhead appends the receipts sign makes and, in the same write, creates the task whose
-// JSON task makes once they are in the log (given their proofs), owner's on brand; it returns once
+// row task makes once they are in the log (given their proofs), owner's on brand; it returns once
 // the write has run in its commit, before the commit is durable (store.DB.CommitAhead).
-func (c *chain) appendAhead(ctx context.Context, sign signFunc, brand domain.BrandID, owner string, task func(proofs []*LogProof) ([]byte, error)) (*store.Pending, error) {
+func (c *chain) appendAhead(ctx context.Context, record []store.Turn, sign signFunc, brand domain.BrandID, owner string, task func(proofs []*LogProof) (TaskRow, error)) (*store.Pending, error) {
 	p, err := c.db.CommitAhead(ctx, func(tx *store.Tx) error {
-		_, proofs, keep, err := c.write(tx, sign)
+		_, proofs, keep, err := c.write(tx, record, sign)
 		if err != nil {
 			return err
 		}
@@ -113,11 +113,17 @@ func (c *chain) appendAhead(ctx context.Context, sign signFunc, brand domain.Bra
 	return p, nil
 }
 
-// write appends the receipts sign makes inside tx: it confirms (or reads) the tail, signs on
-// it, ends the receipts' turns, inserts them, adds them to the log and signs its checkpoint,
+// write appends the receipts sign makes inside tx: it records the turns of record (turns that
+// were never started: durable.go, step 1), confirms (or reads) the tail, signs on it, ends the
+// receipts' turns, inserts them, adds them to the log and signs its checkpoint,
 // and moves the high-water mark. keep remembers where they leave the chain: the write calls
 // it as its last step, once nothing else of it can fail.
-func (c *chain) write(tx *store.Tx, sign signFunc) (rows []store.Receipt, proofs []*LogProof, keep func(), err error) {
+func (c *chain) write(tx *store.Tx, record []store.Turn, sign signFunc) (rows []store.Receipt, proofs []*LogProof, keep func(), err error) {
+	for _, t := range record {
+		if err := tx.StartTurn(t); err != nil {
+			return nil, nil, nil, err
+		}
+	}
 	st, err := c.tail(tx)
 	if err != nil {
 		return nil, nil, nil, err

@@ -5,7 +5,6 @@ package receipts
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -89,13 +88,13 @@ func signed(rows []store.Receipt) signFunc {
 
 // appendSigned appends what sign makes, with no checkpoint signer.
 func appendSigned(ctx context.Context, db *store.DB, sign signFunc) error {
-	_, _, err := (&chain{db: db}).appendDurable(ctx, sign)
+	_, _, err := (&chain{db: db}).appendDurable(ctx, nil, sign)
 	return err
 }
 
 // appendCreatingTask is appendSigned and the task task makes, in the same write.
-func appendCreatingTask(ctx context.Context, db *store.DB, sign signFunc, brand domain.BrandID, owner string, task func() ([]byte, error)) (*store.Pending, error) {
-	return (&chain{db: db}).appendAhead(ctx, sign, brand, owner, func([]*LogProof) ([]byte, error) { return task() })
+func appendCreatingTask(ctx context.Context, db *store.DB, sign signFunc, brand domain.BrandID, owner string, task func() (TaskRow, error)) (*store.Pending, error) {
+	return (&chain{db: db}).appendAhead(ctx, nil, sign, brand, owner, func([]*LogProof) (TaskRow, error) { return task() })
 }
 
 type ownerKey struct{}
@@ -314,8 +313,8 @@ func TestAppendReceiptsCreatingTask(t *testing.T) {
 			durable, err := appendCreatingTask(ctx, db, func(tail store.Checkpoint, _ func(domain.GrantID) (bool, error)) ([]store.Receipt, error) {
 				seq := tail.Seq + 1
 				return []store.Receipt{rcReceipt(tr, seq, rcPrev(seq))}, nil
-			}, "review", "alice", func() ([]byte, error) {
-				return json.Marshal(&a2a.Task{ID: id, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted},
+			}, "review", "alice", func() (TaskRow, error) {
+				return taskRow(&a2a.Task{ID: id, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted},
 					Artifacts: []*a2a.Artifact{{ID: "receipt", Parts: a2a.ContentParts{a2a.NewTextPart("jws")}}}})
 			})
 			if err == nil {

@@ -4,7 +4,6 @@ package receipts
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -47,8 +46,8 @@ func TestFullDisk(t *testing.T) {
 			t.Logf("the append said: %v", err)
 		}
 		// A plain send's receipt and task, written ahead of their commit (its answer waits on durable).
-		_, durable, err := e.l.AppendCreatingTask(ctx, withTask, "acme", "owner-1", func(*Receipt) ([]byte, error) {
-			return json.Marshal(&a2a.Task{ID: a2a.TaskID(withTask.TaskID), ContextID: withTask.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}})
+		_, durable, err := e.l.AppendCreatingTask(ctx, withTask, "acme", "owner-1", func(*Receipt) (TaskRow, error) {
+			return taskRow(&a2a.Task{ID: a2a.TaskID(withTask.TaskID), ContextID: withTask.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}})
 		})
 		if err == nil {
 			err = durable.Durable()

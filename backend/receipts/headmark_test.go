@@ -2,7 +2,6 @@ package receipts
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"path/filepath"
 	"sync"
@@ -105,8 +104,8 @@ func TestHeadMark(t *testing.T) {
 		tr := started(e, 1, 2)[0]
 		m := e.l.mark.Load()
 		m.mu.Lock()
-		rec, durable, err := e.l.AppendCreatingTask(ctx, tr, "acme", "owner-1", func(*Receipt) ([]byte, error) {
-			return json.Marshal(&a2a.Task{ID: a2a.TaskID(tr.TaskID), Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}})
+		rec, durable, err := e.l.AppendCreatingTask(ctx, tr, "acme", "owner-1", func(*Receipt) (TaskRow, error) {
+			return taskRow(&a2a.Task{ID: a2a.TaskID(tr.TaskID), Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}})
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/aether/aether/backend/a2atask"
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/keys"
 	"github.com/aether/aether/backend/store"
@@ -221,3 +225,10 @@ func containsFold(s, sub string) bool {
 
 // only is the history of keys that no rotation retired.
 func only(s keys.Set) keys.History { return keys.History{Set: s} }
+
+// taskRow is task's row, as the gateway builds a plain send's.
+func taskRow(task *a2a.Task) (TaskRow, error) {
+	data, err := json.Marshal(task)
+	return TaskRow{ID: string(task.ID), ContextID: task.ContextID, State: string(task.Status.State),
+		StatusAt: task.Status.Timestamp, Ran: a2atask.Ran(task), JSON: data}, err
+}

@@ -80,13 +80,29 @@ func (l *Ledger) Start(ctx context.Context, t Turn) error {
 	if err := checkTurnStart(t); err != nil {
 		return fmt.Errorf("start turn %s: %w", t.ID, err)
 	}
-	return l.db.StartTurn(ctx, store.Turn{ID: t.ID, TaskID: t.TaskID, ContextID: t.ContextID, Brand: t.Brand,
+	return l.db.StartTurn(ctx, t.record())
+}
+
+// record is t's row in the turns table, as Start writes it.
+func (t Turn) record() store.Turn {
+	return store.Turn{ID: t.ID, TaskID: t.TaskID, ContextID: t.ContextID, Brand: t.Brand,
 		BrandScope: t.BrandScope, GrantID: t.GrantID, Agent: t.Agent,
-		PolicyHash: t.PolicyHash, StartedAt: t.StartedAt})
+		PolicyHash: t.PolicyHash, StartedAt: t.StartedAt}
+}
+
+// unstarted is what the receipts of turns record first: the turns never started (Unstarted).
+func unstarted(turns []Turn) []store.Turn {
+	var out []store.Turn
+	for _, t := range turns {
+		if t.Unstarted {
+			out = append(out, t.record())
+		}
+	}
+	return out
 }
 
 // Append signs and commits the receipt that ends turn t (started with Start,
-// with the same identifying fields and StartedAt) and returns it once it is
+// with the same identifying fields and StartedAt, or Unstarted) and returns it once it is
 // durable (T8). Appending a turn that already has a receipt returns that
 // receipt (T9). ctx is honoured only until the append joins a group commit:
 // give it a context that outlives the client's connection, the receipt must
@@ -99,8 +115,9 @@ func (l *Ledger) Append(ctx context.Context, t Turn) (*Receipt, error) {
 		return nil, fmt.Errorf("receipt for turn %s: %w", t.ID, err)
 	}
 	recs, err := l.append(ctx, []Turn{t}, true)
-	if errors.Is(err, store.ErrTurnNotRunning) {
-		// T9: the turn already ended, so its receipt is committed; hand it back.
+	if errors.Is(err, store.ErrTurnNotRunning) || t.Unstarted && errors.Is(err, store.ErrTurnExists) {
+		// T9: the turn already ended (or, never started, was recorded with its receipt), so
+		// its receipt is committed; hand it back.
 		if existing, _ := l.db.ReceiptsForTurns(ctx, []string{t.ID}); len(existing) == 1 {
 			return l.withProof(ctx, existing[t.ID])
 		}
@@ -112,14 +129,18 @@ func (l *Ledger) Append(ctx context.Context, t Turn) (*Receipt, error) {
 }
 
 // NewTask is a task created in a receipt's own commit (AppendCreatingTask): its owner, and
-// Build, which makes its JSON (a2a-go's Task, as the wire has it) from the receipt.
+// Build, which makes its row (its JSON, a2a-go's Task as the wire has it, and its columns)
+// from the receipt.
 type NewTask struct {
 	Owner string
-	Build func(*Receipt) ([]byte, error)
+	Build func(*Receipt) (TaskRow, error)
 }
 
+// TaskRow is the row of a task created in a receipt's commit.
+type TaskRow = store.TaskRow
+
 // AppendCreatingTask is Append for a turn whose task is stored only now, finished: the
-// task whose JSON build makes from the receipt (the task that carries it) is created, owner's on
+// task whose row build makes from the receipt (the task that carries it) is created, owner's on
 // brand, in the receipt's own commit, one commit fewer a turn (docs/wire.md, "Plain send").
 // build runs inside that commit, once the receipt is signed and has its log proof: it must be
 // quick and must not use the store. On an error nothing is written, and the caller may Append
@@ -129,7 +150,7 @@ type NewTask struct {
 // durable, so that the caller can make its answer while the commit is made: nothing of the
 // receipt or the task may leave the node before the Pending commit's Durable has returned nil
 // (T8). Close waits for that commit.
-func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand domain.BrandID, owner string, build func(*Receipt) ([]byte, error)) (*Receipt, *Pending, error) {
+func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand domain.BrandID, owner string, build func(*Receipt) (TaskRow, error)) (*Receipt, *Pending, error) {
 	if t.EndedAt.IsZero() {
 		t.EndedAt = l.now()
 	}
@@ -141,7 +162,7 @@ func (l *Ledger) AppendCreatingTask(ctx context.Context, t Turn, brand domain.Br
 		return nil, nil, err
 	}
 	var recs []*Receipt
-	commit, err := l.chain.appendAhead(ctx, l.signer([]Turn{t}, &recs), brand, owner, func(proofs []*LogProof) ([]byte, error) {
+	commit, err := l.chain.appendAhead(ctx, unstarted([]Turn{t}), l.signer([]Turn{t}, &recs), brand, owner, func(proofs []*LogProof) (TaskRow, error) {
 		prove(recs, proofs)
 		return build(recs[0])
 	})
@@ -170,7 +191,7 @@ func (l *Ledger) append(ctx context.Context, turns []Turn, note bool) ([]*Receip
 	}
 	defer done()
 	var recs []*Receipt
-	_, proofs, err := l.chain.appendDurable(ctx, l.signer(turns, &recs))
+	_, proofs, err := l.chain.appendDurable(ctx, unstarted(turns), l.signer(turns, &recs))
 	if err == nil {
 		prove(recs, proofs)
 		err = l.mark.Load().hold(headOf(recs[len(recs)-1]))
@@ -203,12 +224,13 @@ func (l *Ledger) signer(turns []Turn, recs *[]*Receipt) signFunc {
 
 // unrecorded notes on turn t, still running, why its receipt was not committed (err), so that
 // the failed receipt the next start gives it says so rather than that the node stopped
-// (Recover). Not when err says the turn is not running as t describes it (its receipt may be
-// stored), the node is stopping (it did stop), or the receipt was committed but not marked.
+// (Recover). Not for a turn never started (its record went with its receipt), nor when err
+// says the turn is not running as t describes it (its receipt may be stored), the node is
+// stopping (it did stop), or the receipt was committed but not marked.
 // Call it while the append is counted in (enter): Close waits for the note.
 func (l *Ledger) unrecorded(t Turn, err error) {
 	var turnErr *store.TurnError
-	if errors.As(err, &turnErr) || errors.Is(err, ErrClosed) || errors.Is(err, store.ErrClosed) || errors.Is(err, ErrHeadMark) {
+	if t.Unstarted || errors.As(err, &turnErr) || errors.Is(err, ErrClosed) || errors.Is(err, store.ErrClosed) || errors.Is(err, ErrHeadMark) {
 		return
 	}
 	why := ReasonUnrecorded + store.Why(err)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -345,8 +344,8 @@ func TestAppendCreatingTaskDurable(t *testing.T) {
 	if err := e.l.Start(ctx, tr); err != nil {
 		t.Fatal(err)
 	}
-	rec, durable, err := e.l.AppendCreatingTask(ctx, tr, "acme", "owner-1", func(r *Receipt) ([]byte, error) {
-		return json.Marshal(&a2a.Task{ID: a2a.TaskID(tr.TaskID), ContextID: tr.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted},
+	rec, durable, err := e.l.AppendCreatingTask(ctx, tr, "acme", "owner-1", func(r *Receipt) (TaskRow, error) {
+		return taskRow(&a2a.Task{ID: a2a.TaskID(tr.TaskID), ContextID: tr.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted},
 			Artifacts: []*a2a.Artifact{{ID: "receipt", Parts: a2a.ContentParts{a2a.NewTextPart(r.JWS)}}}})
 	})
 	if err != nil {
@@ -373,4 +372,59 @@ func TestAppendCreatingTaskDurable(t *testing.T) {
 		t.Errorf("task = %q %q %s (%v), want owner-1's on acme, completed", owner, brand, state, err)
 	}
 	e.close() // returns: the append was counted out
+}
+
+// TestUnstartedTurn: a turn none of whose work started is recorded in its receipt's own
+// commit (durable.go, step 1): both are written, or neither, and a retry gets the receipt.
+func TestUnstartedTurn(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.run(0, 2, 1)
+	tr := testTurn(2)
+	tr.Unstarted = true
+	t.Run("T8 a failed receipt write leaves no record behind", func(t *testing.T) {
+		_, _, err := e.l.AppendCreatingTask(ctx, tr, "acme", "owner-1", func(*Receipt) (TaskRow, error) {
+			return TaskRow{}, fmt.Errorf("no task")
+		})
+		if err == nil {
+			t.Fatal("the append succeeded without its task")
+		}
+		if got, err := e.db.GetTurn(ctx, tr.ID); err == nil {
+			t.Fatalf("the turn is recorded without its receipt: %+v", got)
+		}
+		if n, err := e.l.Recover(ctx); n != 0 || err != nil {
+			t.Fatalf("Recover = %d, %v; nothing ran, nothing to end", n, err)
+		}
+	})
+	rec, err := e.l.Append(ctx, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.db.GetTurn(ctx, tr.ID); err != nil || got.Status != domain.TurnCompleted || got.PolicyHash != tr.PolicyHash {
+		t.Fatalf("turn = %+v, %v; want it recorded and ended", got, err)
+	}
+	if open, _ := e.db.OpenTurns(ctx); len(open) != 0 {
+		t.Errorf("%d turns still running", len(open))
+	}
+	t.Run("T9 a retry gets the receipt", func(t *testing.T) {
+		again, err := e.l.Append(ctx, tr)
+		if err != nil || again.ID != rec.ID || again.JWS != rec.JWS {
+			t.Fatalf("retry got %+v, %v; want %s", again, err, rec.ID)
+		}
+	})
+	// The receipt is the one a started turn gets.
+	started := newEnv(t)
+	started.run(0, 2, 1)
+	tr.Unstarted = false
+	if err := started.l.Start(ctx, tr); err != nil {
+		t.Fatal(err)
+	}
+	other, err := started.l.Append(ctx, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Seq != rec.Seq || other.Claims.Turn != rec.Claims.Turn || other.Claims.Status != rec.Claims.Status {
+		t.Errorf("unstarted %+v, started %+v", rec.Claims, other.Claims)
+	}
+	wantOK(t, e.verify(VerifyOptions{}), 3)
 }

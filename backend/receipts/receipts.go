@@ -76,6 +76,9 @@ type Turn struct {
 	GrantRevokedDuringTurn bool
 	// Work is what the turn did (nil: Codex did not start), signed as the claim work.
 	Work *work.Work
+	// Unstarted: the turn was never recorded (Start), since none of its work started; its
+	// receipt's own commit records it (durable.go, step 1). The receipt is the same.
+	Unstarted bool
 }
 
 // Version is the receipt format the ledger signs: 2 adds v and work (docs/wire.md, "What the

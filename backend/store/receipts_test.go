@@ -367,11 +367,12 @@ func TestCommitAhead(t *testing.T) {
 				if err := writeRows(tx, []Receipt{rcReceipt(tr, seq, rcPrev(seq))}); err != nil {
 					return err
 				}
-				row, err := json.Marshal(&a2a.Task{ID: a2a.TaskID(tr.TaskID), Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}})
+				task := &a2a.Task{ID: a2a.TaskID(tr.TaskID), Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}
+				data, err := json.Marshal(task)
 				if err != nil {
 					return err
 				}
-				return tx.CreateTask("alice", "review", row)
+				return tx.CreateTask("alice", "review", rowOf(task, data))
 			})
 			got <- appended{d, err}
 		}()

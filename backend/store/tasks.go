@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/aether/aether/backend/a2atask"
 	"math"
 	"strconv"
 	"strings"
@@ -85,7 +86,7 @@ func (v *taskView) Create(ctx context.Context, task *a2a.Task) (taskstore.TaskVe
 	if err != nil {
 		return taskstore.TaskVersionMissing, err
 	}
-	err = v.db.write(ctx, func(tx *gorm.DB) error { return insertTask(tx, v.db.Now(), owner, v.brand, task, data) })
+	err = v.db.write(ctx, func(tx *gorm.DB) error { return insertTask(tx, v.db.Now(), owner, v.brand, rowOf(task, data)) })
 	if err != nil {
 		return taskstore.TaskVersionMissing, fmt.Errorf("create task %s: %w", task.ID, err)
 	}
@@ -94,34 +95,41 @@ func (v *taskView) Create(ctx context.Context, task *a2a.Task) (taskstore.TaskVe
 
 // insertTask adds task, encoded as data, at version 1. now is read inside the transaction so
 // that updated_at follows commit order.
-func insertTask(tx *gorm.DB, now time.Time, owner, brand string, task *a2a.Task, data []byte) error {
+func insertTask(tx *gorm.DB, now time.Time, owner, brand string, row TaskRow) error {
 	at := ms(now)
 	_, err := exec(tx, `INSERT INTO tasks (id, owner, brand, context_id, state, status_ns, version, data, created_at, updated_at, ran)
 		VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)`,
-		task.ID, owner, brand, task.ContextID, string(task.Status.State), statusNS(task), data, at, at, ranTurn(task))
+		row.ID, owner, brand, row.ContextID, row.State, statusNS(row.StatusAt), row.JSON, at, at, row.Ran)
 	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: tasks.id") {
 		return taskstore.ErrTaskAlreadyExists // the id is taken, whoever owns it
 	}
 	return err
 }
 
-// CreateTask creates the task data is the JSON of (a2a-go's Task, as the wire has it), owner's
-// on brand, at version 1, storing data as it is: a write that creates a task in another's
-// commit carries it as plain bytes. A task that would not decode again is refused, and an id
-// taken is taskstore.ErrTaskAlreadyExists.
-func (t *Tx) CreateTask(owner string, brand domain.BrandID, data []byte) error {
-	task, err := decodeTask(data)
-	if err != nil {
-		return fmt.Errorf("create task: %w: %w", a2a.ErrInvalidParams, err)
-	}
-	if task.ID == "" {
+// TaskRow is a task to create: its JSON (a2a-go's Task, as the wire has it), stored as it is,
+// and the columns its row is found by. A write that creates a task in another's commit
+// (Tx.CreateTask) hands it so, its parts checked (a2atask.CheckParts) where it was built.
+type TaskRow struct {
+	ID, ContextID, State string
+	StatusAt             *time.Time
+	Ran                  bool // a2atask.Ran
+	JSON                 []byte
+}
+
+// rowOf is task's row, data its JSON.
+func rowOf(task *a2a.Task, data []byte) TaskRow {
+	return TaskRow{ID: string(task.ID), ContextID: task.ContextID, State: string(task.Status.State),
+		StatusAt: task.Status.Timestamp, Ran: a2atask.Ran(task), JSON: data}
+}
+
+// CreateTask creates the task of row, owner's on brand, at version 1. An id taken is
+// taskstore.ErrTaskAlreadyExists.
+func (t *Tx) CreateTask(owner string, brand domain.BrandID, row TaskRow) error {
+	if row.ID == "" {
 		return fmt.Errorf("create task: no task id: %w", a2a.ErrInvalidParams)
 	}
-	if err := checkParts(task); err != nil {
-		return fmt.Errorf("create task %s: %w: %w", task.ID, a2a.ErrInvalidParams, err)
-	}
-	if err := insertTask(t.tx, t.db.Now(), owner, string(brand), task, data); err != nil {
-		return fmt.Errorf("create task %s: %w", task.ID, err)
+	if err := insertTask(t.tx, t.db.Now(), owner, string(brand), row); err != nil {
+		return fmt.Errorf("create task %s: %w", row.ID, err)
 	}
 	return nil
 }
@@ -148,7 +156,7 @@ func (v *taskView) Update(ctx context.Context, req *taskstore.UpdateRequest) (ta
 		var rows []taskRow
 		if err := tx.Raw(`UPDATE tasks SET context_id = ?, state = ?, status_ns = ?, version = version + 1, data = ?, updated_at = ?, ran = max(ran, ?)
 			WHERE id = ? AND owner = ? AND brand = ? AND (? OR version = ?) RETURNING version`,
-			task.ContextID, string(task.Status.State), statusNS(task), data, ms(v.db.Now()), ranTurn(task),
+			task.ContextID, string(task.Status.State), statusNS(task.Status.Timestamp), data, ms(v.db.Now()), a2atask.Ran(task),
 			task.ID, owner, v.brand, req.PrevVersion == taskstore.TaskVersionMissing, int64(req.PrevVersion)).Scan(&rows).Error; err != nil {
 			return err
 		}
@@ -357,7 +365,7 @@ func endTasks(tx *gorm.DB, now time.Time, state a2a.TaskState, reason, where str
 			return nil, err
 		}
 		err = tx.Exec("UPDATE tasks SET state = ?, status_ns = ?, version = ?, data = ?, updated_at = ? WHERE id = ?",
-			string(state), statusNS(task), r.Version+1, data, ms(now), r.ID).Error
+			string(state), statusNS(task.Status.Timestamp), r.Version+1, data, ms(now), r.ID).Error
 		if err != nil {
 			return nil, fmt.Errorf("task %s: %w", r.ID, err)
 		}
@@ -370,7 +378,7 @@ func endTasks(tx *gorm.DB, now time.Time, state a2a.TaskState, reason, where str
 // decode again (a data part holding null, say): one such row would break every
 // List of its owner.
 func encodeTask(task *a2a.Task) ([]byte, error) {
-	if err := checkParts(task); err != nil {
+	if err := a2atask.CheckParts(task); err != nil {
 		return nil, fmt.Errorf("encode task %s: %w: %w", task.ID, a2a.ErrInvalidParams, err)
 	}
 	data, err := json.Marshal(task)
@@ -378,57 +386,6 @@ func encodeTask(task *a2a.Task) ([]byte, error) {
 		return nil, fmt.Errorf("encode task %s: %w", task.ID, err)
 	}
 	return data, nil
-}
-
-// checkParts refuses a task with a part that would not decode again (a2a-go reads a
-// part only with exactly one of text, raw, data or url): stored, it would make the
-// task unreadable. It is the structural form of a decode after the encode, at a
-// fraction of its cost on every write.
-func checkParts(task *a2a.Task) error {
-	check := func(where string, parts a2a.ContentParts) error {
-		for i, p := range parts {
-			if p == nil {
-				continue
-			}
-			ok := false
-			switch c := p.Content.(type) {
-			case a2a.Text:
-				ok = true
-			case a2a.Raw:
-				ok = c != nil
-			case a2a.Data:
-				ok = c.Value != nil
-			case a2a.URL:
-				ok = c != ""
-			}
-			if !ok {
-				return fmt.Errorf("%s part %d has no content that would decode (%T)", where, i, p.Content)
-			}
-		}
-		return nil
-	}
-	msg := func(where string, m *a2a.Message) error {
-		if m == nil {
-			return nil
-		}
-		return check(where, m.Parts)
-	}
-	if err := msg("status message", task.Status.Message); err != nil {
-		return err
-	}
-	for i, m := range task.History {
-		if err := msg(fmt.Sprintf("history message %d", i), m); err != nil {
-			return err
-		}
-	}
-	for i, a := range task.Artifacts {
-		if a != nil {
-			if err := check(fmt.Sprintf("artifact %d", i), a.Parts); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 func decodeTask(data []byte) (*a2a.Task, error) {
@@ -440,11 +397,11 @@ func decodeTask(data []byte) (*a2a.Task, error) {
 }
 
 // statusNS is the status_ns column: the status timestamp, or NULL.
-func statusNS(task *a2a.Task) *int64 {
-	if task.Status.Timestamp == nil {
+func statusNS(at *time.Time) *int64 {
+	if at == nil {
 		return nil
 	}
-	v := unixNano(*task.Status.Timestamp)
+	v := unixNano(*at)
 	return &v
 }
 

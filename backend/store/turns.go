@@ -74,23 +74,26 @@ const turnColumns = `id, task_id, context_id, brand, brand_scope, grant_id, agen
 // StartTurn records a turn as running. Call it before any work of the turn
 // runs; the grant must exist. A second start of the same id gets ErrTurnExists.
 func (db *DB) StartTurn(ctx context.Context, t Turn) error {
-	err := db.write(ctx, func(tx *gorm.DB) error {
-		_, err := exec(tx, `INSERT INTO turns (id, task_id, context_id, brand, scope, brand_scope,
-			grant_id, agent_iss, agent_sub, policy_hash, status, reason, started_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?)`,
-			t.ID, t.TaskID, t.ContextID, t.Brand, PactScope, t.BrandScope,
-			t.GrantID, t.Agent.Issuer, t.Agent.Subject, t.PolicyHash, domain.TurnRunning, ms(t.StartedAt))
-		return err
-	})
+	return db.Commit(ctx, func(tx *Tx) error { return tx.StartTurn(t) })
+}
+
+// StartTurn is DB.StartTurn inside a write: a turn whose work never started is recorded in
+// its receipt's own write.
+func (t *Tx) StartTurn(turn Turn) error {
+	_, err := exec(t.tx, `INSERT INTO turns (id, task_id, context_id, brand, scope, brand_scope,
+		grant_id, agent_iss, agent_sub, policy_hash, status, reason, started_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?)`,
+		turn.ID, turn.TaskID, turn.ContextID, turn.Brand, PactScope, turn.BrandScope,
+		turn.GrantID, turn.Agent.Issuer, turn.Agent.Subject, turn.PolicyHash, domain.TurnRunning, ms(turn.StartedAt))
 	switch {
 	case err == nil:
 		return nil
 	case strings.Contains(err.Error(), "UNIQUE constraint failed: turns.id"):
-		return fmt.Errorf("start turn %s: %w", t.ID, ErrTurnExists)
+		return fmt.Errorf("start turn %s: %w", turn.ID, ErrTurnExists)
 	case strings.Contains(err.Error(), "FOREIGN KEY constraint failed"):
-		return fmt.Errorf("start turn %s: grant %s not found", t.ID, t.GrantID)
+		return fmt.Errorf("start turn %s: grant %s not found", turn.ID, turn.GrantID)
 	}
-	return fmt.Errorf("start turn %s: %w", t.ID, err)
+	return fmt.Errorf("start turn %s: %w", turn.ID, err)
 }
 
 // OpenTurns lists the turns still running, oldest first. At start-up these are

@@ -38,13 +38,6 @@ func (e *WaitingCapError) Error() string {
 // RetryAfter is how long until a slot frees, at least a second.
 func (e *WaitingCapError) RetryAfter() time.Duration { return max(e.Retry, time.Second) }
 
-// ranTurn is the ran column of a task as a2a-go writes it: a task marked WORKING has started
-// a turn, and so has one that carries artifacts (only a turn gives a task any: every turn ends
-// with its receipt), such as a plain send's task, stored once, finished (docs/wire.md).
-func ranTurn(task *a2a.Task) bool {
-	return task.Status.State == a2a.TaskStateWorking || len(task.Artifacts) > 0
-}
-
 // SaveWaiting stores a task that waits for consent for owner on brand: a new one when prev is
 // taskstore.TaskVersionMissing, within the caps (a *WaitingCapError over them), else over the
 // stored version prev of the owner's own task. site is the issuer's registrable domain.
@@ -62,7 +55,7 @@ func (db *DB) SaveWaiting(ctx context.Context, brand, owner, site string, task *
 		if prev != taskstore.TaskVersionMissing {
 			res := tx.Exec(`UPDATE tasks SET state = ?, status_ns = ?, version = version + 1, data = ?, updated_at = ?
 				WHERE id = ? AND owner = ? AND brand = ? AND version = ?`,
-				string(task.Status.State), statusNS(task), data, ms(now), task.ID, owner, brand, int64(prev))
+				string(task.Status.State), statusNS(task.Status.Timestamp), data, ms(now), task.ID, owner, brand, int64(prev))
 			if res.Error == nil && res.RowsAffected == 0 {
 				return taskstore.ErrConcurrentModification
 			}
@@ -98,7 +91,7 @@ func (db *DB) SaveWaiting(ctx context.Context, brand, owner, site string, task *
 		}
 		return tx.Exec(`INSERT INTO tasks (id, owner, brand, context_id, state, status_ns, version, data, created_at, updated_at, issuer_site, ran)
 			VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, 0)`,
-			task.ID, owner, brand, task.ContextID, string(task.Status.State), statusNS(task), data, ms(now), ms(now), site).Error
+			task.ID, owner, brand, task.ContextID, string(task.Status.State), statusNS(task.Status.Timestamp), data, ms(now), ms(now), site).Error
 	})
 	if err != nil {
 		return taskstore.TaskVersionMissing, fmt.Errorf("save waiting task %s: %w", task.ID, err)

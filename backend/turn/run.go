@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aether/aether/backend/codex"
@@ -35,18 +36,21 @@ func (s *Service) run(ctx context.Context, r *running, req Request, w Watcher) (
 		StartedAt: time.Now().UTC(),
 	}
 	// The turn record is written by Admit, while bwrap makes the turn's view; Codex starts
-	// only once it is durable (T8). A turn that ends before Admit writes it here, before its
-	// receipt.
+	// only once it is durable (T8). A turn that ends before Admit, none of its work started,
+	// is recorded in its receipt's own commit (receipts.Turn.Unstarted).
+	var admitted atomic.Bool
 	recorded := sync.OnceValue(func() error { return s.cfg.Ledger.Start(ctx, base) })
 	if !w.Working("Codex is working on it in " + req.Brand.Name + " (" + string(req.Brand.AccessMode) + ").") {
-		return nil, s.unwatched(ctx, base, recorded)
+		return nil, s.unwatched(ctx, base)
 	}
-	res := s.codex(r, req, base, recorded, w)
-	if err := recorded(); err != nil {
+	res := s.codex(r, req, base, func() error { admitted.Store(true); return recorded() }, w)
+	end := base
+	if !admitted.Load() {
+		end.Unstarted = true
+	} else if err := recorded(); err != nil {
 		return nil, fmt.Errorf("record turn: %w", err) // Codex did not start (Admit)
 	}
 	out := outcome(r.ctx, res)
-	end := base
 	end.AnswerHash = receipts.HashBytes([]byte(res.Answer))
 	end.Status, end.Reason, end.ExitCode, end.EndedAt = out.Status, out.Reason, res.ExitCode, time.Now().UTC()
 	end.Usage = out.Usage
@@ -57,11 +61,9 @@ func (s *Service) run(ctx context.Context, r *running, req Request, w Watcher) (
 
 // unwatched closes a turn nobody can see (the SDK stopped the execution) with a receipt,
 // rather than leave it running until a restart.
-func (s *Service) unwatched(ctx context.Context, base receipts.Turn, recorded func() error) error {
-	if err := recorded(); err != nil {
-		return fmt.Errorf("record turn: %w", err)
-	}
+func (s *Service) unwatched(ctx context.Context, base receipts.Turn) error {
 	end := base
+	end.Unstarted = true
 	end.Status, end.Reason, end.ExitCode, end.EndedAt = domain.TurnFailed, "the task could not be updated; codex did not run", -1, time.Now().UTC()
 	end.AnswerHash = receipts.HashBytes(nil)
 	if _, err := s.cfg.Ledger.Append(context.WithoutCancel(ctx), end); err != nil {
