@@ -14,6 +14,9 @@ import (
 //
 //  1. Start records the turn as running, durably, before any of its work runs (T8): a turn
 //     that never reaches Append is found by Recover at the next start and gets a failed receipt.
+//     A turn that ends before any of its work started (Turn.Unstarted: refused before Codex
+//     was let start) is recorded in its receipt's own write instead, both or neither: there
+//     is nothing to recover for it, and it costs one commit, not two.
 //  2. Append signs the receipt inside one write of the store's group commit (chain.write, run by
 //     store.DB.Commit): the chain's tail is read there and checked against the store's
 //     high-water mark (or, kept from the chain's last write, confirmed once a transaction), so
