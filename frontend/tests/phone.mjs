@@ -84,11 +84,20 @@ try {
   check(req, "the request is not in /api/consent");
   const notice = { id: req.id, site: req.agent.site, brand: req.brand.name, code: req.userCode };
   await cdp.send("ServiceWorker.deliverPushMessage", { origin, registrationId, data: JSON.stringify(notice) });
-  const shown = await page.waitForFunction(
-    () => navigator.serviceWorker.ready.then((r) => r.getNotifications()).then((ns) =>
-      ns.length ? ns.map((n) => ({ title: n.title, body: n.body, tag: n.tag, data: n.data, actions: (n.actions || []).map((a) => a.action) })) : null),
-  );
-  const notifications = await shown.jsonValue();
+  // The push event shows its notification on the worker's own time: read the notifications
+  // until there is one. (waitForFunction takes the promise this returns for a truthy value, so
+  // it would read them once, maybe before the worker had shown it.)
+  const notifications = await page.evaluate(async () => {
+    const r = await navigator.serviceWorker.ready;
+    const until = Date.now() + 20_000;
+    for (;;) {
+      const ns = await r.getNotifications();
+      if (ns.length || Date.now() > until) {
+        return ns.map((n) => ({ title: n.title, body: n.body, tag: n.tag, data: n.data, actions: (n.actions || []).map((a) => a.action) }));
+      }
+      await new Promise((next) => setTimeout(next, 20));
+    }
+  });
 
   // The owner decides on the page: a day, once Allow has armed (C16).
   await card.getByLabel("Allow for").selectOption("1d");
