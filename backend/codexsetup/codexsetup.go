@@ -132,12 +132,12 @@ func (s *Setup) CheckHealth(ctx context.Context) {
 	h := s.cfg.Runner.Check(cctx)
 	cancel()
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	old := s.health
-	s.health = h
-	s.mu.Unlock()
 	if h == old {
 		return
 	}
+	// Logged before Health shows it: whoever reads a problem can find it in the log.
 	s.log.Info("codex", "found", h.Found, "path", h.Path, "version", h.Version, "versionOk", h.VersionOK, "signedIn", h.LoggedIn,
 		"credential", h.Credential.Summary, "problem", h.Error)
 	if h.Confinement != old.Confinement {
@@ -147,6 +147,7 @@ func (s *Setup) CheckHealth(ctx context.Context) {
 			s.log.Error(h.Confinement.Text() + "; no turn runs until it is fixed")
 		}
 	}
+	s.health = h
 }
 
 // Health is the last CheckHealth as the owner's service shows it (owner.Node).

@@ -167,12 +167,20 @@ func (p *Publisher) Stop(ctx context.Context) error {
 
 func (p *Publisher) set(st Status) {
 	p.mu.Lock()
-	changed := p.st != st
-	p.st = st
-	p.mu.Unlock()
-	if !changed {
+	if p.st == st {
+		p.mu.Unlock()
 		return
 	}
+	// Logged before the state is visible: whoever reads a state can find its reason in the log.
+	p.logState(st)
+	p.st = st
+	p.mu.Unlock()
+	if p.cfg.OnChange != nil {
+		p.cfg.OnChange(st)
+	}
+}
+
+func (p *Publisher) logState(st Status) {
 	log := p.cfg.Logger.With("state", st.State)
 	switch st.State {
 	case Published:
@@ -192,9 +200,6 @@ func (p *Publisher) set(st Status) {
 		log.Info("Tailscale Funnel: sign in to your tailnet to publish the gateway (the link is on the Status page)", "reason", st.Reason)
 	case Failed:
 		log.Warn("not reachable from the internet (Tailscale Funnel)", "reason", st.Reason, "fix", st.Fix)
-	}
-	if p.cfg.OnChange != nil {
-		p.cfg.OnChange(st)
 	}
 }
 
