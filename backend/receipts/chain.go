@@ -361,9 +361,9 @@ func (c *chain) log(tx *store.Tx, st *kept, rows []store.Receipt) ([]*LogProof, 
 	return proofs, nil
 }
 
-// rightEdge is what seen holds of the stored hashes of the complete subtrees whose leaves make
-// a tree of size leaves, largest first: the hashes its next leaf, its root and the proof of
-// its last leaf are made of.
+// rightEdge is what seen holds of the roots of the complete subtrees that make a tree of size
+// leaves: the stored hashes its next leaf, the next root and the next leaf's proof are made of
+// (TestRightEdge).
 func rightEdge(size int64, seen map[int64]tlog.Hash) map[int64]tlog.Hash {
 	edge := make(map[int64]tlog.Hash, bits.OnesCount64(uint64(size)))
 	var start int64
