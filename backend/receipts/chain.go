@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
+	"math/bits"
 	"strconv"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -53,11 +55,13 @@ type chain struct {
 
 // kept is what the chain keeps between its writes in the store's group commit (store.Tx.Keep,
 // dropped when a transaction fails): the stored tail as its last write left it, so that a
-// write reads one row to confirm it rather than the tail, the mark and the log's size.
+// write reads one row to confirm it rather than the tail, the mark and the log's size; and
+// the log's right edge, the only stored hashes the next write's leaves, root and proofs read.
 type kept struct {
 	tail      store.Checkpoint
 	confirmed uint64 // the transaction (store.Tx.N) that read or confirmed tail
 	origin    string // the log's origin, once read from the store
+	edge      map[int64]tlog.Hash
 }
 
 type keptKey struct{}
@@ -330,14 +334,18 @@ func (c *chain) log(tx *store.Tx, st *kept, rows []store.Receipt) ([]*LogProof, 
 	for i, r := range rows {
 		jws[i] = r.JWS
 	}
-	r := &txHashes{tx: tx, seen: map[int64]tlog.Hash{}}
+	r := &txHashes{tx: tx, seen: maps.Clone(st.edge)} // a copy: this write may yet roll back
+	if r.seen == nil {
+		r.seen = map[int64]tlog.Hash{}
+	}
 	if err := addLeaves(r, leaves, jws); err != nil {
 		return nil, err
 	}
+	size := leaves + int64(len(rows))
+	st.edge = rightEdge(size, r.seen)
 	if c.signer == nil {
 		return nil, nil
 	}
-	size := leaves + int64(len(rows))
 	note, err := c.signCheckpoint(tx, st, r, size)
 	if err != nil {
 		return nil, err
@@ -351,6 +359,25 @@ func (c *chain) log(tx *store.Tx, st *kept, rows []store.Receipt) ([]*LogProof, 
 		proofs[i] = &LogProof{Index: row.Seq - 1, Hashes: p, Checkpoint: note}
 	}
 	return proofs, nil
+}
+
+// rightEdge is what seen holds of the roots of the complete subtrees that make a tree of size
+// leaves: the stored hashes its next leaf, the next root and the next leaf's proof are made of
+// (TestRightEdge).
+func rightEdge(size int64, seen map[int64]tlog.Hash) map[int64]tlog.Hash {
+	edge := make(map[int64]tlog.Hash, bits.OnesCount64(uint64(size)))
+	var start int64
+	for level := 62; level >= 0; level-- {
+		if size&(1<<level) == 0 {
+			continue
+		}
+		x := tlog.StoredHashIndex(level, start>>level)
+		if h, ok := seen[x]; ok {
+			edge[x] = h
+		}
+		start += 1 << level
+	}
+	return edge
 }
 
 // signCheckpoint signs and stores the checkpoint of the tree of size leaves, under the stored

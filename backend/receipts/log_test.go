@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 	"testing"
@@ -245,4 +246,56 @@ func TestLogSizesBounded(t *testing.T) {
 			t.Error("a size over int64 read")
 		}
 	})
+}
+
+// recordingHashes serves the stored hashes of a tree kept in memory and counts the reads of
+// those outside allowed.
+type recordingHashes struct {
+	stored  []tlog.Hash
+	allowed map[int64]tlog.Hash
+	outside []int64
+}
+
+func (r *recordingHashes) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(indexes))
+	for i, x := range indexes {
+		if _, ok := r.allowed[x]; !ok {
+			r.outside = append(r.outside, x)
+		}
+		out[i] = r.stored[x]
+	}
+	return out, nil
+}
+
+// TestRightEdge: the next leaf's stored hashes, the next root and the next leaf's proof read
+// only the right edge the chain keeps and what that leaf adds, at every size up to 300.
+func TestRightEdge(t *testing.T) {
+	r := &recordingHashes{}
+	for size := int64(0); size < 300; size++ {
+		all := map[int64]tlog.Hash{}
+		for i, h := range r.stored {
+			all[int64(i)] = h
+		}
+		r.allowed = rightEdge(size, all)
+		if len(r.allowed) != bits.OnesCount64(uint64(size)) {
+			t.Fatalf("size %d: a right edge of %d hashes, want one a set bit", size, len(r.allowed))
+		}
+		added, err := tlog.StoredHashes(size, []byte(fmt.Sprint(size)), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, h := range added {
+			r.allowed[int64(len(r.stored)+k)] = h
+		}
+		r.stored = append(r.stored, added...)
+		if _, err := tlog.TreeHash(size+1, r); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tlog.ProveRecord(size+1, size, r); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.outside) > 0 {
+			t.Fatalf("appending leaf %d read stored hashes %v, outside the right edge", size, r.outside)
+		}
+	}
 }
