@@ -334,10 +334,8 @@ func (c *chain) log(tx *store.Tx, st *kept, rows []store.Receipt) ([]*LogProof, 
 	for i, r := range rows {
 		jws[i] = r.JWS
 	}
-	r := &txHashes{tx: tx, seen: maps.Clone(st.edge)} // a copy: this write may yet roll back
-	if r.seen == nil {
-		r.seen = map[int64]tlog.Hash{}
-	}
+	r := &txHashes{tx: tx, seen: map[int64]tlog.Hash{}}
+	maps.Copy(r.seen, st.edge) // a copy: this write may yet roll back
 	if err := addLeaves(r, leaves, jws); err != nil {
 		return nil, err
 	}
