@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aether/aether/backend/confine"
@@ -52,8 +53,8 @@ type command struct {
 // has. When ctx ends, or stdout goes over the cap, the group gets SIGINT and,
 // after the grace period, SIGKILL (S1). Whatever of the group outlives codex is killed (S2).
 // stdin, stdout and stderr are pipes of our own rather than exec's copying goroutines, so a
-// grandchild that keeps them open cannot hold Run: after codex exits they get a read
-// deadline, or are closed.
+// grandchild that keeps them open cannot hold Run: after codex exits, a read that has waited
+// the grace period for more is ended (drainPipe).
 func (r *Runner) runProcess(ctx context.Context, c command, hold func() error, onLine func([]byte)) procOutcome {
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -94,8 +95,8 @@ type proc struct {
 
 	goW   *os.File // the go-ahead (sandboxBlockFD)
 	inW   *os.File // the prompt
-	outR  *os.File
-	errR  *os.File
+	outR  *drainPipe
+	errR  *drainPipe
 	infoR *os.File // the view's first process (sandboxInfoFD)
 
 	box         *sandbox // once boxKnown is closed; nil if bwrap ended without a view
@@ -148,7 +149,7 @@ func startProcess(c command, grace time.Duration, stop context.CancelCauseFunc) 
 		return nil, startErr
 	}
 	return &proc{cmd: cmd, grace: grace, stop: stop, unlock: unlock,
-		goW: goW, inW: inW, outR: outR, errR: errR, infoR: infoR,
+		goW: goW, inW: inW, outR: &drainPipe{f: outR}, errR: &drainPipe{f: errR}, infoR: infoR,
 		boxKnown: make(chan struct{}), holdDone: make(chan struct{}), tail: &tailBuffer{max: stderrTailBytes},
 		outDone: make(chan struct{}), errDone: make(chan struct{}), exited: make(chan struct{}),
 		stopped: make(chan error, 1), stopperDone: make(chan struct{})}, nil
@@ -264,16 +265,56 @@ func (p *proc) reap() procOutcome {
 	// its parent-death signal, this is what ends it (S2).
 	p.waitBox()
 	p.box.kill()
-	deadline := time.Now().Add(p.grace)
-	_ = p.outR.SetReadDeadline(deadline)
-	_ = p.errR.SetReadDeadline(deadline)
-	<-p.outDone
+	go p.errR.drain(p.errDone, p.grace)
+	p.outR.drain(p.outDone, p.grace)
 	<-p.errDone
 	p.errR.Close()
 	out.stderr = p.tail.String()
 	<-p.holdDone
 	out.heldBy = p.heldBy
 	return out
+}
+
+// drainPipe is the node's end of codex's stdout or stderr, its reads watched: once codex has
+// exited, the pipe is given up only when a read has waited the grace period for more (a
+// writer outlived the view), never while its reader is busy with what it read: the events
+// codex wrote before it exited are all read.
+type drainPipe struct {
+	f       *os.File
+	waiting atomic.Int64 // when the read under way began (UnixNano); 0: none
+}
+
+func (d *drainPipe) Read(b []byte) (int, error) {
+	d.waiting.Store(time.Now().UnixNano())
+	defer d.waiting.Store(0)
+	return d.f.Read(b)
+}
+
+func (d *drainPipe) Close() error { return d.f.Close() }
+
+// drain returns once the pipe's reader is done (done closed), ending a read that has waited
+// grace with a read deadline.
+func (d *drainPipe) drain(done <-chan struct{}, grace time.Duration) {
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		next := grace
+		if began := d.waiting.Load(); began != 0 {
+			waited := time.Since(time.Unix(0, began))
+			if waited >= grace {
+				_ = d.f.SetReadDeadline(time.Now())
+				<-done
+				return
+			}
+			next = grace - waited
+		}
+		t.Reset(next)
+	}
 }
 
 type pipe struct{ r, w *os.File }

@@ -859,3 +859,26 @@ func TestScratchTidiedWhenTold(t *testing.T) {
 		t.Fatalf("scratch left once tidied: %q", left)
 	}
 }
+
+// TestBusyReaderKeepsTheTurn: when codex exits while its reader is still busy with one event,
+// for longer than the grace period, the reader still reads the events already in the pipe:
+// the turn completes. The grace period bounds a wait for more, not the reader's own work.
+func TestBusyReaderKeepsTheTurn(t *testing.T) {
+	gate := openGateOnCleanup(t)
+	f := newFixture(t, "FAKE_CODEX_GATE="+gate)
+	var once sync.Once
+	res, err := f.r.Run(context.Background(), f.req(codextest.ScenarioLate), func(Progress) {
+		once.Do(func() {
+			// Codex writes its last events, after what this reader has read, and exits
+			// while the reader is still here.
+			if err := os.WriteFile(gate, nil, 0o644); err != nil {
+				t.Error(err)
+			}
+			time.Sleep(3 * f.r.Grace)
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, StatusCompleted, "")
+}

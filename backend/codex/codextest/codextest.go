@@ -63,6 +63,7 @@ const (
 	ScenarioNoComplete  = "no-complete"  // an answer but no turn.completed, exit 0
 	ScenarioFail        = "fail"         // stderr "Error: …" with a secret, exit 3
 	ScenarioGate        = "gate"         // waits for FAKE_CODEX_GATE, then answers
+	ScenarioLate        = "late"         // starts a command, waits for FAKE_CODEX_GATE, then answers
 )
 
 // DefaultAnswer is the ok scenarios' answer when FAKE_CODEX_ANSWER is not set.

@@ -437,6 +437,21 @@ func (r *run) failTurn(msg string, retries int) {
 	r.exit(1)
 }
 
+// waitGate returns when FAKE_CODEX_GATE's file appears, or its directory goes away (the test
+// that set it ended).
+func waitGate() {
+	gate := os.Getenv("FAKE_CODEX_GATE")
+	for {
+		if _, err := os.Stat(gate); err == nil {
+			return
+		}
+		if _, err := os.Stat(filepath.Dir(gate)); err != nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func envSize(name string, def int) int {
 	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
 		return n
@@ -571,19 +586,15 @@ func (r *run) play() {
 		r.exit(3)
 	case codextest.ScenarioGate:
 		r.record()
-		// The gate opens when its file appears, or when its directory goes away (the test
-		// that set it ended).
-		gate := os.Getenv("FAKE_CODEX_GATE")
-		for {
-			if _, err := os.Stat(gate); err == nil {
-				break
-			}
-			if _, err := os.Stat(filepath.Dir(gate)); err != nil {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitGate()
 		r.started()
+		r.answer(okAnswer())
+	case codextest.ScenarioLate:
+		r.record()
+		r.started()
+		cmd := "/bin/bash -lc 'make'"
+		emit(obj{"type": "item.started", "item": obj{"id": "item_0", "type": "command_execution", "command": cmd, "aggregated_output": "", "exit_code": nil, "status": "in_progress"}})
+		waitGate()
 		r.answer(okAnswer())
 	default:
 		fail(70, "fake codex: unknown scenario "+r.rec.Scenario)
