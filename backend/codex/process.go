@@ -281,11 +281,16 @@ func (p *proc) reap() procOutcome {
 // codex wrote before it exited are all read.
 type drainPipe struct {
 	f       *os.File
-	waiting atomic.Int64 // when the read under way began (UnixNano); 0: none
+	waiting atomic.Int64 // when the read under way began (monoNow); 0: none
 }
 
+// monoNow is the time on the monotonic clock since the process began: never 0.
+func monoNow() int64 { return int64(time.Since(monoOrigin)) + 1 }
+
+var monoOrigin = time.Now()
+
 func (d *drainPipe) Read(b []byte) (int, error) {
-	d.waiting.Store(time.Now().UnixNano())
+	d.waiting.Store(monoNow())
 	defer d.waiting.Store(0)
 	return d.f.Read(b)
 }
@@ -305,7 +310,7 @@ func (d *drainPipe) drain(done <-chan struct{}, grace time.Duration) {
 		}
 		next := grace
 		if began := d.waiting.Load(); began != 0 {
-			waited := time.Since(time.Unix(0, began))
+			waited := time.Duration(monoNow() - began)
 			if waited >= grace {
 				_ = d.f.SetReadDeadline(time.Now())
 				<-done

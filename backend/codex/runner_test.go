@@ -882,3 +882,37 @@ func TestBusyReaderKeepsTheTurn(t *testing.T) {
 	}
 	wantStatus(t, res, StatusCompleted, "")
 }
+
+// TestDrainPipe: whatever holds a pipe open after codex exited cannot hold the turn: a read
+// that has waited the grace period for more is ended, and what came before it was read.
+func TestDrainPipe(t *testing.T) {
+	t.Run("S2 a writer that outlives codex cannot hold the drain", func(t *testing.T) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close() // held open, as by a writer the kill missed
+		d := &drainPipe{f: r}
+		defer d.Close()
+		done, read := make(chan struct{}), make(chan struct{})
+		var lines []string
+		go func() {
+			defer close(done)
+			_ = readLines(d, 1<<20, func(l []byte) { lines = append(lines, string(l)); close(read) })
+		}()
+		if _, err := w.Write([]byte("{\"type\":\"turn.completed\"}\n")); err != nil {
+			t.Fatal(err)
+		}
+		<-read // codex has exited: from here on the reader waits for more
+		drained := make(chan struct{})
+		go func() { d.drain(done, 50*time.Millisecond); close(drained) }()
+		select {
+		case <-drained:
+		case <-time.After(time.Minute):
+			t.Fatal("the drain waited on a pipe that stays open")
+		}
+		if len(lines) != 1 {
+			t.Fatalf("read %q before the drain ended; want the one line written", lines)
+		}
+	})
+}
