@@ -4,10 +4,36 @@
 package a2atask
 
 import (
+	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 )
+
+// Row is a task as the store keeps it: its JSON (a2a-go's Task, as the wire has it), stored as
+// it is, and the columns its row is found by.
+type Row struct {
+	ID, ContextID, State string
+	StatusAt             *time.Time
+	Ran                  bool // Ran
+	JSON                 []byte
+}
+
+// Encode is task's row, its parts checked (CheckParts): a task that would not decode again (a
+// data part holding null, say) is refused, since one such row would break every List of its
+// owner.
+func Encode(task *a2a.Task) (Row, error) {
+	if err := CheckParts(task); err != nil {
+		return Row{}, fmt.Errorf("encode task %s: %w: %w", task.ID, a2a.ErrInvalidParams, err)
+	}
+	data, err := json.Marshal(task)
+	if err != nil {
+		return Row{}, fmt.Errorf("encode task %s: %w", task.ID, err)
+	}
+	return Row{ID: string(task.ID), ContextID: task.ContextID, State: string(task.Status.State),
+		StatusAt: task.Status.Timestamp, Ran: Ran(task), JSON: data}, nil
+}
 
 // CheckParts refuses a task with a part that would not decode again (a2a-go reads a part only
 // with exactly one of text, raw, data or url): stored, it would make the task unreadable. It

@@ -2,10 +2,8 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/aether/aether/backend/a2atask"
 	"iter"
 	"maps"
 	"slices"
@@ -15,6 +13,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
+	"github.com/aether/aether/backend/a2atask"
 	"github.com/aether/aether/backend/domain"
 	"github.com/aether/aether/backend/receipts"
 	"github.com/aether/aether/backend/turn"
@@ -195,22 +194,9 @@ func (t *turnRun) keeper(ctx context.Context) func(domain.Outcome) *receipts.New
 		return &receipts.NewTask{Owner: owner, Build: func(rec *receipts.Receipt) (receipts.TaskRow, error) {
 			arts, final := t.ending(out, rec)
 			t.kept = finishedTask(t.task, t.shown, arts, final)
-			return taskRow(t.kept)
+			return a2atask.Encode(t.kept)
 		}}
 	}
-}
-
-// taskRow is task's row, for the store: its JSON and the columns it is found by.
-func taskRow(task *a2a.Task) (receipts.TaskRow, error) {
-	if err := a2atask.CheckParts(task); err != nil {
-		return receipts.TaskRow{}, fmt.Errorf("task %s: %w: %w", task.ID, a2a.ErrInvalidParams, err)
-	}
-	data, err := json.Marshal(task)
-	if err != nil {
-		return receipts.TaskRow{}, fmt.Errorf("task %s: %w", task.ID, err)
-	}
-	return receipts.TaskRow{ID: string(task.ID), ContextID: task.ContextID, State: string(task.Status.State),
-		StatusAt: task.Status.Timestamp, Ran: a2atask.Ran(task), JSON: data}, nil
 }
 
 func taskState(s domain.TurnStatus) a2a.TaskState {

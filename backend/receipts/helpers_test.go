@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -227,8 +226,4 @@ func containsFold(s, sub string) bool {
 func only(s keys.Set) keys.History { return keys.History{Set: s} }
 
 // taskRow is task's row, as the gateway builds a plain send's.
-func taskRow(task *a2a.Task) (TaskRow, error) {
-	data, err := json.Marshal(task)
-	return TaskRow{ID: string(task.ID), ContextID: task.ContextID, State: string(task.Status.State),
-		StatusAt: task.Status.Timestamp, Ran: a2atask.Ran(task), JSON: data}, err
-}
+func taskRow(task *a2a.Task) (TaskRow, error) { return a2atask.Encode(task) }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 	"gorm.io/gorm"
 
+	"github.com/aether/aether/backend/a2atask"
 	"github.com/aether/aether/backend/domain"
 )
 
@@ -367,12 +367,11 @@ func TestCommitAhead(t *testing.T) {
 				if err := writeRows(tx, []Receipt{rcReceipt(tr, seq, rcPrev(seq))}); err != nil {
 					return err
 				}
-				task := &a2a.Task{ID: a2a.TaskID(tr.TaskID), Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}
-				data, err := json.Marshal(task)
+				row, err := a2atask.Encode(&a2a.Task{ID: a2a.TaskID(tr.TaskID), Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}})
 				if err != nil {
 					return err
 				}
-				return tx.CreateTask("alice", "review", rowOf(task, data))
+				return tx.CreateTask("alice", "review", row)
 			})
 			got <- appended{d, err}
 		}()

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/aether/aether/backend/a2atask"
 	"math"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
+	"github.com/aether/aether/backend/a2atask"
 	"github.com/aether/aether/backend/domain"
 	"gorm.io/gorm"
 )
@@ -82,11 +82,11 @@ func (v *taskView) Create(ctx context.Context, task *a2a.Task) (taskstore.TaskVe
 	if err != nil {
 		return taskstore.TaskVersionMissing, err
 	}
-	data, err := encodeTask(task)
+	row, err := a2atask.Encode(task)
 	if err != nil {
 		return taskstore.TaskVersionMissing, err
 	}
-	err = v.db.write(ctx, func(tx *gorm.DB) error { return insertTask(tx, v.db.Now(), owner, v.brand, rowOf(task, data)) })
+	err = v.db.write(ctx, func(tx *gorm.DB) error { return insertTask(tx, v.db.Now(), owner, v.brand, row) })
 	if err != nil {
 		return taskstore.TaskVersionMissing, fmt.Errorf("create task %s: %w", task.ID, err)
 	}
@@ -106,21 +106,9 @@ func insertTask(tx *gorm.DB, now time.Time, owner, brand string, row TaskRow) er
 	return err
 }
 
-// TaskRow is a task to create: its JSON (a2a-go's Task, as the wire has it), stored as it is,
-// and the columns its row is found by. A write that creates a task in another's commit
-// (Tx.CreateTask) hands it so, its parts checked (a2atask.CheckParts) where it was built.
-type TaskRow struct {
-	ID, ContextID, State string
-	StatusAt             *time.Time
-	Ran                  bool // a2atask.Ran
-	JSON                 []byte
-}
-
-// rowOf is task's row, data its JSON.
-func rowOf(task *a2a.Task, data []byte) TaskRow {
-	return TaskRow{ID: string(task.ID), ContextID: task.ContextID, State: string(task.Status.State),
-		StatusAt: task.Status.Timestamp, Ran: a2atask.Ran(task), JSON: data}
-}
+// TaskRow is a task to create: a write that creates a task in another's commit
+// (Tx.CreateTask) hands it so, encoded and checked where it was built (a2atask.Encode).
+type TaskRow = a2atask.Row
 
 // CreateTask creates the task of row, owner's on brand, at version 1. An id taken is
 // taskstore.ErrTaskAlreadyExists.
@@ -374,18 +362,10 @@ func endTasks(tx *gorm.DB, now time.Time, state a2a.TaskState, reason, where str
 	return ids, nil
 }
 
-// encodeTask gives the stored form of task, and refuses a task that would not
-// decode again (a data part holding null, say): one such row would break every
-// List of its owner.
+// encodeTask gives the stored form of task (a2atask.Encode).
 func encodeTask(task *a2a.Task) ([]byte, error) {
-	if err := a2atask.CheckParts(task); err != nil {
-		return nil, fmt.Errorf("encode task %s: %w: %w", task.ID, a2a.ErrInvalidParams, err)
-	}
-	data, err := json.Marshal(task)
-	if err != nil {
-		return nil, fmt.Errorf("encode task %s: %w", task.ID, err)
-	}
-	return data, nil
+	row, err := a2atask.Encode(task)
+	return row.JSON, err
 }
 
 func decodeTask(data []byte) (*a2a.Task, error) {
