@@ -38,7 +38,7 @@ var (
 	errTooLarge        = wireError{http.StatusRequestEntityTooLarge, -32600, "INVALID_ARGUMENT", "INVALID_REQUEST", ""}
 	errContentType     = wireError{http.StatusUnsupportedMediaType, -32005, "INVALID_ARGUMENT", "UNSUPPORTED_CONTENT_TYPE", ""}
 	errBrandNotFound   = wireError{http.StatusNotFound, -32601, "NOT_FOUND", "NOT_FOUND", ""}
-	// errNotRecorded replaces a turn's answer whose receipt could not be committed (answerDurable).
+	// errNotRecorded replaces a turn's answer whose receipt could not be committed (holdAnswer).
 	errNotRecorded = wireError{http.StatusInternalServerError, -32603, "INTERNAL", "RECEIPT_NOT_RECORDED",
 		"the node could not record this turn's receipt, so its answer is withheld; the turn is ended with a failed receipt when the node restarts"}
 )

@@ -64,7 +64,7 @@ func (e *executor) answerPlain(ctx context.Context, cc *a2asrv.CallContext, p *a
 		return err == nil
 	}}
 	if fin := e.run(ctx, callFrom(ctx), t); fin != nil && fin.Kept {
-		if err := answerDurable(ctx, fin); err != nil {
+		if err := holdAnswer(ctx, fin); err != nil {
 			return nil, err
 		}
 		return t.kept, nil

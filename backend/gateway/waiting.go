@@ -149,7 +149,8 @@ func reasonText(reason, detail string) string {
 // A refusal lets the gate answer a call with an error of the transport's own, a limit with
 // Retry-After, which a2a-go's error mapping cannot express: the guard hands a2a-go a writer
 // that holds the status line back until the first byte of the body (a stream's headers
-// included), and writes the refusal instead when the gate set one by then.
+// included), and writes the refusal instead when the gate set one by then. The same writer
+// holds a plain send's whole answer while its receipt's commit is under way (holdAnswer).
 type refusingWriter struct {
 	http.ResponseWriter
 	b  binding
@@ -159,9 +160,14 @@ type refusingWriter struct {
 	status  int // held back by WriteHeader
 	refusal *wireError
 	retry   time.Duration
-	sent    bool   // the held status or the refusal went out
-	first   []byte // an event stream's first event, held until it is whole (restream.go)
+	sent    bool    // the held status or the refusal went out
+	first   []byte  // an event stream's first event, held until it is whole (restream.go)
+	durable durable // what the answer waits for (holdAnswer); its bytes are held meanwhile
+	held    []byte
 }
+
+// durable is a turn.Finished's Durable: nil once what the answer carries is durable.
+type durable interface{ Durable() error }
 
 type refusalKey struct{}
 
@@ -173,19 +179,34 @@ func withRefusals(ctx context.Context, w *refusingWriter) context.Context {
 // returns (which is what a caller without the guard gets).
 func refuse(ctx context.Context, e wireError, retry time.Duration) error {
 	if w, ok := ctx.Value(refusalKey{}).(*refusingWriter); ok {
-		w.mu.Lock()
-		if !w.sent {
-			w.refusal, w.retry = &e, retry
-		}
-		w.mu.Unlock()
+		w.refuse(e, retry)
 	}
 	return a2a.NewError(a2a.ErrServerError, e.Message)
 }
 
-// answerDurable waits until what the answer carries is durable: no byte of a receipt leaves
-// the node before its commit is (docs/threats.md T8). If it is not, the agent gets
-// errNotRecorded instead.
-func answerDurable(ctx context.Context, fin interface{ Durable() error }) error {
+// refuse makes the answer e, unless a byte of another has gone out.
+func (w *refusingWriter) refuse(e wireError, retry time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.sent {
+		w.refusal, w.retry = &e, retry
+	}
+}
+
+// holdAnswer lets a2a-go make the answer while what it carries becomes durable (fin), and
+// holds every byte of it until then: no byte of a receipt leaves the node before its commit
+// and the head mark are (docs/threats.md T8, T14). If it does not become durable, the agent
+// gets errNotRecorded instead (refusingWriter.finish). Without the guard's writer, it waits
+// here.
+func holdAnswer(ctx context.Context, fin durable) error {
+	if w, ok := ctx.Value(refusalKey{}).(*refusingWriter); ok {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if !w.sent {
+			w.durable = fin
+			return nil
+		}
+	}
 	if err := fin.Durable(); err != nil {
 		return refuse(ctx, errNotRecorded, 0)
 	}
@@ -224,6 +245,9 @@ func (w *refusingWriter) send() bool {
 }
 
 func (w *refusingWriter) Write(p []byte) (int, error) {
+	if w.hold(p) {
+		return len(p), nil
+	}
 	if held, ok := w.holdFirstEvent(p); ok {
 		if held == nil {
 			return len(p), nil
@@ -252,12 +276,29 @@ func (w *refusingWriter) Flush() {
 	}
 }
 
+// hold keeps p while the answer waits for its receipt (holdAnswer).
+func (w *refusingWriter) hold(p []byte) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.durable == nil {
+		return false
+	}
+	w.held = append(w.held, p...)
+	return true
+}
+
 // finish sends what is still held when the handler returns (a refusal with no body written,
-// a stream's unfinished first event).
+// a stream's unfinished first event, an answer once its receipt is durable).
 func (w *refusingWriter) finish() {
 	w.mu.Lock()
-	first := w.first
-	w.first = nil
+	fin := w.durable
+	w.mu.Unlock()
+	if fin != nil && fin.Durable() != nil {
+		w.refuse(errNotRecorded, 0)
+	}
+	w.mu.Lock()
+	first := append(w.held, w.first...)
+	w.first, w.held, w.durable = nil, nil, nil
 	w.mu.Unlock()
 	if w.send() && len(first) > 0 {
 		w.ResponseWriter.Write(first)

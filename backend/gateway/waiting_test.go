@@ -72,20 +72,26 @@ type durableFunc func() error
 
 func (d durableFunc) Durable() error { return d() }
 
-// TestHeldAnswer: a plain send's answer carries a receipt whose commit is still under way; the
-// agent gets no byte of it before that commit is durable, and an error in its place when the
-// commit fails (T8). A real server on loopback, a real client.
+// TestHeldAnswer: a plain send's answer carries a receipt whose commit is still under way; it
+// is made meanwhile, but the agent gets no byte of it before that commit is durable, and an
+// error in its place when the commit fails (T8). A real server on loopback, a real client.
 func TestHeldAnswer(t *testing.T) {
 	const answer = `{"jsonrpc":"2.0","id":"7","result":{"task":{"artifacts":[{"name":"receipt"}]}}}`
-	serve := func(t *testing.T, b binding, durable func() error) string {
+	// written, if not nil, is closed once the handler has written the answer.
+	serve := func(t *testing.T, b binding, durable func() error, written chan struct{}) string {
 		t.Helper()
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			rw := &refusingWriter{ResponseWriter: w, b: b, id: json.RawMessage(`"7"`)}
 			rw.Header().Set("Content-Type", "application/json")
-			if err := answerDurable(withRefusals(r.Context(), rw), durableFunc(durable)); err != nil {
+			if err := holdAnswer(withRefusals(r.Context(), rw), durableFunc(durable)); err != nil {
 				rw.Write([]byte(`{"jsonrpc":"2.0","id":"7","error":{"code":-32000}}`)) // as a2a-go writes the error
 			} else {
+				rw.WriteHeader(http.StatusOK)
 				rw.Write([]byte(answer)) // as a2a-go writes the answer it encoded
+				rw.Flush()
+			}
+			if written != nil {
+				close(written)
 			}
 			rw.finish()
 		}))
@@ -104,7 +110,8 @@ func TestHeldAnswer(t *testing.T) {
 
 	t.Run("T8 no byte of the answer leaves before its receipt is durable", func(t *testing.T) {
 		commit := make(chan struct{})
-		url := serve(t, bindingJSONRPC, func() error { <-commit; return nil })
+		written := make(chan struct{})
+		url := serve(t, bindingJSONRPC, func() error { <-commit; return nil }, written)
 		type got struct {
 			body string
 			err  error
@@ -114,6 +121,11 @@ func TestHeldAnswer(t *testing.T) {
 			_, body, err := get(url)
 			done <- got{body, err}
 		}()
+		select { // the answer is made, and flushed, while the commit is under way
+		case <-written:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the answer was not made while its commit was under way")
+		}
 		select {
 		case g := <-done:
 			t.Fatalf("answered before the commit: %q, %v", g.body, g.err)
@@ -131,7 +143,7 @@ func TestHeldAnswer(t *testing.T) {
 			b      binding
 			status int
 		}{{bindingJSONRPC, http.StatusOK}, {bindingREST, http.StatusInternalServerError}} {
-			res, body, err := get(serve(t, c.b, failed))
+			res, body, err := get(serve(t, c.b, failed, nil))
 			if err != nil {
 				t.Fatal(err)
 			}
