@@ -45,6 +45,9 @@ type DB struct {
 	// transaction fails; txn numbers the transactions (Tx.N). Only the committer touches them.
 	kept map[any]any
 	txn  uint64
+	// grantWrites is temp.grant_writes as the last transaction left it (countGrantWrites).
+	// Only the committer touches it.
+	grantWrites int64
 }
 
 type writeReq struct {
@@ -285,15 +288,20 @@ func (db *DB) commitLoop() {
 func (db *DB) commit(batch []*writeReq) {
 	db.txn++
 	grantsWritten := true
+	var count int64
 	err := db.w.Transaction(func(gtx *gorm.DB) error {
-		before, berr := grantWrites(gtx)
 		err := runBatch(&Tx{tx: gtx, db: db}, batch)
-		after, aerr := grantWrites(gtx)
-		grantsWritten = berr != nil || aerr != nil || after != before
+		var cerr error
+		count, cerr = grantWrites(gtx)
+		// Against the count the last transaction left: a write on this connection between
+		// two transactions counts too, and forgets.
+		grantsWritten = cerr != nil || count != db.grantWrites
 		return err
 	})
 	if err != nil {
 		db.kept = nil // what they keep may describe rows the file does not hold
+	} else {
+		db.grantWrites = count
 	}
 	if err != nil || grantsWritten {
 		db.grants.forget() // before anyone hears back: the next GrantByID reads the file

@@ -191,8 +191,9 @@ var turnTables = []string{"turns", "tasks", "receipts", "log_hashes", "log_check
 
 // countGrantWrites makes the writer's connection count, in temp.grant_writes, every row
 // written outside a turn's own records, by temporary triggers on every other table: the
-// committer compares the count as a transaction begins and ends (commit), so what a write
-// writes decides whether the memory is forgotten, whoever wrote it and however.
+// committer compares the count as a transaction ends with the count the one before it left
+// (commit), so what a write writes decides whether the memory is forgotten, whoever wrote it
+// and however.
 func (db *DB) countGrantWrites() error {
 	var tables []string
 	if err := db.w.Raw(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`).Scan(&tables).Error; err != nil {

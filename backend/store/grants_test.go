@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -207,6 +208,7 @@ func TestSignerSeesRevocation(t *testing.T) {
 
 // remembered is a store with grant g1, and a read of its uses through GrantByID, done once: g1
 // is remembered.
+// remembered is a store that remembers grant g1, and how many uses it remembers for it.
 func remembered(t *testing.T) (*DB, func() int64) {
 	db, _ := openTemp(t)
 	approveFlow(t, db, testFlow("f1", "BBBBBBBB", "alice"), testGrant("g1", "alice"))
@@ -220,6 +222,25 @@ func remembered(t *testing.T) (*DB, func() int64) {
 	}
 	uses()
 	return db, uses
+}
+
+// setUsesBehind sets g1's uses behind the store's back, on a connection of its own (no
+// other process writes the file while the node runs: the data dir's lock), so that what the
+// store remembers shows.
+func setUsesBehind(t *testing.T, db *DB, uses int) {
+	t.Helper()
+	var path string
+	if err := db.r.Raw("SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&path).Error; err != nil {
+		t.Fatal(err)
+	}
+	other, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Exec(`UPDATE grants SET uses = ? WHERE id = 'g1'`, uses); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // G13: the grants GrantByID remembers (grantMemory) never outlive a write that may change
@@ -286,11 +307,7 @@ func TestGrantMemory(t *testing.T) {
 
 	t.Run("G13 every write but a turn's own records forgets what it remembers", func(t *testing.T) {
 		db, uses := remembered(t)
-		// A change behind the store's back (no other process writes the file while the node
-		// runs: the data dir's lock) shows what is remembered.
-		if err := db.w.Exec(`UPDATE grants SET uses = 7 WHERE id = 'g1'`).Error; err != nil {
-			t.Fatal(err)
-		}
+		setUsesBehind(t, db, 7)
 		if n := uses(); n != 0 {
 			t.Fatalf("uses = %d: the grant was read again, not remembered", n)
 		}
@@ -322,9 +339,7 @@ func TestGrantMemory(t *testing.T) {
 			}
 			if seq == 2 {
 				uses() // remembered again
-				if err := db.w.Exec(`UPDATE grants SET uses = 7 WHERE id = 'g1'`).Error; err != nil {
-					t.Fatal(err)
-				}
+				setUsesBehind(t, db, 7)
 			}
 			if err := appendRows(ctx, db, []Receipt{rcReceipt(turn, seq, rcPrev(seq))}); err != nil {
 				t.Fatal(err)
@@ -356,15 +371,29 @@ func TestGrantMemory(t *testing.T) {
 			t.Fatalf("uses = %d after a write that changed the grant: the memory outlived it", n)
 		}
 		// A plain write of a task alone leaves the memory alone.
-		if err := db.w.Exec(`UPDATE grants SET uses = 11 WHERE id = 'g1'`).Error; err != nil {
-			t.Fatal(err)
-		}
+		setUsesBehind(t, db, 11)
 		if _, err := db.TaskStore("review", ownerOf).Create(as(t, "alice"), &a2a.Task{ID: "task-g13", ContextID: "c",
 			Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted}}); err != nil {
 			t.Fatal(err)
 		}
 		if n := uses(); n != 9 {
 			t.Fatalf("uses = %d after a task's write: it need not forget", n)
+		}
+	})
+
+	t.Run("G13 a write on the store's own connection between its commits forgets at the next", func(t *testing.T) {
+		db, uses := remembered(t)
+		if err := db.w.Exec(`UPDATE grants SET uses = 5 WHERE id = 'g1'`).Error; err != nil {
+			t.Fatal(err)
+		}
+		// The next commit writes a turn's record alone, which by itself need not forget.
+		turn := Turn{ID: "t1", TaskID: "task-1", ContextID: "ctx-1", Brand: "review", BrandScope: "review:read_only",
+			GrantID: "g1", Agent: domain.Agent{Issuer: "https://id.example", Subject: "alice"}, PolicyHash: "p1", StartedAt: flowT0}
+		if err := db.StartTurn(ctx, turn); err != nil {
+			t.Fatal(err)
+		}
+		if n := uses(); n != 5 {
+			t.Fatalf("uses = %d: the count the write left behind was not seen", n)
 		}
 	})
 }
