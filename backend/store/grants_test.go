@@ -224,6 +224,13 @@ func remembered(t *testing.T) (*DB, func() int64) {
 	return db, uses
 }
 
+// g1Turn is turn n of alice on grant g1.
+func g1Turn(n int64) Turn {
+	return Turn{ID: fmt.Sprint("t", n), TaskID: fmt.Sprint("task-", n), ContextID: "ctx-1", Brand: "review",
+		BrandScope: "review:read_only", GrantID: "g1", Agent: domain.Agent{Issuer: "https://id.example", Subject: "alice"},
+		PolicyHash: "p1", StartedAt: flowT0}
+}
+
 // setUsesBehind sets g1's uses behind the store's back, on a connection of its own (no
 // other process writes the file while the node runs: the data dir's lock), so that what the
 // store remembers shows.
@@ -311,8 +318,7 @@ func TestGrantMemory(t *testing.T) {
 		if n := uses(); n != 0 {
 			t.Fatalf("uses = %d: the grant was read again, not remembered", n)
 		}
-		turn := Turn{ID: "t1", TaskID: "task-1", ContextID: "ctx-1", Brand: "review", BrandScope: "review:read_only",
-			GrantID: "g1", Agent: domain.Agent{Issuer: "https://id.example", Subject: "alice"}, PolicyHash: "p1", StartedAt: flowT0}
+		turn := g1Turn(1)
 		if err := db.StartTurn(ctx, turn); err != nil {
 			t.Fatal(err)
 		}
@@ -331,9 +337,7 @@ func TestGrantMemory(t *testing.T) {
 	t.Run("G13 a receipt's append, its log leaf and signed checkpoint with it, leaves the memory alone", func(t *testing.T) {
 		db, uses := remembered(t)
 		for seq := int64(1); seq <= 2; seq++ {
-			turn := Turn{ID: fmt.Sprint("t", seq), TaskID: fmt.Sprint("task-", seq), ContextID: "ctx-1", Brand: "review",
-				BrandScope: "review:read_only", GrantID: "g1", Agent: domain.Agent{Issuer: "https://id.example", Subject: "alice"},
-				PolicyHash: "p1", StartedAt: flowT0}
+			turn := g1Turn(seq)
 			if err := db.StartTurn(ctx, turn); err != nil {
 				t.Fatal(err)
 			}
@@ -387,8 +391,7 @@ func TestGrantMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The next commit writes a turn's record alone, which by itself need not forget.
-		turn := Turn{ID: "t1", TaskID: "task-1", ContextID: "ctx-1", Brand: "review", BrandScope: "review:read_only",
-			GrantID: "g1", Agent: domain.Agent{Issuer: "https://id.example", Subject: "alice"}, PolicyHash: "p1", StartedAt: flowT0}
+		turn := g1Turn(1)
 		if err := db.StartTurn(ctx, turn); err != nil {
 			t.Fatal(err)
 		}
