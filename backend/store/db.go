@@ -289,7 +289,7 @@ func (db *DB) commit(batch []*writeReq) {
 	db.txn++
 	grantsWritten := true
 	var count int64
-	err := db.w.Transaction(func(gtx *gorm.DB) error {
+	err := db.transaction(func(gtx *gorm.DB) error {
 		err := runBatch(&Tx{tx: gtx, db: db}, batch)
 		var cerr error
 		count, cerr = grantWrites(gtx)
@@ -307,6 +307,35 @@ func (db *DB) commit(batch []*writeReq) {
 		db.grants.forget() // before anyone hears back: the next GrantByID reads the file
 	}
 	release(batch, err)
+}
+
+// transaction runs fn in one IMMEDIATE transaction on the writer's connection, begun and
+// ended by statements of its own: database/sql's Tx watches its context with a goroutine, and
+// with another for every query in it, and waking each costs the committer more than the query.
+func (db *DB) transaction(fn func(tx *gorm.DB) error) error {
+	ctx := context.Background()
+	pool, err := db.w.DB()
+	if err != nil {
+		return err
+	}
+	conn, err := pool.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	tx := db.w.Session(&gorm.Session{NewDB: true, Context: ctx})
+	tx.Statement.ConnPool = conn
+	if err = fn(tx); err == nil {
+		_, err = conn.ExecContext(ctx, "COMMIT")
+	}
+	if err != nil {
+		// Also after a failed COMMIT: SQLite keeps the transaction open when it was busy.
+		conn.ExecContext(ctx, "ROLLBACK")
+	}
+	return err
 }
 
 // runBatch runs the writes of batch in tx, each in a savepoint of its own (one alone needs
