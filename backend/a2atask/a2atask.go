@@ -16,7 +16,7 @@ import (
 type Row struct {
 	ID, ContextID, State string
 	StatusAt             *time.Time
-	Ran                  bool // Ran
+	Ran                  bool // the task has started a turn (Ran)
 	JSON                 []byte
 }
 
