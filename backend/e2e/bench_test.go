@@ -206,6 +206,20 @@ func TestPrintB3(t *testing.T) {
 		}
 		return append([]string{bwrap}, wrapped...), scratch
 	}
+	// Both fakes run with a turn's environment, as the runner gives it (a system PATH, HOME,
+	// TMPDIR, CODEX_HOME, and the harness's variables: the fake's record), so that each does
+	// what the fake does in a turn, its session under CODEX_HOME among it: the confined one in
+	// the view's folders, the direct one in twins of them outside, never in the machine's own
+	// ~/.codex.
+	turnEnv := func(home, tmp, codexHome string) []string {
+		env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "TMPDIR=" + tmp, "CODEX_HOME=" + codexHome}
+		if v, ok := os.LookupEnv("LANG"); ok {
+			env = append(env, "LANG="+v)
+		}
+		return append(env, e.opts.CodexEnv...)
+	}
+	directEnv := turnEnv(t.TempDir(), t.TempDir(), t.TempDir())
+	viewEnv := turnEnv("/run/aether/home", "/tmp", "/run/aether/codex")
 	for i := 0; i < n; i++ {
 		start := time.Now()
 		if task := a.send(c, "", "bench"); task.Status.State != a2a.TaskStateCompleted {
@@ -216,10 +230,11 @@ func TestPrintB3(t *testing.T) {
 		inBox, scratch := confinedFake()
 		for _, run := range []struct {
 			argv []string
+			env  []string
 			into *[]time.Duration
-		}{{fakeArgs, &direct}, {inBox, &confined}} {
+		}{{fakeArgs, directEnv, &direct}, {inBox, viewEnv, &confined}} {
 			cmd := exec.Command(run.argv[0], run.argv[1:]...)
-			cmd.Env = append(os.Environ(), e.opts.CodexEnv...) // the fake does what it does in a turn (its record)
+			cmd.Env = run.env
 			cmd.Stdin = strings.NewReader("bench")
 			start = time.Now()
 			if out, err := cmd.CombinedOutput(); err != nil {
