@@ -155,6 +155,9 @@ func TestPrintB1(t *testing.T) {
 	}
 }
 
+// The turn's folders as its view names them (the runner's, backend/codex/view.go).
+const viewHome, viewTmp, viewCodexHome = "/run/aether/home", "/tmp", "/run/aether/codex"
+
 // TestPrintB3 measures one turn with the fake Codex (instant exit) through the gateway
 // against running the fake directly (ratio=). The two budgets are apart: confine= is what
 // a bubblewrap view with a turn's mounts (system, the turn's scratch as /tmp and HOME, the
@@ -194,8 +197,8 @@ func TestPrintB3(t *testing.T) {
 			}
 		}
 		view := confine.View{Dir: e.workspace, Mounts: []confine.Mount{
-			{Source: tmp, Target: "/tmp", Writable: true}, {Source: home, Target: "/run/aether/home", Writable: true},
-			{Source: state, Target: "/run/aether/codex", Writable: true}, {Source: filepath.Dir(e.opts.CodexPath)}}}
+			{Source: tmp, Target: viewTmp, Writable: true}, {Source: home, Target: viewHome, Writable: true},
+			{Source: state, Target: viewCodexHome, Writable: true}, {Source: filepath.Dir(e.opts.CodexPath)}}}
 		for _, m := range e.opts.CodexTestMounts {
 			view.Mounts = append(view.Mounts, confine.Mount{Source: m, Writable: true})
 		}
@@ -206,11 +209,9 @@ func TestPrintB3(t *testing.T) {
 		}
 		return append([]string{bwrap}, wrapped...), scratch
 	}
-	// Both fakes run with a turn's environment, as the runner gives it (a system PATH, HOME,
-	// TMPDIR, CODEX_HOME, and the harness's variables: the fake's record), so that each does
-	// what the fake does in a turn, its session under CODEX_HOME among it: the confined one in
-	// the view's folders, the direct one in twins of them outside, never in the machine's own
-	// ~/.codex.
+	// Both fakes get a turn's environment, as the runner gives it, so each writes its session
+	// under CODEX_HOME as in a turn: the confined one in the view's folders, the direct one in
+	// twins of them outside, never in the machine's own ~/.codex.
 	turnEnv := func(home, tmp, codexHome string) []string {
 		env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "TMPDIR=" + tmp, "CODEX_HOME=" + codexHome}
 		if v, ok := os.LookupEnv("LANG"); ok {
@@ -219,7 +220,7 @@ func TestPrintB3(t *testing.T) {
 		return append(env, e.opts.CodexEnv...)
 	}
 	directEnv := turnEnv(t.TempDir(), t.TempDir(), t.TempDir())
-	viewEnv := turnEnv("/run/aether/home", "/tmp", "/run/aether/codex")
+	viewEnv := turnEnv(viewHome, viewTmp, viewCodexHome)
 	for i := 0; i < n; i++ {
 		start := time.Now()
 		if task := a.send(c, "", "bench"); task.Status.State != a2a.TaskStateCompleted {
